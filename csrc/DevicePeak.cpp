@@ -1,0 +1,155 @@
+#include "DevicePeak.h"
+
+#include <ATen/Context.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/randn.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "Timing.h"
+#include "core/Metrics.h"
+
+#ifdef TORCHUTIL_WITH_CUDA
+#include "cuda/CudaSupport.h"
+#endif
+
+namespace torchutil {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::optional<at::ScalarType> gemmType(PeakDtype d) {
+  switch (d) {
+    case PeakDtype::FP64: return at::kDouble;
+    case PeakDtype::FP32:
+    case PeakDtype::TF32: return at::kFloat;
+    case PeakDtype::FP16: return at::kHalf;
+    case PeakDtype::BF16: return at::kBFloat16;
+    default: return std::nullopt;
+  }
+}
+
+// Sets cuBLAS's TF32 permission for a scope and restores it.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool allow) : saved_(at::globalContext().allowTF32CuBLAS()) {
+    at::globalContext().setAllowTF32CuBLAS(allow);
+  }
+  ~Tf32Scope() { at::globalContext().setAllowTF32CuBLAS(saved_); }
+
+ private:
+  bool saved_;
+};
+
+double timeGemm(c10::Device device, PeakDtype dtype) {
+  const auto type = gemmType(dtype);
+  TORCH_CHECK_VALUE(type.has_value(), "torchutil: a measured peak for ",
+                    peakDtypeName(dtype), " is not implemented; pass peak_flops= instead");
+  c10::InferenceMode inference;
+  Tf32Scope tf32(dtype == PeakDtype::TF32);
+  const bool lowPrecisionCpu = device.is_cpu() && (dtype == PeakDtype::FP16 || dtype == PeakDtype::BF16);
+  const int64_t n = device.is_cpu() ? (lowPrecisionCpu ? 512 : 1024) : 8192;
+  const auto opts = at::TensorOptions().device(device).dtype(*type);
+  const at::Tensor a = at::randn({n, n}, opts);
+  const at::Tensor b = at::randn({n, n}, opts);
+  const double flops = 2.0 * static_cast<double>(n) * n * n;
+  double best = 0.0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  for (int rep = 0; rep < 12; ++rep) {
+    synchronizeDevice(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < (device.is_cpu() ? 1 : 10); ++i) {
+      at::mm(a, b);
+    }
+    synchronizeDevice(device);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) {  // the first run pays for library initialization
+      best = std::max(best, flops * (device.is_cpu() ? 1 : 10) / s);
+    }
+    if (rep >= 3 && std::chrono::steady_clock::now() > deadline) {
+      break;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+double measuredGemmPeak(c10::Device device, PeakDtype dtype) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, int>, double> cache;
+  const auto key = std::make_pair(device.str(), static_cast<int>(dtype));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      return it->second;
+    }
+  }
+  const double value = timeGemm(device, dtype);
+  std::lock_guard<std::mutex> lock(mutex);
+  cache[key] = value;
+  return value;
+}
+
+Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source) {
+  TORCH_CHECK_VALUE(source == "auto" || source == "datasheet" || source == "computed" ||
+                        source == "measured",
+                    "torchutil: peak must be one of 'auto', 'datasheet', 'computed', "
+                    "'measured', got '", std::string(source), "'");
+  const std::string dtypeName = peakDtypeName(dtype);
+  if (device.is_meta()) {
+    return {kNaN, "none: nothing runs on the meta device", dtypeName};
+  }
+#ifdef TORCHUTIL_WITH_CUDA
+  if (device.is_cuda()) {
+    const cuda::DeviceInfo info = cuda::deviceInfo(device.index());
+    if (source == "auto" || source == "datasheet") {
+      if (auto p = datasheetPeak(info.name, dtype)) {
+        return {p->flopsPerSecond, p->source, dtypeName};
+      }
+      TORCH_CHECK_VALUE(source == "auto", "torchutil: no datasheet peak for ", info.name, " in ",
+                        dtypeName, "; use peak='computed' or 'measured'");
+    }
+    if (source == "auto" || source == "computed") {
+      if (auto p = computedPeak(info.major, info.minor, info.multiprocessors, info.clockHz, dtype)) {
+        return {p->flopsPerSecond, p->source, dtypeName};
+      }
+      TORCH_CHECK_VALUE(source == "auto", "torchutil: no FLOP/clock figure for sm_", info.major,
+                        info.minor, " in ", dtypeName, "; use peak='measured'");
+    }
+  }
+#endif
+  if (source == "datasheet" || source == "computed") {
+    TORCH_CHECK_VALUE(false, "torchutil: a ", std::string(source), " peak exists only for CUDA "
+                      "GPUs, not for ", device.str(), "; use peak='measured' or 'auto'");
+  }
+  const double measured = measuredGemmPeak(device, dtype);
+  std::ostringstream src;
+  src << "measured: best square " << dtypeName << " GEMM on " << device.str();
+  return {measured, src.str(), dtypeName};
+}
+
+Peak peakForCount(c10::Device device, const CountTable& table, std::string_view source,
+                  std::optional<double> peakOverride) {
+  auto& ctx = at::globalContext();
+  const bool tf32Matmul = device.is_cuda() && ctx.allowTF32CuBLAS();
+  const bool tf32Conv = device.is_cuda() && ctx.allowTF32CuDNN();
+  const PeakDtype dtype = dominantPeakDtype(table, tf32Matmul, tf32Conv).value_or(PeakDtype::FP32);
+  if (peakOverride.has_value()) {
+    TORCH_CHECK_VALUE(*peakOverride > 0 && std::isfinite(*peakOverride),
+                      "torchutil: peak_flops must be a positive number of FLOP/s, got ",
+                      *peakOverride);
+    return {*peakOverride, "given by the caller", peakDtypeName(dtype)};
+  }
+  return devicePeak(device, dtype, source);
+}
+
+}  // namespace torchutil

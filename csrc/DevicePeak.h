@@ -1,0 +1,34 @@
+#pragma once
+// Peak FLOP/s of the device a profile ran on: the datasheet, the computed fallback
+// (core/PeakTable.h) or a timed GEMM, as the caller asks.
+#include <c10/core/Device.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/CountSession.h"
+#include "core/PeakTable.h"
+
+namespace torchutil {
+
+struct Peak {
+  double flopsPerSecond;  // NaN when there is none (meta device)
+  std::string source;
+  std::string dtype;      // peakDtypeName()
+};
+
+// source: "auto" (datasheet, else computed, else measured), "datasheet", "computed" or
+// "measured". Throws c10::ValueError for another source or when the asked one is unavailable.
+Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source);
+
+// The peak for what a count ran: its dominant dtype (dominantPeakDtype) on device, or the
+// user's number when peakOverride is set.
+Peak peakForCount(c10::Device device, const CountTable& table, std::string_view source,
+                  std::optional<double> peakOverride);
+
+// Times a square GEMM in dtype on device and returns the best FLOP/s seen; cached per
+// (device, dtype) for the life of the process.
+double measuredGemmPeak(c10::Device device, PeakDtype dtype);
+
+}  // namespace torchutil

@@ -1,0 +1,70 @@
+#include "Forward.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <mutex>
+
+namespace torchutil {
+namespace {
+
+class ScriptForward final : public Forward {
+ public:
+  explicit ScriptForward(torch::jit::Module module) : module_(std::move(module)) {}
+
+  void run(const std::vector<at::Tensor>& inputs) override {
+    std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+    module_.forward(std::move(args));
+  }
+
+  std::optional<c10::Device> parameterDevice() override {
+    for (const at::Tensor& p : module_.parameters()) {
+      return p.device();
+    }
+    for (const at::Tensor& b : module_.buffers()) {
+      return b.device();
+    }
+    return std::nullopt;
+  }
+
+  std::string describe() override {
+    return "TorchScript module " + module_.type()->name()->name();
+  }
+
+ private:
+  torch::jit::Module module_;
+};
+
+std::mutex gFactoriesMutex;
+std::vector<ForwardFactory>& factories() {
+  static std::vector<ForwardFactory> f;
+  return f;
+}
+
+}  // namespace
+
+void registerForwardFactory(ForwardFactory factory) {
+  std::lock_guard<std::mutex> lock(gFactoriesMutex);
+  factories().push_back(factory);
+}
+
+std::unique_ptr<Forward> makeForward(const c10::IValue& model) {
+  if (model.isObject() && model.toObjectRef().type()->is_module()) {
+    return std::make_unique<ScriptForward>(torch::jit::Module(model.toObject()));
+  }
+  std::vector<ForwardFactory> copy;
+  {
+    std::lock_guard<std::mutex> lock(gFactoriesMutex);
+    copy = factories();
+  }
+  for (ForwardFactory f : copy) {
+    if (auto forward = f(model)) {
+      return forward;
+    }
+  }
+  TORCH_CHECK_TYPE(false,
+                   "torchutil: model must be an nn.Module, a TorchScript module or a callable, got ",
+                   model.tagKind(), model.isObject() ? " " + model.type()->str() : std::string());
+}
+
+}  // namespace torchutil

@@ -1,0 +1,43 @@
+#pragma once
+// What torchutil runs: one forward of a model over fixed inputs. The dispatcher carries the
+// model as a c10::IValue; makeForward() turns it into a Forward, trying TorchScript modules
+// first and then the factories other parts register (the Python binding registers one for
+// util.PyModule, the box around an eager Python callable).
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace torchutil {
+
+class Forward {
+ public:
+  virtual ~Forward() = default;
+  // Runs the model once on inputs and drops the result.
+  virtual void run(const std::vector<at::Tensor>& inputs) = 0;
+  // Device of the model's first parameter (else buffer), if it has any.
+  virtual std::optional<c10::Device> parameterDevice() = 0;
+  // Short description for messages ("TorchScript module ResNet", "Python callable ...").
+  virtual std::string describe() = 0;
+  // Whether forwards are compiled code that runs ops out of sight of module hooks.
+  virtual bool compiled() { return false; }
+
+  // Reports module entries and exits to OpCounter while the returned object lives.
+  class ModuleScope {
+   public:
+    virtual ~ModuleScope() = default;
+  };
+  virtual std::unique_ptr<ModuleScope> trackModules() { return nullptr; }
+};
+
+using ForwardFactory = std::unique_ptr<Forward> (*)(const c10::IValue& model);
+void registerForwardFactory(ForwardFactory factory);
+
+// Throws c10::TypeError naming what model is when nothing can run it.
+std::unique_ptr<Forward> makeForward(const c10::IValue& model);
+
+}  // namespace torchutil

@@ -1,0 +1,145 @@
+#include "OpCounter.h"
+
+#include <ATen/core/function_schema.h>
+#include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <memory>
+
+#include "IValueArgs.h"
+
+namespace torchutil {
+namespace {
+
+struct ThreadState {
+  std::unique_ptr<CountSession> session;
+  at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
+};
+
+thread_local ThreadState tls;
+std::atomic<int64_t> gLiveCallbacks{0};
+
+const Args kNoOutputs;
+
+bool anyPythonTensor(c10::ArrayRef<const c10::IValue> inputs) {
+  for (const c10::IValue& v : inputs) {
+    if (v.isTensor() && v.toTensor().defined() &&
+        v.toTensor().key_set().has(c10::DispatchKey::Python)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
+  CountSession* s = tls.session.get();
+  if (s == nullptr) {
+    return nullptr;  // the callback was inherited by a thread that does not count
+  }
+  const bool counted = s->enter(fn.name());
+  // FakeTensor kernels run their meta implementation with Meta in the TLS include set; those
+  // calls (during torch.compile tracing, say) are not work of the model.
+  if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Meta)) {
+    s->markOpaque();
+    return nullptr;
+  }
+  const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
+  if (!counted) {
+    if (anyPythonTensor(inputs)) {
+      s->markOpaque();
+    }
+    return nullptr;
+  }
+  if (inputs.empty()) {
+    // The dispatcher boxes no inputs for ops whose arguments cannot be boxed.
+    auto schema = fn.operator_schema();
+    if (!schema.has_value() || !schema->arguments().empty()) {
+      s->inputsUnavailable();
+      return nullptr;
+    }
+  }
+  ConvertedArgs args = toArgs(inputs);
+  if (args.pythonTensor) {
+    s->markOpaque();
+  } else {
+    s->setInputs(std::move(args.args));
+  }
+  return nullptr;
+}
+
+void onExit(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
+  CountSession* s = tls.session.get();
+  if (s == nullptr) {
+    return;
+  }
+  if (s->topIsCounted()) {
+    s->exit(toArgs(fn.outputs()));
+  } else {
+    s->exit(kNoOutputs);
+  }
+}
+
+}  // namespace
+
+void OpCounter::begin() {
+  TORCH_CHECK(tls.session == nullptr,
+              "torchutil: a profile is already counting on this thread; profiles cannot be "
+              "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
+  TORCH_CHECK(at::isRecordFunctionEnabled(),
+              "torchutil: RecordFunction is disabled on this thread "
+              "(at::RecordFunctionGuard(false)), so no op can be seen");
+  tls.session = std::make_unique<CountSession>();
+  try {
+    at::RecordFunctionCallback cb(&onEnter, &onExit);
+    cb.needsInputs(true).needsOutputs(true).scopes({at::RecordScope::FUNCTION});
+    tls.handle = at::addThreadLocalCallback(cb);
+    gLiveCallbacks.fetch_add(1);
+  } catch (...) {
+    tls.session.reset();
+    throw;
+  }
+}
+
+CountTable OpCounter::end() {
+  TORCH_CHECK(tls.session != nullptr, "torchutil: no count is running on this thread");
+  CountTable table = tls.session->table();
+  abort();
+  return table;
+}
+
+void OpCounter::abort() noexcept {
+  if (tls.handle != at::INVALID_CALLBACK_HANDLE) {
+    at::removeCallback(tls.handle);
+    tls.handle = at::INVALID_CALLBACK_HANDLE;
+    gLiveCallbacks.fetch_sub(1);
+  }
+  tls.session.reset();
+}
+
+bool OpCounter::active() {
+  return tls.session != nullptr;
+}
+
+void OpCounter::enterModule(std::string path) {
+  if (tls.session != nullptr) {
+    tls.session->enterModule(std::move(path));
+  }
+}
+
+void OpCounter::exitModule() {
+  if (tls.session != nullptr) {
+    tls.session->exitModule();
+  }
+}
+
+std::string OpCounter::currentModule() {
+  return tls.session != nullptr ? tls.session->currentModule() : std::string();
+}
+
+int64_t OpCounter::liveCallbacks() {
+  return gLiveCallbacks.load();
+}
+
+}  // namespace torchutil

@@ -1,0 +1,116 @@
+#include "Profile.h"
+
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <limits>
+
+#include "Forward.h"
+#include "OpCounter.h"
+#include "core/Metrics.h"
+
+namespace torchutil {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+c10::Device checkInputs(const std::vector<at::Tensor>& inputs) {
+  TORCH_CHECK_VALUE(!inputs.empty(), "torchutil: profile needs at least one input tensor");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK_VALUE(inputs[i].defined(), "torchutil: input ", i, " is an undefined tensor");
+    TORCH_CHECK_VALUE(inputs[i].device() == inputs[0].device(),
+                      "torchutil: inputs are on different devices: input 0 on ",
+                      inputs[0].device().str(), ", input ", i, " on ", inputs[i].device().str());
+  }
+  TORCH_CHECK_VALUE(inputs[0].dim() >= 1,
+                    "torchutil: the input needs a batch dimension, got a 0-d tensor");
+  return inputs[0].device();
+}
+
+}  // namespace
+
+ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batchSize,
+                             double seconds, const std::string& peakSource,
+                             std::optional<double> peakFlops) {
+  ProfileOutput out;
+  out.peak = peakForCount(device, table, peakSource, peakFlops);
+  SummaryInputs s;
+  s.totals = table.totals();
+  s.secondsPerForward = seconds;
+  s.peakFlopsPerSecond = out.peak.flopsPerSecond;
+  s.batchSize = batchSize;
+  s.iterations = 1;
+  out.summary = summarize(s);
+  out.table = std::move(table);
+  out.device = device.str();
+  out.timingMode = "wall";
+  return out;
+}
+
+ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
+                           const ProfileOptions& options) {
+  TORCH_CHECK_VALUE(options.iters >= 1, "torchutil: iters must be >= 1, got ", options.iters);
+  TORCH_CHECK_VALUE(options.warmup >= 0, "torchutil: warmup must be >= 0, got ",
+                    options.warmup);
+  TORCH_CHECK(!OpCounter::active(),
+              "torchutil: a profile is already counting on this thread; profiles cannot be "
+              "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
+  const c10::Device device = checkInputs(inputs);
+  std::unique_ptr<Forward> forward = makeForward(model);
+  if (auto paramDevice = forward->parameterDevice()) {
+    TORCH_CHECK_VALUE(*paramDevice == device, "torchutil: the input is on ", device.str(),
+                      " but the model's parameters are on ", paramDevice->str(),
+                      "; move one of them (model.to(x.device))");
+  }
+  const TimingMode mode = options.cudaGraph ? TimingMode::CudaGraph : TimingMode::Eager;
+  if (mode == TimingMode::CudaGraph) {
+    TORCH_CHECK_VALUE(device.is_cuda(), "torchutil: cuda_graph=True needs CUDA inputs, got ",
+                      device.str());
+  }
+  // Validate the peak request before running anything.
+  if (!options.peakFlops.has_value()) {
+    TORCH_CHECK_VALUE(options.peak == "auto" || options.peak == "datasheet" ||
+                          options.peak == "computed" || options.peak == "measured",
+                      "torchutil: peak must be one of 'auto', 'datasheet', 'computed', "
+                      "'measured', got '", options.peak, "'");
+  }
+
+  c10::InferenceMode inference;
+  // Warm-up first, so that lazy initialization and torch.compile's tracing stay out of the
+  // count; then one counted forward; then the timed forwards, which run without any hook.
+  const bool onMeta = device.is_meta();
+  for (int64_t i = 0; i + 1 < options.warmup; ++i) {
+    forward->run(inputs);
+  }
+  CountTable table;
+  {
+    std::unique_ptr<Forward::ModuleScope> modules =
+        forward->compiled() ? nullptr : forward->trackModules();
+    CountingScope counting;
+    forward->run(inputs);
+    table = counting.finish();
+  }
+  std::vector<double> seconds;
+  if (!onMeta) {
+    // Graph replays get their own warm-up (the first replay uploads the graph).
+    const int64_t replayWarmup = mode == TimingMode::CudaGraph ? options.warmup : 0;
+    seconds = timeForwards(*forward, inputs, device, mode, replayWarmup, options.iters);
+  }
+
+  ProfileOutput out;
+  out.peak = peakForCount(device, table, options.peak, options.peakFlops);
+  SummaryInputs s;
+  s.totals = table.totals();
+  s.secondsPerForward = onMeta ? kNaN : median(seconds);
+  s.peakFlopsPerSecond = out.peak.flopsPerSecond;
+  s.batchSize = inputs[0].size(0);
+  s.iterations = onMeta ? 0 : options.iters;
+  s.cudaGraph = mode == TimingMode::CudaGraph;
+  out.summary = summarize(s);
+  out.table = std::move(table);
+  out.timingMode = onMeta ? "none" : timingModeName(mode);
+  out.device = device.str();
+  return out;
+}
+
+}  // namespace torchutil

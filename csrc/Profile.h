@@ -1,0 +1,41 @@
+#pragma once
+// The profile of one model on one input: warm-up, one counted forward, timed forwards, peak,
+// and the summary. Shared by the ops in ops/ProfileOps.cpp.
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "DevicePeak.h"
+#include "Timing.h"
+#include "core/CountSession.h"
+
+namespace torchutil {
+
+struct ProfileOptions {
+  int64_t warmup = 3;
+  int64_t iters = 10;
+  bool cudaGraph = false;
+  std::string peak = "auto";
+  std::optional<double> peakFlops;
+};
+
+struct ProfileOutput {
+  std::vector<double> summary;  // Field order (core/Metrics.h)
+  CountTable table;
+  Peak peak;
+  std::string timingMode;
+  std::string device;
+};
+
+ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
+                           const ProfileOptions& options);
+
+// Builds the output of a count that the caller timed itself (torchutil.Profiler).
+ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batchSize,
+                             double seconds, const std::string& peakSource,
+                             std::optional<double> peakFlops);
+
+}  // namespace torchutil

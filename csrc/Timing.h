@@ -1,0 +1,25 @@
+#pragma once
+// Times forwards: a steady clock on the CPU, device events on accelerators (one pair per
+// forward, read after one synchronization), and CUDA-graph replays.
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <string>
+#include <vector>
+
+#include "Forward.h"
+
+namespace torchutil {
+
+enum class TimingMode { Eager, CudaGraph };
+const char* timingModeName(TimingMode m);
+
+// Seconds per forward, one entry per timed forward. warmup forwards (or replays) run first.
+std::vector<double> timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
+                                 c10::Device device, TimingMode mode, int64_t warmup,
+                                 int64_t iters);
+
+// Blocks until the device has finished all queued work (no-op on the CPU).
+void synchronizeDevice(c10::Device device);
+
+}  // namespace torchutil

@@ -1,0 +1,187 @@
+#include "core/CountSession.h"
+
+#include <algorithm>
+#include <map>
+
+namespace torchutil {
+
+void CountTable::add(std::string_view op, const std::string& module, std::string_view dtype,
+                     OpClass c, const Cost& cost, int64_t bytes) {
+  std::string key;
+  key.reserve(op.size() + module.size() + dtype.size() + 2);
+  key.append(op).push_back('\x1f');
+  key.append(module).push_back('\x1f');
+  key.append(dtype);
+  auto it = rowIndex_.find(key);
+  size_t i;
+  if (it == rowIndex_.end()) {
+    i = rows_.size();
+    rowIndex_.emplace(std::move(key), i);
+    OpStats row;
+    row.op = std::string(op);
+    row.module = module;
+    row.dtype = std::string(dtype);
+    row.opClass = c;
+    rows_.push_back(std::move(row));
+  } else {
+    i = it->second;
+  }
+  OpStats& row = rows_[i];
+  row.calls += 1;
+  row.matrixFlops += cost.matrixFlops;
+  row.vectorFlops += cost.vectorFlops;
+  row.bytes += bytes;
+}
+
+void CountTable::addUnknown(std::string_view op, int64_t calls) {
+  std::string name(op);
+  auto it = unknownIndex_.find(name);
+  if (it == unknownIndex_.end()) {
+    unknownIndex_.emplace(name, unknown_.size());
+    unknown_.emplace_back(std::move(name), calls);
+  } else {
+    unknown_[it->second].second += calls;
+  }
+}
+
+CountTotals CountTable::totals() const {
+  CountTotals t;
+  for (const OpStats& r : rows_) {
+    t.matrixFlops += r.matrixFlops;
+    t.vectorFlops += r.vectorFlops;
+    t.bytes += r.bytes;
+    t.countedCalls += r.calls;
+  }
+  for (const auto& u : unknown_) {
+    t.unknownCalls += u.second;
+  }
+  return t;
+}
+
+std::string CountTable::dominantDtype() const {
+  std::map<std::string, std::pair<int64_t, int64_t>> byDtype;  // dtype -> (matrix, all)
+  for (const OpStats& r : rows_) {
+    if (r.dtype.empty()) {
+      continue;
+    }
+    auto& acc = byDtype[r.dtype];
+    acc.first += r.matrixFlops;
+    acc.second += r.flops();
+  }
+  std::string best;
+  std::pair<int64_t, int64_t> bestScore{-1, -1};
+  for (const auto& kv : byDtype) {
+    if (kv.second > bestScore) {
+      bestScore = kv.second;
+      best = kv.first;
+    }
+  }
+  return best;
+}
+
+CountSession::CountSession(const FormulaRegistry& registry) : registry_(registry) {
+  frames_.reserve(64);
+}
+
+bool CountSession::enter(std::string_view name) {
+  Frame f;
+  f.name = name;
+  f.entry = registry_.find(name);
+  f.module = modules_.size() - 1;
+  const bool countable = f.entry != nullptr && f.entry->opClass != OpClass::Transparent;
+  if (counted_ >= 0) {
+    Frame& top = frames_.back();
+    const bool redispatch = countable && static_cast<size_t>(counted_) + 1 == frames_.size() &&
+                            top.name == name;
+    if (!redispatch) {
+      f.inside = true;
+      frames_.push_back(std::move(f));
+      return false;
+    }
+    top.superseded = true;  // rule 2: the callee, with the kernel's real inputs, counts
+  }
+  if (countable) {
+    f.counted = true;
+    f.prevCounted = counted_;
+    counted_ = static_cast<int64_t>(frames_.size());
+  }
+  frames_.push_back(std::move(f));
+  return countable;
+}
+
+void CountSession::setInputs(Args inputs) {
+  if (!frames_.empty()) {
+    frames_.back().inputs = std::move(inputs);
+  }
+}
+
+void CountSession::inputsUnavailable() {
+  if (frames_.empty() || !frames_.back().counted) {
+    return;
+  }
+  Frame& f = frames_.back();
+  f.counted = false;
+  counted_ = f.prevCounted;
+  f.entry = nullptr;  // rule 5: priced by its callees, or reported
+  if (counted_ >= 0 && static_cast<size_t>(counted_) + 2 == frames_.size()) {
+    frames_[static_cast<size_t>(counted_)].superseded = false;
+  }
+}
+
+void CountSession::markOpaque() {
+  if (frames_.empty()) {
+    return;
+  }
+  Frame& f = frames_.back();
+  if (f.counted) {
+    f.counted = false;
+    counted_ = f.prevCounted;
+  }
+  f.opaque = true;
+}
+
+bool CountSession::topIsCounted() const {
+  return !frames_.empty() && frames_.back().counted;
+}
+
+void CountSession::exit(const Args& outputs) {
+  if (frames_.empty()) {
+    return;  // an op that began before this session started
+  }
+  Frame f = std::move(frames_.back());
+  frames_.pop_back();
+  Frame* parent = frames_.empty() ? nullptr : &frames_.back();
+  bool covered = f.covered;
+  if (f.counted) {
+    counted_ = f.prevCounted;
+    if (!f.superseded) {
+      const Cost cost = f.entry->formula != nullptr ? f.entry->formula(f.inputs, outputs) : Cost{};
+      const int64_t bytes = totalBytes(f.inputs) + totalBytes(outputs);
+      const TensorInfo* t = firstTensor(f.inputs);
+      const std::string& module = modules_[std::min(f.module, modules_.size() - 1)];
+      table_.add(f.name, module, t != nullptr ? t->dtype : "", f.entry->opClass, cost, bytes);
+    }
+    covered = true;
+  } else if (!f.inside && !f.opaque && f.entry == nullptr && !f.covered) {
+    table_.addUnknown(f.name);
+  }
+  if (parent != nullptr && covered) {
+    parent->covered = true;
+  }
+}
+
+void CountSession::enterModule(std::string path) {
+  modules_.push_back(std::move(path));
+}
+
+void CountSession::exitModule() {
+  if (modules_.size() > 1) {
+    modules_.pop_back();
+  }
+}
+
+const std::string& CountSession::currentModule() const {
+  return modules_.back();
+}
+
+}  // namespace torchutil

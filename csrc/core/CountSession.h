@@ -1,0 +1,116 @@
+#pragma once
+// The counting state machine of one profile on one thread, torch-free.
+//
+// The dispatcher reports every op as a nested enter/exit pair: composite ops call other ops
+// (conv2d -> convolution -> _convolution -> mkldnn_convolution), and autocast re-dispatches the
+// same op with cast inputs. The rules, so that nothing is counted twice or silently dropped:
+//  1. The outermost op that has a counted formula (matrix, vector or memory) is counted; the
+//     ops it calls are its implementation and are not counted again.
+//  2. An op directly re-entered under the same name (autocast's re-dispatch) replaces its
+//     caller, so the count sees the dtype the kernel really ran in.
+//  3. Transparent ops (views, allocations, composite wrappers) are not counted; their callees
+//     follow rule 1.
+//  4. An op with no entry in the registry, not inside a counted op, none of whose callees was
+//     counted, is reported as unknown, by name and number of calls.
+//  5. An op whose inputs the dispatcher could not box is treated as unknown, with rule 4.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/FormulaRegistry.h"
+#include "core/OpArgs.h"
+
+namespace torchutil {
+
+struct OpStats {
+  std::string op;
+  std::string module;  // dotted module path that called the op ("" at top level)
+  std::string dtype;   // dtype of the op's first tensor input
+  OpClass opClass = OpClass::Transparent;
+  int64_t calls = 0;
+  int64_t matrixFlops = 0;
+  int64_t vectorFlops = 0;
+  int64_t bytes = 0;
+
+  int64_t flops() const { return matrixFlops + vectorFlops; }
+};
+
+struct CountTotals {
+  int64_t matrixFlops = 0;
+  int64_t vectorFlops = 0;
+  int64_t bytes = 0;
+  int64_t countedCalls = 0;
+  int64_t unknownCalls = 0;
+  int64_t flops() const { return matrixFlops + vectorFlops; }
+};
+
+// The aggregated result: one row per (op, module, dtype), in first-seen order.
+class CountTable {
+ public:
+  void add(std::string_view op, const std::string& module, std::string_view dtype, OpClass c,
+           const Cost& cost, int64_t bytes);
+  void addUnknown(std::string_view op, int64_t calls = 1);
+
+  const std::vector<OpStats>& rows() const { return rows_; }
+  // (name, calls) in first-seen order.
+  const std::vector<std::pair<std::string, int64_t>>& unknown() const { return unknown_; }
+  CountTotals totals() const;
+  // The dtype that carries the most matrix FLOPs (then the most FLOPs); "" if nothing counted.
+  std::string dominantDtype() const;
+
+ private:
+  std::vector<OpStats> rows_;
+  std::unordered_map<std::string, size_t> rowIndex_;
+  std::vector<std::pair<std::string, int64_t>> unknown_;
+  std::unordered_map<std::string, size_t> unknownIndex_;
+};
+
+class CountSession {
+ public:
+  explicit CountSession(const FormulaRegistry& registry = FormulaRegistry::global());
+
+  // An op begins. Returns true when the op will be counted: the caller must then hand its
+  // inputs to setInputs() (or call inputsUnavailable()) and its outputs to exit().
+  bool enter(std::string_view name);
+  void setInputs(Args inputs);
+  void inputsUnavailable();
+  // The op is someone else's business (a fake or subclass tensor): not counted, not reported;
+  // its callees follow the rules.
+  void markOpaque();
+  // The innermost op ends. outputs may be empty when the op threw.
+  void exit(const Args& outputs);
+  // Whether the innermost open op is counted and so wants its outputs.
+  bool topIsCounted() const;
+
+  // Module paths are pushed whole ("layer1.0.conv1"), not joined to the enclosing one.
+  void enterModule(std::string path);
+  void exitModule();
+  const std::string& currentModule() const;
+
+  size_t depth() const { return frames_.size(); }
+  const CountTable& table() const { return table_; }
+
+ private:
+  struct Frame {
+    std::string_view name;  // RecordFunction names are static strings owned by the schema
+    const FormulaEntry* entry = nullptr;
+    bool counted = false;     // this frame prices itself (rule 1)
+    bool inside = false;      // within a counted frame: ignored
+    bool superseded = false;  // replaced by a same-named callee (rule 2)
+    bool covered = false;     // some callee was counted
+    bool opaque = false;
+    int64_t prevCounted = -1;
+    size_t module = 0;
+    Args inputs;
+  };
+
+  const FormulaRegistry& registry_;
+  std::vector<Frame> frames_;
+  int64_t counted_ = -1;  // index of the open counted frame, or -1
+  std::vector<std::string> modules_{""};  // module path stack; [0] is the top level
+  CountTable table_;
+};
+
+}  // namespace torchutil

@@ -1,0 +1,119 @@
+#include "core/Metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace torchutil {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double ratio(double num, double den) {
+  return den > 0.0 && std::isfinite(den) ? num / den : kNaN;
+}
+
+}  // namespace
+
+std::vector<std::string> fieldNames() {
+  return {
+#define TORCHUTIL_FIELD_NAME(name, doc) #name,
+      TORCHUTIL_RESULT_FIELDS(TORCHUTIL_FIELD_NAME)
+#undef TORCHUTIL_FIELD_NAME
+  };
+}
+
+std::vector<std::string> fieldDescriptions() {
+  return {
+#define TORCHUTIL_FIELD_DOC(name, doc) doc,
+      TORCHUTIL_RESULT_FIELDS(TORCHUTIL_FIELD_DOC)
+#undef TORCHUTIL_FIELD_DOC
+  };
+}
+
+std::vector<double> summarize(const SummaryInputs& in) {
+  std::vector<double> v(kNumFields, kNaN);
+  auto set = [&](Field f, double x) { v[static_cast<size_t>(f)] = x; };
+  const double flops = static_cast<double>(in.totals.flops());
+  const double matrix = static_cast<double>(in.totals.matrixFlops);
+  const double achieved = ratio(flops, in.secondsPerForward);
+  set(Field::flops, flops);
+  set(Field::matrix_flops, matrix);
+  set(Field::vector_flops, static_cast<double>(in.totals.vectorFlops));
+  set(Field::bytes, static_cast<double>(in.totals.bytes));
+  set(Field::arithmetic_intensity, ratio(flops, static_cast<double>(in.totals.bytes)));
+  set(Field::seconds, in.secondsPerForward);
+  set(Field::inputs_per_second, ratio(static_cast<double>(in.batchSize), in.secondsPerForward));
+  set(Field::achieved_flops_per_second, achieved);
+  set(Field::peak_flops_per_second, in.peakFlopsPerSecond);
+  set(Field::utilization, ratio(achieved, in.peakFlopsPerSecond));
+  set(Field::matrix_utilization,
+      ratio(ratio(matrix, in.secondsPerForward), in.peakFlopsPerSecond));
+  set(Field::batch_size, static_cast<double>(in.batchSize));
+  set(Field::iterations, static_cast<double>(in.iterations));
+  set(Field::counted_op_calls, static_cast<double>(in.totals.countedCalls));
+  set(Field::unknown_op_calls, static_cast<double>(in.totals.unknownCalls));
+  set(Field::cuda_graph, in.cudaGraph ? 1.0 : 0.0);
+  return v;
+}
+
+std::vector<std::string> opFieldNames() {
+  return {
+#define TORCHUTIL_OP_FIELD_NAME(name, doc) #name,
+      TORCHUTIL_OP_FIELDS(TORCHUTIL_OP_FIELD_NAME)
+#undef TORCHUTIL_OP_FIELD_NAME
+  };
+}
+
+std::vector<double> opRow(const OpStats& s) {
+  return {static_cast<double>(s.calls), static_cast<double>(s.matrixFlops),
+          static_cast<double>(s.vectorFlops), static_cast<double>(s.bytes),
+          ratio(static_cast<double>(s.flops()), static_cast<double>(s.bytes))};
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) {
+    return kNaN;
+  }
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+  const double hi = values[mid];
+  if (values.size() % 2 == 1) {
+    return hi;
+  }
+  const double lo = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+  return 0.5 * (lo + hi);
+}
+
+}  // namespace torchutil
+
+namespace torchutil {
+
+std::optional<PeakDtype> dominantPeakDtype(const CountTable& table, bool tf32Matmul,
+                                           bool tf32Conv) {
+  constexpr size_t n = static_cast<size_t>(PeakDtype::kCount);
+  std::pair<int64_t, int64_t> score[n] = {};
+  bool any = false;
+  for (const OpStats& r : table.rows()) {
+    const bool conv = r.op.find("conv") != std::string::npos;
+    const auto d = peakDtypeOfTensorDtype(r.dtype, conv ? tf32Conv : tf32Matmul);
+    if (!d.has_value()) {
+      continue;
+    }
+    any = true;
+    score[static_cast<size_t>(*d)].first += r.matrixFlops;
+    score[static_cast<size_t>(*d)].second += r.flops();
+  }
+  if (!any) {
+    return std::nullopt;
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i) {
+    if (score[i] > score[best]) {
+      best = i;
+    }
+  }
+  return static_cast<PeakDtype>(best);
+}
+
+}  // namespace torchutil

@@ -1,0 +1,90 @@
+#include "core/OpArgs.h"
+
+#include <stdexcept>
+
+namespace torchutil {
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    n *= s;
+  }
+  return n;
+}
+
+int64_t TensorInfo::size(int64_t d) const {
+  const int64_t n = dim();
+  const int64_t i = d < 0 ? d + n : d;
+  if (i < 0 || i >= n) {
+    throw std::out_of_range("dimension " + std::to_string(d) + " out of range for a " +
+                            std::to_string(n) + "-d tensor");
+  }
+  return sizes[static_cast<size_t>(i)];
+}
+
+Arg Arg::ofTensor(std::vector<int64_t> sizes, int64_t elementSize, const char* dtype) {
+  Arg a;
+  a.kind = ArgKind::Tensor;
+  a.tensor.sizes = std::move(sizes);
+  a.tensor.elementSize = elementSize;
+  a.tensor.dtype = dtype;
+  return a;
+}
+
+Arg Arg::ofInt(int64_t v) {
+  Arg a;
+  a.kind = ArgKind::Int;
+  a.ints = {v};
+  a.number = static_cast<double>(v);
+  return a;
+}
+
+Arg Arg::ofInts(std::vector<int64_t> v) {
+  Arg a;
+  a.kind = ArgKind::IntList;
+  a.ints = std::move(v);
+  return a;
+}
+
+Arg Arg::ofDouble(double v) {
+  Arg a;
+  a.kind = ArgKind::Double;
+  a.number = v;
+  return a;
+}
+
+Arg Arg::ofBool(bool v) {
+  Arg a;
+  a.kind = ArgKind::Bool;
+  a.flag = v;
+  a.number = v ? 1.0 : 0.0;
+  return a;
+}
+
+int64_t totalBytes(const Args& args) {
+  int64_t bytes = 0;
+  for (const Arg& a : args) {
+    if (a.kind == ArgKind::Tensor) {
+      bytes += a.tensor.nbytes();
+    } else if (a.kind == ArgKind::TensorList) {
+      for (const TensorInfo& t : a.tensors) {
+        bytes += t.nbytes();
+      }
+    }
+  }
+  return bytes;
+}
+
+const TensorInfo* firstTensor(const Args& args) {
+  for (const Arg& a : args) {
+    if (a.kind == ArgKind::Tensor) {
+      return &a.tensor;
+    }
+    if (a.kind == ArgKind::TensorList && !a.tensors.empty()) {
+      return &a.tensors.front();
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace torchutil

@@ -1,0 +1,50 @@
+#pragma once
+// A torch-free description of an operator's arguments or results: just what FLOP formulas need
+// (shapes, element sizes, scalars). The torch layer (IValueArgs.cpp) fills it from c10::IValue;
+// GoogleTest fills it by hand.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torchutil {
+
+struct TensorInfo {
+  std::vector<int64_t> sizes;
+  int64_t elementSize = 0;   // bytes per element
+  const char* dtype = "";    // a static name such as "Float" or "Half"
+
+  int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+  int64_t numel() const;
+  int64_t nbytes() const { return numel() * elementSize; }
+  // Size of dimension d; negative d counts from the end.
+  int64_t size(int64_t d) const;
+};
+
+enum class ArgKind : uint8_t { None, Tensor, TensorList, Int, IntList, Double, Bool, Other };
+
+struct Arg {
+  ArgKind kind = ArgKind::None;
+  TensorInfo tensor;                 // kind == Tensor
+  std::vector<TensorInfo> tensors;   // kind == TensorList
+  std::vector<int64_t> ints;         // kind == IntList, or {value} for kind == Int
+  double number = 0.0;               // kind == Double, Int or Bool
+  bool flag = false;                 // kind == Bool
+
+  static Arg none() { return {}; }
+  static Arg ofTensor(std::vector<int64_t> sizes, int64_t elementSize = 4, const char* dtype = "Float");
+  static Arg ofInt(int64_t v);
+  static Arg ofInts(std::vector<int64_t> v);
+  static Arg ofDouble(double v);
+  static Arg ofBool(bool v);
+
+  bool isTensor() const { return kind == ArgKind::Tensor; }
+};
+
+using Args = std::vector<Arg>;
+
+// Sum of the sizes of every tensor in args (tensor lists included).
+int64_t totalBytes(const Args& args);
+// The first tensor among args, or nullptr.
+const TensorInfo* firstTensor(const Args& args);
+
+}  // namespace torchutil

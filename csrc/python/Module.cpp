@@ -1,0 +1,43 @@
+// torchutil._C: importing it runs the TORCH_LIBRARY registrations of the util:: ops and binds
+// the few things the dispatcher cannot carry (boxing a Python callable, module scopes).
+#include <torch/python.h>
+
+#include "OpCounter.h"
+#include "core/Metrics.h"
+#include "python/PyModule.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  torchutil::registerPyModule();
+  m.doc() = "torchutil C++ core; use the torchutil package, not this module";
+  m.def("_wrap_module", &torchutil::wrapCallable, py::arg("model"),
+        "Boxes a Python callable in a util.PyModule script object for torch.ops.util.");
+  m.def("_enter_module", &torchutil::OpCounter::enterModule, py::arg("path"));
+  m.def("_exit_module", &torchutil::OpCounter::exitModule);
+  // torchutil.Profiler's module scopes: hooks live until close() (or garbage collection).
+  struct ModuleScopeHandle {
+    std::unique_ptr<torchutil::Forward::ModuleScope> scope;
+  };
+  py::class_<ModuleScopeHandle>(m, "_ModuleScope")
+      .def(py::init([](const py::object& root) {
+        return ModuleScopeHandle{torchutil::makeModuleScope(root)};
+      }))
+      .def("close", [](ModuleScopeHandle& h) { h.scope.reset(); });
+  m.def("_field_descriptions", &torchutil::fieldDescriptions);
+  m.def("_build_info", [] {
+    py::dict info;
+#ifdef TORCHUTIL_WITH_CUDA
+    info["cuda"] = true;
+#else
+    info["cuda"] = false;
+#endif
+#ifdef TORCHUTIL_WITH_CUPTI
+    info["cupti"] = true;
+#else
+    info["cupti"] = false;
+#endif
+    info["torch_version"] = TORCHUTIL_TORCH_VERSION;
+    return info;
+  });
+}

@@ -1,0 +1,164 @@
+#include "python/PyModule.h"
+
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+#include <unordered_map>
+
+#include "Forward.h"
+#include "OpCounter.h"
+
+namespace py = pybind11;
+
+namespace torchutil {
+namespace {
+
+bool isinstance(const py::handle& obj, const char* module, const char* name) {
+  py::object cls = py::module_::import(module).attr(name);
+  return py::isinstance(obj, cls);
+}
+
+// Global module hooks that report each module's qualified name (from the profiled root) to
+// OpCounter. Removed, with the GIL, when the scope ends.
+class PyModuleScope final : public Forward::ModuleScope {
+ public:
+  explicit PyModuleScope(const py::object& root) {
+    py::gil_scoped_acquire gil;
+    auto names = std::make_shared<std::unordered_map<PyObject*, std::string>>();
+    if (isinstance(root, "torch.nn", "Module")) {
+      for (py::handle item : root.attr("named_modules")()) {
+        auto pair = item.cast<py::tuple>();
+        names->emplace(pair[1].ptr(), pair[0].cast<std::string>());
+      }
+    }
+    py::cpp_function pre([names](py::object module, py::object /*args*/) {
+      auto it = names->find(module.ptr());
+      std::string path;
+      if (it != names->end()) {
+        path = it->second;
+      } else {
+        const std::string parent = OpCounter::currentModule();
+        const std::string type = py::str(module.get_type().attr("__name__"));
+        path = parent.empty() ? type : parent + "." + type;
+      }
+      OpCounter::enterModule(std::move(path));
+      return py::none();
+    });
+    py::cpp_function post([](py::object, py::object, py::object) {
+      OpCounter::exitModule();
+      return py::none();
+    });
+    py::module_ m = py::module_::import("torch.nn.modules.module");
+    preHandle_ = m.attr("register_module_forward_pre_hook")(pre);
+    postHandle_ = m.attr("register_module_forward_hook")(post, py::arg("always_call") = true);
+  }
+
+  ~PyModuleScope() override {
+    py::gil_scoped_acquire gil;
+    try {
+      preHandle_.attr("remove")();
+      postHandle_.attr("remove")();
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("torchutil: removing module hooks");
+    }
+    preHandle_ = py::object();
+    postHandle_ = py::object();
+  }
+
+ private:
+  py::object preHandle_;
+  py::object postHandle_;
+};
+
+class PyForward final : public Forward {
+ public:
+  explicit PyForward(c10::intrusive_ptr<PyModule> module) : module_(std::move(module)) {}
+
+  void run(const std::vector<at::Tensor>& inputs) override {
+    py::gil_scoped_acquire gil;
+    py::tuple args(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      args[i] = py::cast(inputs[i]);
+    }
+    module_->callable(*args);
+  }
+
+  std::optional<c10::Device> parameterDevice() override {
+    py::gil_scoped_acquire gil;
+    const py::object& m = module_->callable;
+    if (!isinstance(m, "torch.nn", "Module")) {
+      return std::nullopt;
+    }
+    for (const char* attr : {"parameters", "buffers"}) {
+      for (py::handle t : m.attr(attr)()) {
+        return py::cast<at::Tensor>(t).device();
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::string describe() override {
+    return module_->repr;
+  }
+
+  bool compiled() override {
+    py::gil_scoped_acquire gil;
+    return isinstance(module_->callable, "torch._dynamo.eval_frame", "OptimizedModule");
+  }
+
+  std::unique_ptr<ModuleScope> trackModules() override {
+    return makeModuleScope(module_->callable);
+  }
+
+ private:
+  c10::intrusive_ptr<PyModule> module_;
+};
+
+std::unique_ptr<Forward> makePyForward(const c10::IValue& model) {
+  if (!model.isObject()) {
+    return nullptr;
+  }
+  const auto& type = model.toObjectRef().type();
+  static const auto pyModuleType = c10::getCustomClassType<c10::intrusive_ptr<PyModule>>();
+  if (type != pyModuleType) {
+    return nullptr;
+  }
+  return std::make_unique<PyForward>(model.toCustomClass<PyModule>());
+}
+
+}  // namespace
+
+PyModule::PyModule(py::object c) : callable(std::move(c)) {
+  repr = "Python callable " + std::string(py::str(callable.get_type().attr("__name__")));
+}
+
+PyModule::~PyModule() {
+  if (Py_IsInitialized()) {
+    py::gil_scoped_acquire gil;
+    callable = py::object();
+  } else {
+    callable.release();  // the interpreter is gone; nothing to decrement
+  }
+}
+
+std::unique_ptr<Forward::ModuleScope> makeModuleScope(const py::object& root) {
+  return std::make_unique<PyModuleScope>(root);
+}
+
+py::object wrapCallable(const py::object& obj) {
+  if (!PyCallable_Check(obj.ptr())) {
+    throw py::type_error("torchutil: model must be an nn.Module, a TorchScript module or a "
+                         "callable, got " + std::string(py::str(obj.get_type().attr("__name__"))));
+  }
+  auto holder = c10::make_intrusive<PyModule>(obj);
+  return torch::jit::toPyObject(c10::IValue(std::move(holder)));
+}
+
+void registerPyModule() {
+  static auto cls = torch::class_<PyModule>("util", "PyModule")
+                        .def("__repr__", [](const c10::intrusive_ptr<PyModule>& self) {
+                          return self->repr;
+                        });
+  registerForwardFactory(&makePyForward);
+}
+
+}  // namespace torchutil

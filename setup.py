@@ -1,0 +1,112 @@
+"""Builds torchutil and its one extension, torchutil._C, against the installed torch.
+
+    pip install --no-build-isolation .
+
+CUDA support (CUDA-graph timing, device properties) is compiled in when torch has CUDA and the
+CUDA toolkit headers of the same major version are found (CUDA_HOME); CUPTI kernel tracing when
+cupti.h is found too. Neither is required: without them the build is CPU-only, and
+torchutil.build_info() says what was compiled in. Set TORCHUTIL_CUDA=0 to build without CUDA.
+"""
+import glob
+import os
+import re
+
+import torch
+from setuptools import find_packages, setup
+
+# torch.utils.cpp_extension guesses CUDA_HOME from the nvcc on PATH; where that nvcc is a link
+# outside the toolkit (/usr/local/bin/nvcc), point it at the toolkit itself.
+if "CUDA_HOME" not in os.environ and os.path.exists("/usr/local/cuda/include/cuda_runtime_api.h"):
+    os.environ["CUDA_HOME"] = "/usr/local/cuda"
+
+from torch.utils import cpp_extension  # noqa: E402  (reads CUDA_HOME on import)
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def _cuda_toolkit_major(cuda_home):
+    header = os.path.join(cuda_home, "include", "cuda_runtime_api.h")
+    if not os.path.exists(header):
+        return None
+    match = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", open(header).read())
+    return int(match.group(1)) // 1000 if match else None
+
+
+def _nvidia_wheel_dirs(sub):
+    """Header or library folders of the nvidia-* wheels that CUDA builds of torch bring."""
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    major = torch.version.cuda.split(".")[0] if torch.version.cuda else "0"
+    found = glob.glob(os.path.join(site, "nvidia", f"cu{major}", sub))  # CUDA 13 layout
+    found += glob.glob(os.path.join(site, "nvidia", "*", sub))  # CUDA 12 layout
+    return sorted(set(d for d in found if os.path.isdir(d)))
+
+
+def _find_header(name, dirs):
+    return next((d for d in dirs if os.path.exists(os.path.join(d, name))), None)
+
+
+def _cuda_include_dirs():
+    """Folders holding the CUDA headers that ATen's CUDA headers include, or None."""
+    dirs = [os.path.join(cpp_extension.CUDA_HOME, "include")] if cpp_extension.CUDA_HOME else []
+    dirs += _nvidia_wheel_dirs("include")
+    needed = ["cuda_runtime_api.h", "cublas_v2.h", "cusparse.h"]
+    found = [_find_header(h, dirs) for h in needed]
+    return None if None in found else sorted(set(found), key=dirs.index)
+
+
+def _cuda_wanted():
+    if os.environ.get("TORCHUTIL_CUDA", "1") == "0":
+        return False, "disabled by TORCHUTIL_CUDA=0"
+    if torch.version.cuda is None:
+        return False, "torch has no CUDA"
+    cuda_home = cpp_extension.CUDA_HOME
+    if cuda_home is None:
+        return False, "no CUDA toolkit found (set CUDA_HOME)"
+    toolkit = _cuda_toolkit_major(cuda_home)
+    torch_major = int(torch.version.cuda.split(".")[0])
+    if toolkit != torch_major:
+        return False, f"CUDA toolkit {toolkit} at {cuda_home} does not match torch's CUDA {torch_major}"
+    if _cuda_include_dirs() is None:
+        return False, "cuBLAS/cuSPARSE headers not found in CUDA_HOME or the nvidia wheels"
+    return True, f"CUDA {torch.version.cuda} from {cuda_home}"
+
+
+def _sources(with_cuda):
+    patterns = ["csrc/core/*.cpp", "csrc/*.cpp", "csrc/ops/*.cpp", "csrc/python/*.cpp"]
+    if with_cuda:
+        patterns.append("csrc/cuda/*.cpp")
+    return sorted(f for p in patterns for f in glob.glob(os.path.join(ROOT, p)))
+
+
+def _extension():
+    with_cuda, why = _cuda_wanted()
+    print(f"torchutil: CUDA support {'on' if with_cuda else 'off'} ({why})")
+    define_macros = [("TORCHUTIL_TORCH_VERSION", f'"{torch.__version__}"')]
+    # libtorch is built with NDEBUG, and some of its classes (at::RecordFunction) change layout
+    # without it: the extension must match or it reads the wrong fields.
+    cxx_flags = ["-O2", "-DNDEBUG", "-fvisibility=hidden"]
+    kwargs = dict(
+        name="torchutil._C",
+        sources=[os.path.relpath(s, ROOT) for s in _sources(with_cuda)],
+        include_dirs=[os.path.join(ROOT, "csrc")],
+        define_macros=define_macros,
+        extra_compile_args={"cxx": cxx_flags},
+    )
+    if with_cuda:
+        define_macros.append(("TORCHUTIL_WITH_CUDA", None))
+        kwargs["include_dirs"] += _cuda_include_dirs()
+        return cpp_extension.CUDAExtension(**kwargs)
+    return cpp_extension.CppExtension(**kwargs)
+
+
+setup(
+    name="torchutil",
+    version="0.1.0",
+    description="GPU utilization of PyTorch inference: FLOPs counted in the dispatcher, "
+    "kernels traced with CUPTI, utilization as tensors",
+    packages=find_packages(include=["torchutil", "torchutil.*"]),
+    python_requires=">=3.10",
+    install_requires=["torch>=2.4"],
+    ext_modules=[_extension()],
+    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+)

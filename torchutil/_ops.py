@@ -1,0 +1,61 @@
+"""Loads torchutil._C (which registers the util:: ops) and makes torch.ops.util.profile accept
+eager models.
+
+The dispatcher carries TorchScript modules and script objects, not Python objects: a schema
+cannot name an nn.Module. So the C++ ops take `Any model`, and this module puts a thin packet
+in front of the ops that take a model: it boxes an eager callable (nn.Module, torch.compile'd
+module, function) in a util.PyModule script object, and passes TorchScript modules through.
+Everything after that, counting and timing included, runs in C++.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torchutil import _C
+
+_MODEL_OPS = ("profile", "_profile")
+
+
+def as_dispatchable(model: Any) -> Any:
+    """Returns model in a form the dispatcher can carry as `Any`."""
+    if isinstance(model, (torch.jit.ScriptModule, torch.ScriptObject)):
+        return model
+    if not callable(model):
+        raise TypeError(
+            "torchutil: model must be an nn.Module, a TorchScript module or a callable, "
+            f"got {type(model).__name__}"
+        )
+    return _C._wrap_module(model)
+
+
+class ModelOpPacket:
+    """torch.ops.util.<op> for ops whose first argument is a model.
+
+    Calls box the model (see as_dispatchable) and go to the real OpOverloadPacket; attribute
+    access (.default, .op, ._schema, ...) goes straight to it.
+    """
+
+    def __init__(self, packet: torch._ops.OpOverloadPacket) -> None:
+        self._packet = packet
+        self.__doc__ = packet.__doc__
+
+    def __call__(self, model: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._packet(as_dispatchable(model), *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._packet, name)
+
+    def __repr__(self) -> str:
+        return f"ModelOpPacket({self._packet!r})"
+
+
+for _name in _MODEL_OPS:
+    setattr(torch.ops.util, _name, ModelOpPacket(getattr(torch.ops.util, _name)))
+
+
+def build_info() -> dict[str, Any]:
+    """What this build of torchutil has compiled in: {'cuda': bool, 'cupti': bool,
+    'torch_version': str (the torch it was built against)}."""
+    return dict(_C._build_info())
