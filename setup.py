@@ -71,23 +71,43 @@ def _cuda_wanted():
     return True, f"CUDA {torch.version.cuda} from {cuda_home}"
 
 
-def _sources(with_cuda):
+def _cupti():
+    """(include dir, link arguments) for CUPTI, from the toolkit or the nvidia-cuda-cupti wheel,
+    or None. Links by soname, so the libcupti that torch already loaded is the one used."""
+    home = cpp_extension.CUDA_HOME
+    toolkit = [os.path.join(home, "include"), os.path.join(home, "extras", "CUPTI", "include")]
+    include = _find_header("cupti.h", toolkit + _nvidia_wheel_dirs("include"))
+    lib_dirs = [os.path.join(home, "lib64"), os.path.join(home, "extras", "CUPTI", "lib64")]
+    lib_dirs += _nvidia_wheel_dirs("lib")
+    for d in lib_dirs:
+        libs = sorted(glob.glob(os.path.join(d, "libcupti.so*")), key=len)
+        if include and libs:
+            return include, [f"-L{d}", f"-l:{os.path.basename(libs[0])}"]
+    return None
+
+
+def _sources(with_cuda, with_cupti):
     patterns = ["csrc/core/*.cpp", "csrc/*.cpp", "csrc/ops/*.cpp", "csrc/python/*.cpp"]
     if with_cuda:
         patterns.append("csrc/cuda/*.cpp")
+    if with_cupti:
+        patterns.append("csrc/cupti/*.cpp")
     return sorted(f for p in patterns for f in glob.glob(os.path.join(ROOT, p)))
 
 
 def _extension():
     with_cuda, why = _cuda_wanted()
     print(f"torchutil: CUDA support {'on' if with_cuda else 'off'} ({why})")
+    cupti = _cupti() if with_cuda else None
+    print(f"torchutil: CUPTI kernel tracing {'on' if cupti else 'off'}"
+          + (f" (cupti.h in {cupti[0]})" if cupti else ""))
     define_macros = [("TORCHUTIL_TORCH_VERSION", f'"{torch.__version__}"')]
     # libtorch is built with NDEBUG, and some of its classes (at::RecordFunction) change layout
     # without it: the extension must match or it reads the wrong fields.
     cxx_flags = ["-O2", "-DNDEBUG", "-fvisibility=hidden"]
     kwargs = dict(
         name="torchutil._C",
-        sources=[os.path.relpath(s, ROOT) for s in _sources(with_cuda)],
+        sources=[os.path.relpath(s, ROOT) for s in _sources(with_cuda, cupti is not None)],
         include_dirs=[os.path.join(ROOT, "csrc")],
         define_macros=define_macros,
         extra_compile_args={"cxx": cxx_flags},
@@ -95,6 +115,10 @@ def _extension():
     if with_cuda:
         define_macros.append(("TORCHUTIL_WITH_CUDA", None))
         kwargs["include_dirs"] += _cuda_include_dirs()
+        if cupti:
+            define_macros.append(("TORCHUTIL_WITH_CUPTI", None))
+            kwargs["include_dirs"].append(cupti[0])
+            kwargs["extra_link_args"] = cupti[1]
         return cpp_extension.CUDAExtension(**kwargs)
     return cpp_extension.CppExtension(**kwargs)
 

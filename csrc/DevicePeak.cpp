@@ -99,6 +99,15 @@ double measuredGemmPeak(c10::Device device, PeakDtype dtype) {
   return value;
 }
 
+std::string deviceName(c10::Device device) {
+#ifdef TORCHUTIL_WITH_CUDA
+  if (device.is_cuda()) {
+    return cuda::deviceInfo(device.index() < 0 ? 0 : device.index()).name;
+  }
+#endif
+  return device.str();
+}
+
 Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source) {
   TORCH_CHECK_VALUE(source == "auto" || source == "datasheet" || source == "computed" ||
                         source == "measured",

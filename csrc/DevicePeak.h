@@ -27,6 +27,9 @@ Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source);
 Peak peakForCount(c10::Device device, const CountTable& table, std::string_view source,
                   std::optional<double> peakOverride);
 
+// The device's name for people: the GPU's name on CUDA, else the device string.
+std::string deviceName(c10::Device device);
+
 // Times a square GEMM in dtype on device and returns the best FLOP/s seen; cached per
 // (device, dtype) for the life of the process.
 double measuredGemmPeak(c10::Device device, PeakDtype dtype);

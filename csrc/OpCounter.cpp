@@ -15,6 +15,7 @@ namespace {
 
 struct ThreadState {
   std::unique_ptr<CountSession> session;
+  const TraceHooks* hooks = nullptr;
   at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
 };
 
@@ -39,6 +40,15 @@ std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
     return nullptr;  // the callback was inherited by a thread that does not count
   }
   const bool counted = s->enter(fn.name());
+  if (tls.hooks != nullptr && s->currentEvent() >= 0) {
+    tls.hooks->push(static_cast<uint64_t>(s->currentEvent()) + 1);
+  }
+  // A RecordFunction without an operator marks code, not tensor work (torch.compile's
+  // "TorchDynamo Cache Lookup"): neither counted nor reported; the ops inside follow the rules.
+  if (!fn.operator_name().has_value()) {
+    s->markOpaque();
+    return nullptr;
+  }
   // FakeTensor kernels run their meta implementation with Meta in the TLS include set; those
   // calls (during torch.compile tracing, say) are not work of the model.
   if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Meta)) {
@@ -74,6 +84,9 @@ void onExit(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
   if (s == nullptr) {
     return;
   }
+  if (tls.hooks != nullptr && s->currentEvent() >= 0) {
+    tls.hooks->pop();
+  }
   if (s->topIsCounted()) {
     s->exit(toArgs(fn.outputs()));
   } else {
@@ -83,7 +96,7 @@ void onExit(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
 
 }  // namespace
 
-void OpCounter::begin() {
+void OpCounter::begin(const TraceHooks* hooks) {
   TORCH_CHECK(tls.session == nullptr,
               "torchutil: a profile is already counting on this thread; profiles cannot be "
               "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
@@ -91,6 +104,10 @@ void OpCounter::begin() {
               "torchutil: RecordFunction is disabled on this thread "
               "(at::RecordFunctionGuard(false)), so no op can be seen");
   tls.session = std::make_unique<CountSession>();
+  if (hooks != nullptr && hooks->clock != nullptr) {
+    tls.session->recordEvents(hooks->clock);
+    tls.hooks = hooks;
+  }
   try {
     at::RecordFunctionCallback cb(&onEnter, &onExit);
     cb.needsInputs(true).needsOutputs(true).scopes({at::RecordScope::FUNCTION});
@@ -102,11 +119,11 @@ void OpCounter::begin() {
   }
 }
 
-CountTable OpCounter::end() {
+CountResult OpCounter::end() {
   TORCH_CHECK(tls.session != nullptr, "torchutil: no count is running on this thread");
-  CountTable table = tls.session->table();
+  CountResult result{tls.session->table(), tls.session->events()};
   abort();
-  return table;
+  return result;
 }
 
 void OpCounter::abort() noexcept {
@@ -116,6 +133,7 @@ void OpCounter::abort() noexcept {
     gLiveCallbacks.fetch_sub(1);
   }
   tls.session.reset();
+  tls.hooks = nullptr;
 }
 
 bool OpCounter::active() {

@@ -3,18 +3,32 @@
 // path: every op call, with its boxed inputs and outputs) into a CountSession.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/CountSession.h"
 
 namespace torchutil {
 
+// For kernel tracing: a clock for op events, and calls that mark the CUDA work each op launches
+// with an external id (the op event's index + 1).
+struct TraceHooks {
+  uint64_t (*clock)() = nullptr;
+  void (*push)(uint64_t externalId) = nullptr;
+  void (*pop)() = nullptr;
+};
+
+struct CountResult {
+  CountTable table;
+  std::vector<OpEvent> events;  // empty unless counting ran with TraceHooks
+};
+
 class OpCounter {
  public:
   // Starts counting on the calling thread. Throws if this thread already counts (profiles do
-  // not nest) or if RecordFunction is disabled on it.
-  static void begin();
+  // not nest) or if RecordFunction is disabled on it. hooks (optional) must outlive the count.
+  static void begin(const TraceHooks* hooks = nullptr);
   // Stops counting on this thread and returns what was counted. Throws if none was started.
-  static CountTable end();
+  static CountResult end();
   // Stops counting if this thread counts; never throws. For error paths.
   static void abort() noexcept;
   static bool active();
@@ -32,7 +46,7 @@ class OpCounter {
 // Counts for its lifetime; the destructor aborts unless finish() was called.
 class CountingScope {
  public:
-  CountingScope() { OpCounter::begin(); }
+  explicit CountingScope(const TraceHooks* hooks = nullptr) { OpCounter::begin(hooks); }
   ~CountingScope() {
     if (!finished_) {
       OpCounter::abort();
@@ -41,7 +55,7 @@ class CountingScope {
   CountingScope(const CountingScope&) = delete;
   CountingScope& operator=(const CountingScope&) = delete;
 
-  CountTable finish() {
+  CountResult finish() {
     finished_ = true;
     return OpCounter::end();
   }

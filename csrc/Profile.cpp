@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "Forward.h"
+#include "KernelTracing.h"
 #include "OpCounter.h"
 #include "core/Metrics.h"
 
@@ -82,22 +83,57 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   for (int64_t i = 0; i + 1 < options.warmup; ++i) {
     forward->run(inputs);
   }
-  CountTable table;
+  ProfileOutput out;
+  std::unique_ptr<KernelTracing> tracing;
+  if (options.trace && !onMeta) {
+    tracing = KernelTracing::start(device, &out.traceStatus);
+  } else {
+    out.traceStatus = onMeta ? "off: nothing runs on the meta device" : "off: trace=False";
+  }
+  CountResult counted;
   {
     std::unique_ptr<Forward::ModuleScope> modules =
         forward->compiled() ? nullptr : forward->trackModules();
-    CountingScope counting;
+    CountingScope counting(tracing ? tracing->hooks() : nullptr);
     forward->run(inputs);
-    table = counting.finish();
+    counted = counting.finish();
   }
+  CountTable& table = counted.table;
   std::vector<double> seconds;
   if (!onMeta) {
+    if (tracing) {
+      tracing->countedDone();
+    }
     // Graph replays get their own warm-up (the first replay uploads the graph).
     const int64_t replayWarmup = mode == TimingMode::CudaGraph ? options.warmup : 0;
-    seconds = timeForwards(*forward, inputs, device, mode, replayWarmup, options.iters);
+    seconds = timeForwards(*forward, inputs, device, mode, replayWarmup, options.iters,
+                           [&] {
+                             if (tracing) {
+                               tracing->timedStart();
+                             }
+                           });
+  }
+  if (tracing) {
+    std::vector<KernelRecord> countedKernels, timedKernels;
+    tracing->finish(&countedKernels, &timedKernels);
+    if (tracing->dropped() > 0) {
+      out.traceStatus = "on, incomplete: CUPTI dropped " + std::to_string(tracing->dropped()) +
+                        " records";
+    }
+    tracing.reset();
+    const bool byPosition = attributeByPosition(countedKernels, timedKernels, options.iters);
+    out.trace = summarizeTrace(countedKernels, timedKernels, options.iters, byPosition,
+                               counted.events, table.rows().size());
+    out.traced = true;
+    out.kernels = std::move(countedKernels);
+    out.kernels.insert(out.kernels.end(), std::make_move_iterator(timedKernels.begin()),
+                       std::make_move_iterator(timedKernels.end()));
+    out.events = std::move(counted.events);
+    if (options.chromeTrace) {
+      out.chromeTrace = chromeTrace(out.events, table.rows(), out.kernels, deviceName(device));
+    }
   }
 
-  ProfileOutput out;
   out.peak = peakForCount(device, table, options.peak, options.peakFlops);
   SummaryInputs s;
   s.totals = table.totals();
@@ -106,6 +142,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   s.batchSize = inputs[0].size(0);
   s.iterations = onMeta ? 0 : options.iters;
   s.cudaGraph = mode == TimingMode::CudaGraph;
+  s.trace = out.traced ? &out.trace : nullptr;
   out.summary = summarize(s);
   out.table = std::move(table);
   out.timingMode = onMeta ? "none" : timingModeName(mode);

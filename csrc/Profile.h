@@ -11,6 +11,7 @@
 #include "DevicePeak.h"
 #include "Timing.h"
 #include "core/CountSession.h"
+#include "core/KernelTrace.h"
 
 namespace torchutil {
 
@@ -20,6 +21,8 @@ struct ProfileOptions {
   bool cudaGraph = false;
   std::string peak = "auto";
   std::optional<double> peakFlops;
+  bool trace = true;         // record GPU kernels with CUPTI (CUDA only)
+  bool chromeTrace = false;  // also build the Chrome trace JSON
 };
 
 struct ProfileOutput {
@@ -28,6 +31,13 @@ struct ProfileOutput {
   Peak peak;
   std::string timingMode;
   std::string device;
+  // Kernel tracing: traceStatus is "on" or "off: <why>"; the rest is empty when off.
+  std::string traceStatus = "off: not a CUDA profile";
+  bool traced = false;
+  TraceStats trace;
+  std::vector<OpEvent> events;
+  std::vector<KernelRecord> kernels;  // counted forward first, then the timed forwards
+  std::string chromeTrace;
 };
 
 ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,

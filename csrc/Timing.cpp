@@ -27,12 +27,12 @@ void synchronizeDevice(c10::Device device) {
 
 std::vector<double> timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
                                  c10::Device device, TimingMode mode, int64_t warmup,
-                                 int64_t iters) {
+                                 int64_t iters, const std::function<void()>& beforeTimed) {
   if (mode == TimingMode::CudaGraph) {
     TORCH_CHECK_VALUE(device.is_cuda(), "torchutil: cuda_graph=True needs CUDA inputs, got ",
                       device.str());
 #ifdef TORCHUTIL_WITH_CUDA
-    return cuda::timeGraphReplays(forward, inputs, device, warmup, iters);
+    return cuda::timeGraphReplays(forward, inputs, device, warmup, iters, beforeTimed);
 #else
     TORCH_CHECK(false, "torchutil: cuda_graph=True needs torchutil built with CUDA; this build "
                 "has none (see torchutil.build_info())");
@@ -40,6 +40,10 @@ std::vector<double> timeForwards(Forward& forward, const std::vector<at::Tensor>
   }
   for (int64_t i = 0; i < warmup; ++i) {
     forward.run(inputs);
+  }
+  if (beforeTimed) {
+    synchronizeDevice(device);
+    beforeTimed();
   }
   std::vector<double> seconds;
   seconds.reserve(static_cast<size_t>(iters));

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,10 +15,11 @@ namespace torchutil {
 enum class TimingMode { Eager, CudaGraph };
 const char* timingModeName(TimingMode m);
 
-// Seconds per forward, one entry per timed forward. warmup forwards (or replays) run first.
+// Seconds per forward, one entry per timed forward. warmup forwards (or replays) run first;
+// then, with the device idle, beforeTimed (if set) runs, and then the timed forwards.
 std::vector<double> timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
                                  c10::Device device, TimingMode mode, int64_t warmup,
-                                 int64_t iters);
+                                 int64_t iters, const std::function<void()>& beforeTimed = {});
 
 // Blocks until the device has finished all queued work (no-op on the CPU).
 void synchronizeDevice(c10::Device device);

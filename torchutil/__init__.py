@@ -10,12 +10,13 @@ multiply-accumulate; matrix versus vector FLOPs) is documented in docs/counting.
 """
 from torchutil import _ops  # noqa: F401  (loads torchutil._C and the util:: ops)
 from torchutil._ops import build_info
-from torchutil.fields import FIELDS, OP_FIELDS, field
+from torchutil.fields import FIELDS, KERNEL_FIELDS, OP_FIELDS, field
 from torchutil.peaks import peak_flops
 from torchutil.profiler import OpRow, ProfileResult, Profiler, profile, utilization
 
 __all__ = [
     "FIELDS",
+    "KERNEL_FIELDS",
     "OP_FIELDS",
     "OpRow",
     "ProfileResult",

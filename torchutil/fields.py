@@ -11,6 +11,8 @@ FIELDS: tuple[str, ...] = tuple(torch.ops.util.result_fields())
 FIELD_DOCS: dict[str, str] = dict(zip(FIELDS, _C._field_descriptions()))
 #: Columns of ProfileResult.op_table, in order.
 OP_FIELDS: tuple[str, ...] = tuple(torch.ops.util.op_fields())
+#: Columns of ProfileResult.kernel_table, in order.
+KERNEL_FIELDS: tuple[str, ...] = tuple(torch.ops.util.kernel_fields())
 
 
 def field(summary: torch.Tensor, name: str) -> torch.Tensor:

@@ -5,6 +5,7 @@ module only shapes what comes back.
 """
 from __future__ import annotations
 
+import csv
 import json
 import time
 from dataclasses import asdict, dataclass, field as dataclass_field
@@ -13,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from torchutil import _C, _ops  # noqa: F401  (registers the ops)
-from torchutil.fields import FIELDS, OP_FIELDS
+from torchutil.fields import FIELDS, KERNEL_FIELDS, OP_FIELDS
 
 __all__ = ["OpRow", "ProfileResult", "Profiler", "profile", "utilization"]
 
@@ -34,6 +35,12 @@ class OpRow:
     vector_flops: int
     bytes: int
     arithmetic_intensity: float  # FLOPs per byte
+    # From the kernel trace (NaN when kernels were not traced); times are per forward.
+    kernels: float = float("nan")
+    kernel_seconds: float = float("nan")
+    kernel_flops_per_second: float = float("nan")
+    kernel_utilization: float = float("nan")  # kernel_flops_per_second / peak
+    lost_seconds: float = float("nan")  # kernel_seconds - flops / peak
 
     @property
     def flops(self) -> int:
@@ -51,6 +58,12 @@ class ProfileResult:
     unknown_ops: ops with no FLOP formula and no counted callee: name -> calls per forward.
     peak_source / peak_dtype: where the peak FLOP/s came from and which arithmetic it is for.
     timing_mode: "eager", "cuda_graph", "wall" (a Profiler block) or "none" (meta device).
+    trace_status: "on", or "off: <why>" (CPU, trace=False, torch.profiler running, no CUPTI).
+    kernel_table: float64 tensor [kernels, len(KERNEL_FIELDS)] of every traced GPU kernel,
+        memcpy and memset (counted forward first, forward == -1; then the timed forwards);
+        kernel_names / kernel_ops / kernel_modules: its name, the op that accounts for it and
+        that op's module ("" when no op launched it).
+    chrome_trace: the Chrome/Perfetto trace JSON when profile(..., chrome_trace=True).
     """
 
     summary: torch.Tensor
@@ -61,15 +74,22 @@ class ProfileResult:
     peak_dtype: str
     timing_mode: str
     device: str
+    trace_status: str = "off"
+    kernel_table: torch.Tensor | None = None
+    kernel_names: list[str] = dataclass_field(default_factory=list)
+    kernel_ops: list[str] = dataclass_field(default_factory=list)
+    kernel_modules: list[str] = dataclass_field(default_factory=list)
+    chrome_trace: str = ""
     _values: dict[str, float] = dataclass_field(default_factory=dict, repr=False)
 
     @classmethod
     def _from_op(cls, raw: Sequence[Any]) -> "ProfileResult":
         (summary, table, names, modules, dtypes, classes, unknown, unknown_calls, peak_source,
-         peak_dtype, timing_mode, device) = raw
+         peak_dtype, timing_mode, device, kernel_table, kernel_names, kernel_ops, kernel_modules,
+         trace_status, chrome_trace) = raw
         rows = table.tolist()
         ops = [
-            OpRow(n, m, d, c, int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]))
+            OpRow(n, m, d, c, int(r[0]), int(r[1]), int(r[2]), int(r[3]), *map(float, r[4:]))
             for n, m, d, c, r in zip(names, modules, dtypes, classes, rows)
         ]
         return cls(
@@ -81,6 +101,12 @@ class ProfileResult:
             peak_dtype=peak_dtype,
             timing_mode=timing_mode,
             device=device,
+            trace_status=trace_status,
+            kernel_table=kernel_table,
+            kernel_names=list(kernel_names),
+            kernel_ops=list(kernel_ops),
+            kernel_modules=list(kernel_modules),
+            chrome_trace=chrome_trace,
             _values=dict(zip(FIELDS, summary.tolist())),
         )
 
@@ -92,8 +118,39 @@ class ProfileResult:
 
     def top_ops(self, n: int = 10, by: str = "flops") -> list[OpRow]:
         """The n rows with the most `by` ("flops", "matrix_flops", "vector_flops", "bytes",
-        "calls")."""
-        return sorted(self.ops, key=lambda r: getattr(r, by), reverse=True)[:n]
+        "calls", "kernel_seconds", "lost_seconds"); rows where `by` is NaN come last."""
+        def key(r: OpRow) -> float:
+            v = float(getattr(r, by))
+            return float("-inf") if v != v else v
+
+        return sorted(self.ops, key=key, reverse=True)[:n]
+
+    def save_trace(self, path: str) -> None:
+        """Writes the Chrome trace (open it in https://ui.perfetto.dev or chrome://tracing)."""
+        if not self.chrome_trace:
+            raise ValueError(
+                "torchutil: this result has no trace; profile a CUDA model with "
+                f"chrome_trace=True (trace status: {self.trace_status})"
+            )
+        with open(path, "w") as f:
+            f.write(self.chrome_trace)
+
+    def ops_to_csv(self, path: str) -> None:
+        """The per-op table as CSV, one row per (op, module, dtype)."""
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["op", "module", "dtype", "op_class", *OP_FIELDS])
+            for r, values in zip(self.ops, self.op_table.tolist()):
+                w.writerow([r.op, r.module, r.dtype, r.op_class, *values])
+
+    def kernels_to_csv(self, path: str) -> None:
+        """The per-kernel table as CSV (empty but for the header when nothing was traced)."""
+        rows = self.kernel_table.tolist() if self.kernel_table is not None else []
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["name", "op", "module", *KERNEL_FIELDS])
+            for name, op, module, values in zip(self.kernel_names, self.kernel_ops, self.kernel_modules, rows):
+                w.writerow([name, op, module, *values])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +161,12 @@ class ProfileResult:
             "peak_dtype": self.peak_dtype,
             "timing_mode": self.timing_mode,
             "device": self.device,
+            "trace_status": self.trace_status,
+            "kernels": [
+                {"name": n, "op": o, "module": m, **dict(zip(KERNEL_FIELDS, values))}
+                for n, o, m, values in zip(self.kernel_names, self.kernel_ops, self.kernel_modules,
+                                           self.kernel_table.tolist() if self.kernel_table is not None else [])
+            ],
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -132,6 +195,14 @@ class ProfileResult:
             f"time / forward     {1e3 * v['seconds']:.3f} ms median of {int(v['iterations'])}, "
             f"{v['inputs_per_second']:.1f} inputs/s, {v['achieved_flops_per_second'] / 1e12:.3f} TFLOP/s",
         ]
+        if v.get("traced") == 1.0:
+            lines.append(
+                f"GPU kernels        {v['kernels_per_forward']:.0f} / forward, {1e3 * v['kernel_seconds']:.3f} ms kernel time, "
+                f"busy {100 * v['gpu_busy_fraction']:.1f} % of the forward, "
+                f"utilization over kernel time {100 * v['kernel_utilization']:.3f} %"
+            )
+        else:
+            lines.append(f"GPU kernels        not traced ({self.trace_status})")
         if self.unknown_ops:
             listed = ", ".join(f"{k} x{c}" for k, c in self.unknown_ops.items())
             lines.append(f"ops with no FLOP formula (not counted): {listed}")
@@ -167,6 +238,8 @@ def profile(
     cuda_graph: bool = False,
     peak: str = "auto",
     peak_flops: float | None = None,
+    trace: bool = True,
+    chrome_trace: bool = False,
 ) -> ProfileResult:
     """Profiles model(*x): utilization, FLOPs, bytes, time and the per-op table.
 
@@ -178,8 +251,11 @@ def profile(
     model: nn.Module, torch.compile'd module, TorchScript module or any callable.
     peak: where the peak FLOP/s comes from ("auto", "datasheet", "computed", "measured");
     peak_flops: a number that overrides it.
+    trace: on CUDA, record every kernel with CUPTI (kernel time, GPU-busy fraction, per-op
+    kernel time; see trace_status); chrome_trace: also build the Perfetto trace (save_trace()).
     """
-    raw = torch.ops.util._profile(model, _as_inputs(x), warmup, iters, cuda_graph, peak, peak_flops)
+    raw = torch.ops.util._profile(model, _as_inputs(x), warmup, iters, cuda_graph, peak, peak_flops,
+                                  trace, chrome_trace)
     return ProfileResult._from_op(raw)
 
 

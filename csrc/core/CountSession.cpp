@@ -5,7 +5,7 @@
 
 namespace torchutil {
 
-void CountTable::add(std::string_view op, const std::string& module, std::string_view dtype,
+size_t CountTable::add(std::string_view op, const std::string& module, std::string_view dtype,
                      OpClass c, const Cost& cost, int64_t bytes) {
   std::string key;
   key.reserve(op.size() + module.size() + dtype.size() + 2);
@@ -31,6 +31,7 @@ void CountTable::add(std::string_view op, const std::string& module, std::string
   row.matrixFlops += cost.matrixFlops;
   row.vectorFlops += cost.vectorFlops;
   row.bytes += bytes;
+  return i;
 }
 
 void CountTable::addUnknown(std::string_view op, int64_t calls) {
@@ -79,6 +80,17 @@ std::string CountTable::dominantDtype() const {
   return best;
 }
 
+const char* opEventKindName(OpEvent::Kind k) {
+  switch (k) {
+    case OpEvent::Kind::Counted: return "counted";
+    case OpEvent::Kind::Inside: return "inside";
+    case OpEvent::Kind::Transparent: return "transparent";
+    case OpEvent::Kind::Unknown: return "unknown";
+    case OpEvent::Kind::Opaque: return "opaque";
+  }
+  return "?";
+}
+
 CountSession::CountSession(const FormulaRegistry& registry) : registry_(registry) {
   frames_.reserve(64);
 }
@@ -89,6 +101,16 @@ bool CountSession::enter(std::string_view name) {
   f.entry = registry_.find(name);
   f.module = modules_.size() - 1;
   const bool countable = f.entry != nullptr && f.entry->opClass != OpClass::Transparent;
+  if (clock_ != nullptr) {
+    f.event = static_cast<int64_t>(events_.size());
+    OpEvent e;
+    e.op = std::string(name);
+    e.module = modules_.back();
+    e.startNs = clock_();
+    e.parent = frames_.empty() ? -1 : frames_.back().event;
+    e.owner = counted_ >= 0 ? frames_[static_cast<size_t>(counted_)].event : -1;
+    events_.push_back(std::move(e));
+  }
   if (counted_ >= 0) {
     Frame& top = frames_.back();
     const bool redispatch = countable && static_cast<size_t>(counted_) + 1 == frames_.size() &&
@@ -99,8 +121,14 @@ bool CountSession::enter(std::string_view name) {
       return false;
     }
     top.superseded = true;  // rule 2: the callee, with the kernel's real inputs, counts
+    if (top.event >= 0) {
+      events_[static_cast<size_t>(top.event)].owner = f.event;
+    }
   }
   if (countable) {
+    if (f.event >= 0) {
+      events_[static_cast<size_t>(f.event)].owner = f.event;
+    }
     f.counted = true;
     f.prevCounted = counted_;
     counted_ = static_cast<int64_t>(frames_.size());
@@ -124,7 +152,14 @@ void CountSession::inputsUnavailable() {
   counted_ = f.prevCounted;
   f.entry = nullptr;  // rule 5: priced by its callees, or reported
   if (counted_ >= 0 && static_cast<size_t>(counted_) + 2 == frames_.size()) {
-    frames_[static_cast<size_t>(counted_)].superseded = false;
+    Frame& caller = frames_[static_cast<size_t>(counted_)];
+    caller.superseded = false;
+    if (caller.event >= 0) {
+      events_[static_cast<size_t>(caller.event)].owner = caller.event;
+    }
+  }
+  if (f.event >= 0) {
+    events_[static_cast<size_t>(f.event)].owner = -1;
   }
 }
 
@@ -136,6 +171,9 @@ void CountSession::markOpaque() {
   if (f.counted) {
     f.counted = false;
     counted_ = f.prevCounted;
+    if (f.event >= 0) {
+      events_[static_cast<size_t>(f.event)].owner = -1;
+    }
   }
   f.opaque = true;
 }
@@ -159,15 +197,64 @@ void CountSession::exit(const Args& outputs) {
       const int64_t bytes = totalBytes(f.inputs) + totalBytes(outputs);
       const TensorInfo* t = firstTensor(f.inputs);
       const std::string& module = modules_[std::min(f.module, modules_.size() - 1)];
-      table_.add(f.name, module, t != nullptr ? t->dtype : "", f.entry->opClass, cost, bytes);
+      const size_t row =
+          table_.add(f.name, module, t != nullptr ? t->dtype : "", f.entry->opClass, cost, bytes);
+      closeEvent(f, OpEvent::Kind::Counted, static_cast<int64_t>(row));
+    } else {
+      closeEvent(f, OpEvent::Kind::Transparent, -1);
     }
-    covered = true;
-  } else if (!f.inside && !f.opaque && f.entry == nullptr && !f.covered) {
+    // Only arithmetic covers a caller (rule 4): a copy inside an unknown op
+    // (linalg_lu_factor_ex copies its input, then runs LAPACK) must not hide that op's work.
+    covered = f.entry->opClass != OpClass::Memory;
+  } else if (f.inside) {
+    closeEvent(f, OpEvent::Kind::Inside, -1);
+  } else if (f.opaque) {
+    closeEvent(f, OpEvent::Kind::Opaque, -1);
+  } else if (f.entry == nullptr && !f.covered) {
     table_.addUnknown(f.name);
+    closeEvent(f, OpEvent::Kind::Unknown, -1);
+  } else {
+    closeEvent(f, OpEvent::Kind::Transparent, -1);
   }
   if (parent != nullptr && covered) {
     parent->covered = true;
   }
+}
+
+void CountSession::closeEvent(const Frame& f, OpEvent::Kind kind, int64_t row) {
+  if (f.event < 0) {
+    return;
+  }
+  OpEvent& e = events_[static_cast<size_t>(f.event)];
+  e.endNs = clock_();
+  e.kind = kind;
+  e.row = row;
+}
+
+void CountSession::recordEvents(uint64_t (*clock)()) {
+  clock_ = clock;
+}
+
+int64_t CountSession::currentEvent() const {
+  return frames_.empty() ? -1 : frames_.back().event;
+}
+
+std::vector<OpEvent> CountSession::events() const {
+  std::vector<OpEvent> out = events_;
+  for (OpEvent& e : out) {
+    // Follow owners (an inside op -> its counted op; a superseded op -> its re-dispatch).
+    int64_t at = e.owner;
+    for (size_t hops = 0; e.row < 0 && at >= 0 && hops < out.size(); ++hops) {
+      const OpEvent& o = events_[static_cast<size_t>(at)];
+      if (o.row >= 0) {
+        e.row = o.row;
+      } else if (o.owner == at) {
+        break;
+      }
+      at = o.owner;
+    }
+  }
+  return out;
 }
 
 void CountSession::enterModule(std::string path) {

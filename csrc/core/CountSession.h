@@ -11,7 +11,8 @@
 //  3. Transparent ops (views, allocations, composite wrappers) are not counted; their callees
 //     follow rule 1.
 //  4. An op with no entry in the registry, not inside a counted op, none of whose callees was
-//     counted, is reported as unknown, by name and number of calls.
+//     counted as arithmetic (matrix or vector; a counted copy does not price its caller's
+//     work), is reported as unknown, by name and number of calls.
 //  5. An op whose inputs the dispatcher could not box is treated as unknown, with rule 4.
 #include <cstdint>
 #include <string>
@@ -37,6 +38,21 @@ struct OpStats {
   int64_t flops() const { return matrixFlops + vectorFlops; }
 };
 
+// One op call of a counted forward, recorded when the session keeps events (kernel tracing).
+struct OpEvent {
+  enum class Kind : uint8_t { Counted, Inside, Transparent, Unknown, Opaque };
+  std::string op;
+  std::string module;
+  uint64_t startNs = 0;
+  uint64_t endNs = 0;
+  Kind kind = Kind::Transparent;
+  int64_t parent = -1;  // enclosing event
+  int64_t row = -1;     // CountTable row its work is accounted in (inside ops: their owner's)
+  int64_t owner = -1;   // the counted event that accounts for it (itself when counted)
+};
+
+const char* opEventKindName(OpEvent::Kind k);
+
 struct CountTotals {
   int64_t matrixFlops = 0;
   int64_t vectorFlops = 0;
@@ -49,8 +65,9 @@ struct CountTotals {
 // The aggregated result: one row per (op, module, dtype), in first-seen order.
 class CountTable {
  public:
-  void add(std::string_view op, const std::string& module, std::string_view dtype, OpClass c,
-           const Cost& cost, int64_t bytes);
+  // Returns the row the call was added to.
+  size_t add(std::string_view op, const std::string& module, std::string_view dtype, OpClass c,
+             const Cost& cost, int64_t bytes);
   void addUnknown(std::string_view op, int64_t calls = 1);
 
   const std::vector<OpStats>& rows() const { return rows_; }
@@ -85,6 +102,13 @@ class CountSession {
   bool topIsCounted() const;
 
   // Module paths are pushed whole ("layer1.0.conv1"), not joined to the enclosing one.
+  // Keeps an OpEvent per op call, timed with clock (nanoseconds), from now on.
+  void recordEvents(uint64_t (*clock)());
+  // Index of the innermost open op's event, -1 when none or events are off.
+  int64_t currentEvent() const;
+  // Events with rows resolved through their owners.
+  std::vector<OpEvent> events() const;
+
   void enterModule(std::string path);
   void exitModule();
   const std::string& currentModule() const;
@@ -103,14 +127,19 @@ class CountSession {
     bool opaque = false;
     int64_t prevCounted = -1;
     size_t module = 0;
+    int64_t event = -1;
     Args inputs;
   };
+
+  void closeEvent(const Frame& f, OpEvent::Kind kind, int64_t row);
 
   const FormulaRegistry& registry_;
   std::vector<Frame> frames_;
   int64_t counted_ = -1;  // index of the open counted frame, or -1
   std::vector<std::string> modules_{""};  // module path stack; [0] is the top level
   CountTable table_;
+  uint64_t (*clock_)() = nullptr;
+  std::vector<OpEvent> events_;
 };
 
 }  // namespace torchutil

@@ -54,6 +54,16 @@ std::vector<double> summarize(const SummaryInputs& in) {
   set(Field::counted_op_calls, static_cast<double>(in.totals.countedCalls));
   set(Field::unknown_op_calls, static_cast<double>(in.totals.unknownCalls));
   set(Field::cuda_graph, in.cudaGraph ? 1.0 : 0.0);
+  set(Field::traced, in.trace != nullptr ? 1.0 : 0.0);
+  if (in.trace != nullptr) {
+    const TraceStats& t = *in.trace;
+    set(Field::kernels_per_forward, t.kernelsPerForward);
+    set(Field::kernel_seconds, t.kernelSeconds);
+    set(Field::gpu_busy_seconds, t.busySeconds);
+    set(Field::gpu_busy_fraction, ratio(t.busySeconds, in.secondsPerForward));
+    set(Field::kernel_utilization, ratio(ratio(flops, t.kernelSeconds), in.peakFlopsPerSecond));
+    set(Field::unattributed_kernel_seconds, t.unattributedSeconds);
+  }
   return v;
 }
 
@@ -65,10 +75,21 @@ std::vector<std::string> opFieldNames() {
   };
 }
 
-std::vector<double> opRow(const OpStats& s) {
-  return {static_cast<double>(s.calls), static_cast<double>(s.matrixFlops),
-          static_cast<double>(s.vectorFlops), static_cast<double>(s.bytes),
-          ratio(static_cast<double>(s.flops()), static_cast<double>(s.bytes))};
+std::vector<double> opRow(const OpStats& s, const OpKernelStats* k, double peak) {
+  const double flops = static_cast<double>(s.flops());
+  std::vector<double> row{static_cast<double>(s.calls), static_cast<double>(s.matrixFlops),
+                          static_cast<double>(s.vectorFlops), static_cast<double>(s.bytes),
+                          ratio(flops, static_cast<double>(s.bytes)), kNaN, kNaN, kNaN, kNaN,
+                          kNaN};
+  if (k != nullptr) {
+    const double achieved = k->seconds > 0 ? flops / k->seconds : kNaN;
+    row[5] = k->kernels;
+    row[6] = k->seconds;
+    row[7] = achieved;
+    row[8] = ratio(achieved, peak);
+    row[9] = peak > 0 && std::isfinite(peak) ? k->seconds - flops / peak : kNaN;
+  }
+  return row;
 }
 
 double median(std::vector<double> values) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/CountSession.h"
+#include "core/KernelTrace.h"
 
 namespace torchutil {
 
@@ -28,7 +29,14 @@ namespace torchutil {
   X(iterations, "timed forwards")                                                            \
   X(counted_op_calls, "op calls priced by a formula per forward")                            \
   X(unknown_op_calls, "op calls with no formula per forward (see the unknown-op list)")      \
-  X(cuda_graph, "1 if the timed forwards were CUDA-graph replays, else 0")
+  X(cuda_graph, "1 if the timed forwards were CUDA-graph replays, else 0")                   \
+  X(traced, "1 if GPU kernels were recorded with CUPTI, else 0 (then the kernel fields are NaN)") \
+  X(kernels_per_forward, "GPU kernels, memcpys and memsets per forward")                    \
+  X(kernel_seconds, "sum of kernel durations per forward")                                  \
+  X(gpu_busy_seconds, "union of kernel intervals per forward")                              \
+  X(gpu_busy_fraction, "gpu_busy_seconds / seconds (what nvidia-smi calls utilization)")    \
+  X(kernel_utilization, "flops / kernel_seconds / peak: utilization while kernels run")     \
+  X(unattributed_kernel_seconds, "kernel time per forward that no counted op launched")
 
 enum class Field : int {
 #define TORCHUTIL_FIELD_ENUM(name, doc) name,
@@ -49,6 +57,7 @@ struct SummaryInputs {
   int64_t batchSize = 0;
   int64_t iterations = 0;
   bool cudaGraph = false;
+  const TraceStats* trace = nullptr;  // null when kernels were not traced
 };
 
 // Values in Field order.
@@ -60,10 +69,16 @@ std::vector<double> summarize(const SummaryInputs& in);
   X(matrix_flops, "matrix FLOPs")              \
   X(vector_flops, "vector FLOPs")              \
   X(bytes, "bytes read and written")           \
-  X(arithmetic_intensity, "FLOPs per byte")
+  X(arithmetic_intensity, "FLOPs per byte")  \
+  X(kernels, "GPU kernels per forward")        \
+  X(kernel_seconds, "kernel time per forward") \
+  X(kernel_flops_per_second, "FLOPs / kernel_seconds") \
+  X(kernel_utilization, "kernel_flops_per_second / peak") \
+  X(lost_seconds, "kernel_seconds - FLOPs / peak: time above running at peak")
 
 std::vector<std::string> opFieldNames();
-std::vector<double> opRow(const OpStats& s);
+// kernels is null when nothing was traced (the kernel columns are then NaN).
+std::vector<double> opRow(const OpStats& s, const OpKernelStats* kernels, double peak);
 
 // Median of a sample (NaN when empty).
 double median(std::vector<double> values);

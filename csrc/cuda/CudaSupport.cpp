@@ -35,7 +35,8 @@ DeviceInfo deviceInfo(c10::DeviceIndex index) {
 }
 
 std::vector<double> timeGraphReplays(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device, int64_t warmup, int64_t iters) {
+                                     c10::Device device, int64_t warmup, int64_t iters,
+                                     const std::function<void()>& beforeTimed) {
   c10::cuda::CUDAGuard deviceGuard(device);
   // Capture must not run on the legacy default stream; warm the side stream up first so that
   // lazy initialization (cuDNN/cuBLAS handles, autotuning) stays out of the graph.
@@ -67,6 +68,10 @@ std::vector<double> timeGraphReplays(Forward& forward, const std::vector<at::Ten
   c10::cuda::CUDAStreamGuard streamGuard(side);
   for (int64_t i = 0; i < warmup; ++i) {
     graph.replay();
+  }
+  if (beforeTimed) {
+    side.synchronize();
+    beforeTimed();
   }
   std::vector<at::cuda::CUDAEvent> starts, ends;
   starts.reserve(iters);

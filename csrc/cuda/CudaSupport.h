@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,10 @@ struct DeviceInfo {
 DeviceInfo deviceInfo(c10::DeviceIndex index);
 
 // Captures one forward in a CUDA graph on a side stream and times `iters` replays with CUDA
-// events after `warmup` replays.
+// events after `warmup` replays; beforeTimed (if set) runs just before the timed replays, with
+// the device idle.
 std::vector<double> timeGraphReplays(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device, int64_t warmup, int64_t iters);
+                                     c10::Device device, int64_t warmup, int64_t iters,
+                                     const std::function<void()>& beforeTimed);
 
 }  // namespace torchutil::cuda

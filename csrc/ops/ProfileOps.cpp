@@ -6,37 +6,51 @@
 #include "OpCounter.h"
 #include "Profile.h"
 #include "core/FormulaRegistry.h"
+#include "core/KernelTrace.h"
 #include "core/Metrics.h"
+
+#include <algorithm>
+#include <cstdint>
 
 namespace torchutil {
 namespace {
 
-using FullResult = std::tuple<at::Tensor, at::Tensor, std::vector<std::string>,
-                              std::vector<std::string>, std::vector<std::string>,
-                              std::vector<std::string>, std::vector<std::string>,
-                              std::vector<int64_t>, std::string, std::string, std::string,
-                              std::string>;
+using Strings = std::vector<std::string>;
+using FullResult =
+    std::tuple<at::Tensor, at::Tensor, Strings, Strings, Strings, Strings, Strings,
+               std::vector<int64_t>, std::string, std::string, std::string, std::string,
+               at::Tensor, Strings, Strings, Strings, std::string, std::string>;
 
 constexpr const char* kFullResultSchema =
     "(Tensor summary, Tensor op_table, str[] op_names, str[] op_modules, str[] op_dtypes, "
     "str[] op_classes, str[] unknown_ops, int[] unknown_calls, str peak_source, str peak_dtype, "
-    "str timing_mode, str device)";
+    "str timing_mode, str device, Tensor kernel_table, str[] kernel_names, str[] kernel_ops, "
+    "str[] kernel_modules, str trace_status, str chrome_trace)";
 
 at::Tensor toTensor(const std::vector<double>& values) {
   return at::tensor(values, at::TensorOptions().dtype(at::kDouble));
 }
 
+at::Tensor toMatrix(const std::vector<std::vector<double>>& rows, size_t cols) {
+  at::Tensor t = at::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)},
+                           at::kDouble);
+  auto acc = t.accessor<double, 2>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = 0; j < cols; ++j) {
+      acc[static_cast<int64_t>(i)][static_cast<int64_t>(j)] = rows[i][j];
+    }
+  }
+  return t;
+}
+
 FullResult toFullResult(const ProfileOutput& out) {
   const auto& rows = out.table.rows();
-  const int64_t nCols = static_cast<int64_t>(opFieldNames().size());
-  at::Tensor table = at::empty({static_cast<int64_t>(rows.size()), nCols}, at::kDouble);
-  auto acc = table.accessor<double, 2>();
+  const double peak = out.peak.flopsPerSecond;
+  std::vector<std::vector<double>> opRows;
   std::vector<std::string> names, modules, dtypes, classes;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const std::vector<double> row = opRow(rows[i]);
-    for (int64_t j = 0; j < nCols; ++j) {
-      acc[static_cast<int64_t>(i)][j] = row[static_cast<size_t>(j)];
-    }
+    const OpKernelStats* k = out.traced && i < out.trace.perRow.size() ? &out.trace.perRow[i] : nullptr;
+    opRows.push_back(opRow(rows[i], k, peak));
     names.push_back(rows[i].op);
     modules.push_back(rows[i].module);
     dtypes.push_back(rows[i].dtype);
@@ -48,13 +62,41 @@ FullResult toFullResult(const ProfileOutput& out) {
     unknownNames.push_back(u.first);
     unknownCalls.push_back(u.second);
   }
-  return {toTensor(out.summary), table, names, modules, dtypes, classes, unknownNames,
-          unknownCalls, out.peak.source, out.peak.dtype, out.timingMode, out.device};
+  // Kernels, each with the op that accounts for it (its counted owner, else the op itself).
+  uint64_t origin = UINT64_MAX;
+  for (const KernelRecord& k : out.kernels) {
+    origin = std::min(origin, k.startNs);
+  }
+  std::vector<std::vector<double>> kernelRows;
+  std::vector<std::string> kernelNames, kernelOps, kernelModules;
+  for (const KernelRecord& k : out.kernels) {
+    int64_t row = -1;
+    std::string op, module;
+    if (k.opEvent >= 0 && static_cast<size_t>(k.opEvent) < out.events.size()) {
+      const OpEvent* e = &out.events[static_cast<size_t>(k.opEvent)];
+      row = e->row;
+      if (e->owner >= 0 && static_cast<size_t>(e->owner) < out.events.size()) {
+        e = &out.events[static_cast<size_t>(e->owner)];
+      }
+      op = e->op;
+      module = e->module;
+    }
+    kernelRows.push_back(kernelRow(k, origin, row));
+    kernelNames.push_back(k.name);
+    kernelOps.push_back(op);
+    kernelModules.push_back(module);
+  }
+  return {toTensor(out.summary), toMatrix(opRows, opFieldNames().size()), names, modules,
+          dtypes, classes, unknownNames, unknownCalls, out.peak.source, out.peak.dtype,
+          out.timingMode, out.device, toMatrix(kernelRows, kernelFieldNames().size()),
+          kernelNames, kernelOps, kernelModules, out.traceStatus, out.chromeTrace};
 }
 
 ProfileOptions options(int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
-                       std::optional<double> peakFlops) {
+                       std::optional<double> peakFlops, bool trace, bool chromeTrace = false) {
   ProfileOptions o;
+  o.trace = trace;
+  o.chromeTrace = chromeTrace;
   o.warmup = warmup;
   o.iters = iters;
   o.cudaGraph = cudaGraph;
@@ -64,17 +106,19 @@ ProfileOptions options(int64_t warmup, int64_t iters, bool cudaGraph, std::strin
 }
 
 at::Tensor profileOp(const c10::IValue& model, const at::Tensor& x, int64_t warmup, int64_t iters,
-                     bool cudaGraph, std::string peak, std::optional<double> peakFlops) {
-  return toTensor(
-      profileModel(model, {x}, options(warmup, iters, cudaGraph, std::move(peak), peakFlops))
-          .summary);
+                     bool cudaGraph, std::string peak, std::optional<double> peakFlops,
+                     bool trace) {
+  return toTensor(profileModel(model, {x},
+                               options(warmup, iters, cudaGraph, std::move(peak), peakFlops, trace))
+                      .summary);
 }
 
 FullResult profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                          int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
-                         std::optional<double> peakFlops) {
-  return toFullResult(
-      profileModel(model, inputs, options(warmup, iters, cudaGraph, std::move(peak), peakFlops)));
+                         std::optional<double> peakFlops, bool trace, bool chromeTrace) {
+  return toFullResult(profileModel(
+      model, inputs,
+      options(warmup, iters, cudaGraph, std::move(peak), peakFlops, trace, chromeTrace)));
 }
 
 void countBeginOp() {
@@ -87,8 +131,9 @@ void countAbortOp() {
 
 FullResult countEndOp(c10::Device device, int64_t batchSize, double seconds, std::string peak,
                       std::optional<double> peakFlops) {
-  CountTable table = OpCounter::end();
-  return toFullResult(summarizeCount(std::move(table), device, batchSize, seconds, peak, peakFlops));
+  CountResult counted = OpCounter::end();
+  return toFullResult(
+      summarizeCount(std::move(counted.table), device, batchSize, seconds, peak, peakFlops));
 }
 
 std::tuple<double, std::string> peakFlopsOp(c10::Device device, std::string dtype,
@@ -121,11 +166,12 @@ bool countingOp() {
 
 TORCH_LIBRARY(util, m) {
   m.def("profile(Any model, Tensor x, *, int warmup=3, int iters=10, bool cuda_graph=False, "
-        "str peak=\"auto\", float? peak_flops=None) -> Tensor",
+        "str peak=\"auto\", float? peak_flops=None, bool trace=True) -> Tensor",
         &profileOp);
   static const std::string profileFull =
       std::string("_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, "
-                  "bool cuda_graph=False, str peak=\"auto\", float? peak_flops=None) -> ") +
+                  "bool cuda_graph=False, str peak=\"auto\", float? peak_flops=None, "
+                  "bool trace=True, bool chrome_trace=False) -> ") +
       kFullResultSchema;
   m.def(profileFull.c_str(), &profileFullOp);
   m.def("_count_begin() -> ()", &countBeginOp);
@@ -143,6 +189,7 @@ TORCH_LIBRARY(util, m) {
         &utilizationOp);
   m.def("result_fields() -> str[]", [] { return fieldNames(); });
   m.def("op_fields() -> str[]", [] { return opFieldNames(); });
+  m.def("kernel_fields() -> str[]", [] { return kernelFieldNames(); });
   m.def("formula_ops() -> str[]", [] { return FormulaRegistry::global().names(); });
 }
 

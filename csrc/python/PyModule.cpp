@@ -2,6 +2,7 @@
 
 #include <torch/csrc/jit/python/pybind_utils.h>
 
+#include <thread>
 #include <unordered_map>
 
 #include "Forward.h"
@@ -30,20 +31,29 @@ class PyModuleScope final : public Forward::ModuleScope {
         names->emplace(pair[1].ptr(), pair[0].cast<std::string>());
       }
     }
-    py::cpp_function pre([names](py::object module, py::object /*args*/) {
+    // The hooks are process-wide but the scope belongs to this thread: another thread's
+    // forwards (a concurrent profile) must not push paths into this thread's count.
+    const std::thread::id owner = std::this_thread::get_id();
+    py::cpp_function pre([names, owner](py::object module, py::object /*args*/) {
+      if (std::this_thread::get_id() != owner) {
+        return py::none();
+      }
       auto it = names->find(module.ptr());
       std::string path;
       if (it != names->end()) {
         path = it->second;
       } else {
         const std::string parent = OpCounter::currentModule();
-        const std::string type = py::str(module.get_type().attr("__name__"));
+        const std::string type = py::str(py::type::handle_of(module).attr("__name__"));
         path = parent.empty() ? type : parent + "." + type;
       }
       OpCounter::enterModule(std::move(path));
       return py::none();
     });
-    py::cpp_function post([](py::object, py::object, py::object) {
+    py::cpp_function post([owner](py::object, py::object, py::object) {
+      if (std::this_thread::get_id() != owner) {
+        return py::none();
+      }
       OpCounter::exitModule();
       return py::none();
     });
@@ -128,7 +138,7 @@ std::unique_ptr<Forward> makePyForward(const c10::IValue& model) {
 }  // namespace
 
 PyModule::PyModule(py::object c) : callable(std::move(c)) {
-  repr = "Python callable " + std::string(py::str(callable.get_type().attr("__name__")));
+  repr = "Python callable " + std::string(py::str(py::type::handle_of(callable).attr("__name__")));
 }
 
 PyModule::~PyModule() {
@@ -147,7 +157,7 @@ std::unique_ptr<Forward::ModuleScope> makeModuleScope(const py::object& root) {
 py::object wrapCallable(const py::object& obj) {
   if (!PyCallable_Check(obj.ptr())) {
     throw py::type_error("torchutil: model must be an nn.Module, a TorchScript module or a "
-                         "callable, got " + std::string(py::str(obj.get_type().attr("__name__"))));
+                         "callable, got " + std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   }
   auto holder = c10::make_intrusive<PyModule>(obj);
   return torch::jit::toPyObject(c10::IValue(std::move(holder)));

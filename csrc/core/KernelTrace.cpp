@@ -1,0 +1,278 @@
+#include "core/KernelTrace.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+namespace torchutil {
+
+const char* kernelKindName(KernelRecord::Kind k) {
+  switch (k) {
+    case KernelRecord::Kind::Kernel: return "kernel";
+    case KernelRecord::Kind::Memcpy: return "memcpy";
+    case KernelRecord::Kind::Memset: return "memset";
+  }
+  return "?";
+}
+
+uint64_t unionLength(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  uint64_t total = 0;
+  bool open = false;
+  Interval cur;
+  for (const Interval& i : v) {
+    if (i.end <= i.start) {
+      continue;
+    }
+    if (!open) {
+      cur = i;
+      open = true;
+    } else if (i.start <= cur.end) {
+      cur.end = std::max(cur.end, i.end);
+    } else {
+      total += cur.end - cur.start;
+      cur = i;
+    }
+  }
+  if (open) {
+    total += cur.end - cur.start;
+  }
+  return total;
+}
+
+void attributeCounted(std::vector<KernelRecord>& kernels,
+                      const std::unordered_map<uint32_t, uint64_t>& externalIdOf) {
+  for (KernelRecord& k : kernels) {
+    k.forward = -1;
+    auto it = externalIdOf.find(k.correlationId);
+    k.opEvent = it != externalIdOf.end() && it->second > 0 ? static_cast<int64_t>(it->second) - 1 : -1;
+  }
+}
+
+namespace {
+
+bool byStart(const KernelRecord& a, const KernelRecord& b) {
+  return a.startNs != b.startNs ? a.startNs < b.startNs : a.correlationId < b.correlationId;
+}
+
+}  // namespace
+
+bool attributeByPosition(const std::vector<KernelRecord>& counted,
+                         std::vector<KernelRecord>& timed, int64_t forwards) {
+  if (forwards <= 0 || counted.empty() ||
+      timed.size() != counted.size() * static_cast<size_t>(forwards)) {
+    return false;
+  }
+  std::vector<KernelRecord> reference = counted;
+  std::sort(reference.begin(), reference.end(), byStart);
+  std::sort(timed.begin(), timed.end(), byStart);
+  const size_t n = reference.size();
+  for (size_t i = 0; i < timed.size(); ++i) {
+    const KernelRecord& ref = reference[i % n];
+    if (timed[i].name != ref.name || timed[i].kind != ref.kind) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < timed.size(); ++i) {
+    timed[i].opEvent = reference[i % n].opEvent;
+    timed[i].forward = static_cast<int32_t>(i / n);
+  }
+  return true;
+}
+
+TraceStats summarizeTrace(const std::vector<KernelRecord>& counted,
+                          const std::vector<KernelRecord>& timed, int64_t forwards,
+                          bool positionAttributed, const std::vector<OpEvent>& events,
+                          size_t numRows) {
+  TraceStats s;
+  s.perRow.assign(numRows, OpKernelStats{});
+  const bool useTimed = !timed.empty() && forwards > 0;
+  const std::vector<KernelRecord>& source = useTimed ? timed : counted;
+  const double perForward = useTimed ? 1.0 / static_cast<double>(forwards) : 1.0;
+  std::vector<Interval> intervals;
+  intervals.reserve(source.size());
+  uint64_t kernelNs = 0;
+  for (const KernelRecord& k : source) {
+    kernelNs += k.durationNs();
+    intervals.push_back({k.startNs, k.endNs});
+  }
+  s.kernelsPerForward = static_cast<double>(source.size()) * perForward;
+  s.kernelSeconds = static_cast<double>(kernelNs) * 1e-9 * perForward;
+  s.busySeconds = static_cast<double>(unionLength(std::move(intervals))) * 1e-9 * perForward;
+
+  // Per op: from whichever set carries attribution.
+  s.perOpFromTimed = useTimed && positionAttributed;
+  const std::vector<KernelRecord>& attributed = s.perOpFromTimed ? timed : counted;
+  const double scale = s.perOpFromTimed ? perForward : 1.0;
+  for (const KernelRecord& k : attributed) {
+    int64_t row = -1;
+    if (k.opEvent >= 0 && static_cast<size_t>(k.opEvent) < events.size()) {
+      row = events[static_cast<size_t>(k.opEvent)].row;
+    }
+    const double sec = static_cast<double>(k.durationNs()) * 1e-9 * scale;
+    if (row >= 0 && static_cast<size_t>(row) < numRows) {
+      s.perRow[static_cast<size_t>(row)].kernels += scale;
+      s.perRow[static_cast<size_t>(row)].seconds += sec;
+    } else {
+      s.unattributedSeconds += sec;
+    }
+  }
+  return s;
+}
+
+std::string jsonEscape(const std::string& in) {
+  std::string out;
+  out.reserve(in.size() + 2);
+  for (unsigned char c : in) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string str(const std::string& s) {
+  return "\"" + jsonEscape(s) + "\"";
+}
+
+std::string micros(uint64_t ns, uint64_t origin) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  o << (ns >= origin ? static_cast<double>(ns - origin) : 0.0) / 1e3;
+  return o.str();
+}
+
+}  // namespace
+
+std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<OpStats>& rows,
+                        const std::vector<KernelRecord>& kernels, const std::string& deviceName) {
+  uint64_t origin = std::numeric_limits<uint64_t>::max();
+  for (const OpEvent& e : events) {
+    origin = std::min(origin, e.startNs);
+  }
+  for (const KernelRecord& k : kernels) {
+    origin = std::min(origin, k.startNs);
+  }
+  if (origin == std::numeric_limits<uint64_t>::max()) {
+    origin = 0;
+  }
+  std::ostringstream o;
+  o << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool first = true;
+  auto sep = [&] {
+    if (!first) {
+      o << ",\n";
+    }
+    first = false;
+  };
+  sep();
+  o << R"({"ph":"M","pid":0,"name":"process_name","args":{"name":"CPU: ops of the counted forward"}})";
+  sep();
+  o << R"({"ph":"M","pid":1,"name":"process_name","args":{"name":)" << str("GPU: " + deviceName)
+    << "}}";
+  // Ops: the counted ones and the ones without a formula; their implementation details
+  // (inside) and wrappers (transparent) would only clutter the track.
+  for (const OpEvent& e : events) {
+    if (e.kind != OpEvent::Kind::Counted && e.kind != OpEvent::Kind::Unknown) {
+      continue;
+    }
+    sep();
+    o << R"({"ph":"X","pid":0,"tid":0,"cat":"op","name":)" << str(e.op)
+      << ",\"ts\":" << micros(e.startNs, origin)
+      << ",\"dur\":" << micros(e.endNs, e.startNs) << ",\"args\":{\"module\":" << str(e.module)
+      << ",\"accounting\":" << str(opEventKindName(e.kind));
+    if (e.row >= 0 && static_cast<size_t>(e.row) < rows.size()) {
+      const OpStats& r = rows[static_cast<size_t>(e.row)];
+      const double calls = static_cast<double>(std::max<int64_t>(r.calls, 1));
+      o << ",\"flops_per_call\":" << static_cast<double>(r.flops()) / calls
+        << ",\"matrix_flops_per_call\":" << static_cast<double>(r.matrixFlops) / calls
+        << ",\"bytes_per_call\":" << static_cast<double>(r.bytes) / calls
+        << ",\"dtype\":" << str(r.dtype) << ",\"class\":" << str(opClassName(r.opClass));
+    }
+    o << "}}";
+  }
+  for (const KernelRecord& k : kernels) {
+    sep();
+    std::string op, module;
+    if (k.opEvent >= 0 && static_cast<size_t>(k.opEvent) < events.size()) {
+      const OpEvent& e = events[static_cast<size_t>(k.opEvent)];
+      // The op that accounts for the kernel: the counted owner when there is one.
+      if (e.owner >= 0 && static_cast<size_t>(e.owner) < events.size()) {
+        op = events[static_cast<size_t>(e.owner)].op;
+        module = events[static_cast<size_t>(e.owner)].module;
+      } else {
+        op = e.op;
+        module = e.module;
+      }
+    }
+    o << R"({"ph":"X","pid":1,"tid":)" << k.stream << R"(,"cat":)" << str(kernelKindName(k.kind))
+      << ",\"name\":" << str(k.name) << ",\"ts\":" << micros(k.startNs, origin)
+      << ",\"dur\":" << micros(k.endNs, k.startNs) << ",\"args\":{\"op\":" << str(op)
+      << ",\"module\":" << str(module) << ",\"forward\":"
+      << (k.forward < 0 ? std::string("\"counted\"") : std::to_string(k.forward))
+      << ",\"device\":" << k.device << ",\"correlation\":" << k.correlationId;
+    if (k.kind == KernelRecord::Kind::Kernel) {
+      o << ",\"grid\":[" << k.grid[0] << "," << k.grid[1] << "," << k.grid[2] << "],\"block\":["
+        << k.block[0] << "," << k.block[1] << "," << k.block[2]
+        << "],\"registers_per_thread\":" << k.registersPerThread
+        << ",\"static_shared_bytes\":" << k.staticSharedBytes
+        << ",\"dynamic_shared_bytes\":" << k.dynamicSharedBytes;
+    } else {
+      o << ",\"bytes\":" << k.bytes;
+    }
+    if (k.graphId != 0) {
+      o << ",\"graph\":" << k.graphId;
+    }
+    o << "}}";
+  }
+  o << "\n]}\n";
+  return o.str();
+}
+
+std::vector<std::string> kernelFieldNames() {
+  return {
+#define TORCHUTIL_KERNEL_FIELD_NAME(name, doc) #name,
+      TORCHUTIL_KERNEL_FIELDS(TORCHUTIL_KERNEL_FIELD_NAME)
+#undef TORCHUTIL_KERNEL_FIELD_NAME
+  };
+}
+
+std::vector<double> kernelRow(const KernelRecord& k, uint64_t originNs, int64_t opRow) {
+  const auto d = [](auto v) { return static_cast<double>(v); };
+  return {d(k.forward),
+          d(static_cast<int>(k.kind)),
+          k.startNs >= originNs ? d(k.startNs - originNs) / 1e3 : 0.0,
+          d(k.durationNs()) / 1e3,
+          d(k.device),
+          d(k.stream),
+          d(k.grid[0]),
+          d(k.grid[1]),
+          d(k.grid[2]),
+          d(k.block[0]),
+          d(k.block[1]),
+          d(k.block[2]),
+          d(k.registersPerThread),
+          d(k.staticSharedBytes),
+          d(k.dynamicSharedBytes),
+          d(k.bytes),
+          d(opRow),
+          d(k.graphId)};
+}
+
+}  // namespace torchutil

@@ -1,0 +1,256 @@
+#include "cupti/CuptiTracer.h"
+
+#include <c10/util/Exception.h>
+#include <cupti.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <utility>
+
+// Every CUPTI call goes through this: it names the call and CUPTI's own message.
+#define TORCHUTIL_CUPTI_CALL(call)                                                     \
+  do {                                                                                 \
+    CUptiResult status_ = (call);                                                      \
+    if (status_ != CUPTI_SUCCESS) {                                                    \
+      const char* msg_ = nullptr;                                                      \
+      cuptiGetResultString(status_, &msg_);                                            \
+      TORCH_CHECK(false, "torchutil: CUPTI call ", #call, " failed: ",                 \
+                  msg_ != nullptr ? msg_ : "unknown error");                           \
+    }                                                                                  \
+  } while (0)
+
+namespace torchutil::cupti {
+namespace {
+
+constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+constexpr size_t kBufferBytes = 4 * 1024 * 1024;
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+
+// What the buffer callbacks fill. CUPTI calls them from its own thread or from the flushing
+// thread, so everything here is under the mutex.
+struct Records {
+  std::mutex mutex;
+  bool tracing = false;  // a CuptiTracer is alive
+  std::vector<KernelRecord> kernels;
+  std::unordered_map<uint32_t, uint64_t> externalIds;
+  uint64_t dropped = 0;
+};
+
+Records& records() {
+  static Records r;
+  return r;
+}
+
+const char* memcpyKindName(uint8_t kind) {
+  switch (static_cast<CUpti_ActivityMemcpyKind>(kind)) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
+    default: return "other";
+  }
+}
+
+void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer != nullptr ? kBufferBytes : 0;
+  *maxNumRecords = 0;
+}
+
+void copyGeometry(const CUpti_ActivityKernel9& k, KernelRecord& r) {
+  r.grid[0] = k.gridX;
+  r.grid[1] = k.gridY;
+  r.grid[2] = k.gridZ;
+  r.block[0] = k.blockX;
+  r.block[1] = k.blockY;
+  r.block[2] = k.blockZ;
+  r.registersPerThread = k.registersPerThread;
+  r.staticSharedBytes = k.staticSharedMemory;
+  r.dynamicSharedBytes = k.dynamicSharedMemory;
+}
+
+void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer, size_t /*size*/,
+                              size_t validSize) {
+  std::vector<KernelRecord> kernels;
+  std::vector<std::pair<uint32_t, uint64_t>> external;
+  CUpti_Activity* record = nullptr;
+  while (validSize > 0 &&
+         cuptiActivityGetNextRecord(buffer, validSize, &record) == CUPTI_SUCCESS) {
+    KernelRecord r;
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_KERNEL:
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        // Kernel9's leading fields are those of every later version (Kernel10 appends).
+        const auto* k = reinterpret_cast<const CUpti_ActivityKernel9*>(record);
+        r.kind = KernelRecord::Kind::Kernel;
+        r.name = k->name != nullptr ? k->name : "";
+        r.startNs = k->start;
+        r.endNs = k->end;
+        r.device = k->deviceId;
+        r.stream = k->streamId;
+        r.correlationId = k->correlationId;
+        r.graphId = k->graphId;
+        copyGeometry(*k, r);
+        kernels.push_back(std::move(r));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        r.kind = KernelRecord::Kind::Memcpy;
+        r.name = std::string("memcpy ") + memcpyKindName(m->copyKind);
+        r.startNs = m->start;
+        r.endNs = m->end;
+        r.device = m->deviceId;
+        r.stream = m->streamId;
+        r.correlationId = m->correlationId;
+        r.graphId = m->graphId;
+        r.bytes = m->bytes;
+        kernels.push_back(std::move(r));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        r.kind = KernelRecord::Kind::Memset;
+        r.name = "memset";
+        r.startNs = m->start;
+        r.endNs = m->end;
+        r.device = m->deviceId;
+        r.stream = m->streamId;
+        r.correlationId = m->correlationId;
+        r.graphId = m->graphId;
+        r.bytes = m->bytes;
+        kernels.push_back(std::move(r));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+        const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+        if (e->externalKind == kExternalKind) {
+          external.emplace_back(e->correlationId, e->externalId);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(ctx, streamId, &dropped) != CUPTI_SUCCESS) {
+    dropped = 0;
+  }
+  std::free(buffer);
+  Records& rec = records();
+  std::lock_guard<std::mutex> lock(rec.mutex);
+  if (!rec.tracing) {
+    return;  // a late buffer of a finished trace
+  }
+  for (KernelRecord& k : kernels) {
+    rec.kernels.push_back(std::move(k));
+  }
+  for (const auto& e : external) {
+    rec.externalIds[e.first] = e.second;
+  }
+  rec.dropped += dropped;
+}
+
+}  // namespace
+
+std::string CuptiTracer::unavailableReason() {
+  if (torch::profiler::impl::profilerEnabled() ||
+      torch::autograd::profiler::isProfilerEnabledInMainThread()) {
+    return "torch.profiler is running; CUPTI serves one client at a time, so this profile "
+           "reports FLOPs and event timing without kernel records";
+  }
+  Records& rec = records();
+  std::lock_guard<std::mutex> lock(rec.mutex);
+  if (rec.tracing) {
+    return "another torchutil profile is tracing kernels in this process";
+  }
+  return "";
+}
+
+CuptiTracer::CuptiTracer() {
+  Records& rec = records();
+  {
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    TORCH_CHECK(!rec.tracing, "torchutil: another torchutil profile is tracing kernels in this "
+                "process");
+    rec.tracing = true;
+    rec.kernels.clear();
+    rec.externalIds.clear();
+    rec.dropped = 0;
+  }
+  active_ = true;
+  try {
+    TORCHUTIL_CUPTI_CALL(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted));
+    for (CUpti_ActivityKind kind : kKinds) {
+      TORCHUTIL_CUPTI_CALL(cuptiActivityEnable(kind));
+    }
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+CuptiTracer::~CuptiTracer() {
+  release();
+}
+
+void CuptiTracer::release() noexcept {
+  if (!active_) {
+    return;
+  }
+  active_ = false;
+  for (CUpti_ActivityKind kind : kKinds) {
+    cuptiActivityDisable(kind);  // best effort: a kind that was never enabled reports an error
+  }
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  Records& rec = records();
+  std::lock_guard<std::mutex> lock(rec.mutex);
+  rec.tracing = false;
+  rec.kernels.clear();
+  rec.externalIds.clear();
+}
+
+void CuptiTracer::flush() {
+  TORCHUTIL_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+}
+
+std::vector<KernelRecord> CuptiTracer::takeKernels() {
+  Records& rec = records();
+  std::lock_guard<std::mutex> lock(rec.mutex);
+  return std::exchange(rec.kernels, {});
+}
+
+std::unordered_map<uint32_t, uint64_t> CuptiTracer::takeExternalIds() {
+  Records& rec = records();
+  std::lock_guard<std::mutex> lock(rec.mutex);
+  return std::exchange(rec.externalIds, {});
+}
+
+uint64_t CuptiTracer::droppedRecords() const {
+  Records& rec = records();
+  std::lock_guard<std::mutex> lock(rec.mutex);
+  return rec.dropped;
+}
+
+uint64_t CuptiTracer::timestamp() {
+  uint64_t t = 0;
+  cuptiGetTimestamp(&t);
+  return t;
+}
+
+void CuptiTracer::pushExternalId(uint64_t id) {
+  cuptiActivityPushExternalCorrelationId(kExternalKind, id);
+}
+
+void CuptiTracer::popExternalId() {
+  uint64_t last = 0;
+  cuptiActivityPopExternalCorrelationId(kExternalKind, &last);
+}
+
+}  // namespace torchutil::cupti

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what torchutil needs on a fresh Debian/Ubuntu machine and builds it in place
+# (editable install, so the tests and the examples see the built extension).
+#   system: a C++ compiler, CMake, Ninja, GoogleTest (libgtest-dev)
+#   Python: torch + torchvision (only if torch is missing; TORCHUTIL_TORCH_SPEC overrides
+#           which), pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCHUTIL_TORCH_SPEC:-"torch==2.14.1 torchvision==0.29.1"}
+
+missing=()
+command -v g++ >/dev/null || missing+=(g++)
+command -v cmake >/dev/null || missing+=(cmake)
+command -v ninja >/dev/null || missing+=(ninja-build)
+[ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install: apt-get install ${missing[*]}"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q "${missing[@]}"
+fi
+
+if ! "$PYTHON" -c "import torch, torchvision" 2>/dev/null; then
+  echo "install: pip install $TORCH_SPEC"
+  # shellcheck disable=SC2086
+  "$PYTHON" -m pip install -q $TORCH_SPEC
+fi
+"$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+"$PYTHON" -c "import setuptools, wheel" 2>/dev/null || "$PYTHON" -m pip install -q setuptools wheel
+
+# --no-build-isolation: build against the torch installed above (an isolated build would fetch
+# another multi-GB torch).
+echo "install: building torchutil (pip install --no-build-isolation -e .)"
+"$PYTHON" -m pip install -q --no-build-isolation -e .
+"$PYTHON" -c "import torchutil; print('install: torchutil', torchutil.__version__, torchutil.build_info())"

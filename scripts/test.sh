@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every test: the GoogleTest suite through CTest, then pytest. Installs first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+./scripts/install.sh
+
+prefix=$("$PYTHON" -c "import torch; print(torch.utils.cmake_prefix_path)")
+cmake -S . -B cmake-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
+cmake --build cmake-build -j"$(nproc)"
+ctest --test-dir cmake-build --output-on-failure --no-tests=error
+
+# pytest exits 5 when it collected no test: that is a failure here, not a pass.
+set +e
+"$PYTHON" -m pytest tests -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "test: pytest collected no tests" >&2
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,3 @@
+from torchutil.cli import main
+
+raise SystemExit(main())
