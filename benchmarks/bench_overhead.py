@@ -114,11 +114,30 @@ def main() -> None:
     print(f"{'variant':<16}{'ms/forward':>12}{'x plain':>10}")
     for k, v in med.items():
         print(f"{k:<16}{1e3 * v:>12.3f}{v / med['plain']:>10.3f}")
+    trace = _trace_overhead(model, x, args) if device.type == "cuda" else None
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "device": where, "median_seconds": med,
                        "ratio_to_plain": {k: v / med["plain"] for k, v in med.items()},
-                       "samples": samples}, f, indent=2)
+                       "samples": samples, "trace": trace}, f, indent=2)
+
+
+def _trace_overhead(model, x, args) -> dict:
+    """Kernel tracing's cost: the timed loop of torchutil.profile with and without CUPTI,
+    interleaved; and the traced kernel time against the untraced event time."""
+    untraced, traced, kernel = [], [], []
+    for _ in range(max(3, args.rounds // 3)):
+        r0 = torchutil.profile(model, x, warmup=2, iters=args.profile_iters, trace=False)
+        r1 = torchutil.profile(model, x, warmup=2, iters=args.profile_iters, trace=True)
+        untraced.append(r0.seconds)
+        traced.append(r1.seconds)
+        kernel.append(r1.kernel_seconds)
+    m0, m1, mk = (statistics.median(v) for v in (untraced, traced, kernel))
+    print(f"kernel tracing: timed forward {1e3 * m0:.3f} ms untraced, {1e3 * m1:.3f} ms traced "
+          f"({m1 / m0:.3f}x); traced kernel time {1e3 * mk:.3f} ms = {100 * mk / m0:.1f} % of the "
+          f"untraced forward, {100 * mk / m1:.1f} % of the traced one")
+    return {"untraced_seconds": untraced, "traced_seconds": traced, "kernel_seconds": kernel,
+            "ratio": m1 / m0}
 
 
 if __name__ == "__main__":

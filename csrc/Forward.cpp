@@ -65,6 +65,7 @@ std::unique_ptr<Forward> makeForward(const c10::IValue& model) {
   TORCH_CHECK_TYPE(false,
                    "torchutil: model must be an nn.Module, a TorchScript module or a callable, got ",
                    model.tagKind(), model.isObject() ? " " + model.type()->str() : std::string());
+  return nullptr;  // not reached: TORCH_CHECK_TYPE(false, ...) throws
 }
 
 }  // namespace torchutil

@@ -151,15 +151,20 @@ void CountSession::inputsUnavailable() {
   f.counted = false;
   counted_ = f.prevCounted;
   f.entry = nullptr;  // rule 5: priced by its callees, or reported
+  int64_t owner = -1;
   if (counted_ >= 0 && static_cast<size_t>(counted_) + 2 == frames_.size()) {
+    // A re-dispatch: its caller counts the call with its own inputs again, and this frame is
+    // inside it (not also reported as unknown).
     Frame& caller = frames_[static_cast<size_t>(counted_)];
     caller.superseded = false;
     if (caller.event >= 0) {
       events_[static_cast<size_t>(caller.event)].owner = caller.event;
     }
+    f.inside = true;
+    owner = caller.event;
   }
   if (f.event >= 0) {
-    events_[static_cast<size_t>(f.event)].owner = -1;
+    events_[static_cast<size_t>(f.event)].owner = owner;
   }
 }
 

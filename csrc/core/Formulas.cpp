@@ -87,6 +87,23 @@ Cost convolution(const Args& in, const Args& out) {
   return {macsToFlops(macs), biasFlops(in, BiasIdx, *o)};
 }
 
+// mkldnn's fused pointwise ops have a `.binary` overload, (X, other, W, B, ...), that fuses an
+// elementwise op with a second input shaped like the output; the registry sees one name for
+// both overloads, so the binary one is told apart by that input and priced without it.
+template <Formula Unary>
+Cost mkldnnPointwise(const Args& in, const Args& out) {
+  const TensorInfo* other = tensorAt(in, 1);
+  const TensorInfo* o = firstTensor(out);
+  if (other != nullptr && o != nullptr && tensorAt(in, 2) != nullptr && other->sizes == o->sizes) {
+    Args unary(in);
+    unary.erase(unary.begin() + 1);
+    Cost c = Unary(unary, out);
+    c.vectorFlops += o->numel();  // the fused binary op
+    return c;
+  }
+  return Unary(in, out);
+}
+
 // ---- attention ----------------------------------------------------------------------------
 // QK^T and PV: 2*B*H*Lq*Lk*E + 2*B*H*Lq*Lk*Ev matrix FLOPs (causal masks are not discounted, as
 // in FlopCounterMode), plus the softmax over B*H*Lq*Lk scores.
@@ -117,8 +134,10 @@ Cost attentionBHLE(const Args& in, const Args&) {
 }
 
 // _flash_attention_forward / _efficient_attention_forward: [B, L, H, E]. With cumulative
-// sequence lengths (variable-length batches) q is [total, H, E]; the count then uses the
-// maximum lengths (arguments 5 and 6) and is an upper bound.
+// sequence lengths (variable-length batches: argument CuSeqQ, the maximum lengths two and three
+// after it) q is [total, H, E] (flash) or [1, total, H, E] (efficient); the count then uses the
+// maximum lengths and is an upper bound.
+template <int CuSeqQ>
 Cost attentionBLHE(const Args& in, const Args&) {
   const TensorInfo* q = tensorAt(in, 0);
   const TensorInfo* k = tensorAt(in, 1);
@@ -127,23 +146,23 @@ Cost attentionBLHE(const Args& in, const Args&) {
     return {};
   }
   AttentionDims d;
-  if (q->dim() == 4) {
+  const TensorInfo* cuSeq = tensorAt(in, CuSeqQ);
+  if (q->dim() == 4 && cuSeq == nullptr) {
     d.bh = q->size(0) * q->size(2);
     d.lq = q->size(1);
     d.e = q->size(3);
     d.lk = k->size(1);
     d.ev = v->size(3);
-  } else if (q->dim() == 3) {
-    const TensorInfo* cuSeq = tensorAt(in, 3);
+  } else if (q->dim() == 3 || q->dim() == 4) {
     const int64_t batch = cuSeq != nullptr ? cuSeq->numel() - 1 : 1;
     const auto intAt = [&](size_t i) {
       return i < in.size() && in[i].kind == ArgKind::Int ? in[i].ints.front() : int64_t{0};
     };
-    d.bh = batch * q->size(1);
-    d.lq = intAt(5);
-    d.lk = intAt(6);
-    d.e = q->size(2);
-    d.ev = v->size(2);
+    d.bh = batch * q->size(-2);
+    d.lq = intAt(CuSeqQ + 2);
+    d.lk = intAt(CuSeqQ + 3);
+    d.e = q->size(-1);
+    d.ev = v->size(-1);
   }
   return attentionCost(d);
 }
@@ -183,8 +202,8 @@ Cost perInput(const Args& in, const Args&) {
   return {0, x == nullptr ? 0 : K * x->numel()};
 }
 
-// Batch norm: the first bool argument is `training` in every variant (the no_stats overload of
-// _native_batch_norm_legit has it earlier than the others).
+// Batch norm: the first bool argument is `training` in every variant that has one (the no_stats
+// overload of _native_batch_norm_legit has it earlier than the others).
 Cost batchNorm(const Args& in, const Args&) {
   const TensorInfo* x = firstTensor(in);
   if (x == nullptr) {
@@ -236,7 +255,7 @@ void registerAllFormulas(FormulaRegistry& r) {
   addAll(r, {"aten::mm", "aten::bmm", "aten::_int_mm", "aten::mv", "aten::dot", "aten::vdot"},
          C::Matrix, &contraction<0, -1>);
   r.add("aten::_scaled_mm", C::Matrix, &contraction<0, 4>);
-  r.add("mkldnn::_linear_pointwise", C::Matrix, &contraction<0, 2>);
+  r.add("mkldnn::_linear_pointwise", C::Matrix, &mkldnnPointwise<&contraction<0, 2>>);
   addAll(r, {"aten::addmm", "aten::baddbmm", "aten::addmv", "aten::_addmm_activation"}, C::Matrix,
          &contraction<1, 0>);
   r.add("aten::addbmm", C::Matrix, &addbmm);
@@ -244,10 +263,13 @@ void registerAllFormulas(FormulaRegistry& r) {
   // Convolutions, by where each variant keeps its bias and its `transposed` flag.
   addAll(r, {"aten::convolution", "aten::_convolution", "aten::convolution_overrideable"},
          C::Matrix, &convolution<2, 6>);
-  addAll(r, {"aten::mkldnn_convolution", "mkldnn::_convolution_pointwise", "aten::miopen_convolution",
+  addAll(r, {"aten::mkldnn_convolution", "aten::miopen_convolution",
              "aten::miopen_depthwise_convolution", "aten::cudnn_convolution_relu",
-             "aten::cudnn_convolution_add_relu", "aten::_nnpack_spatial_convolution"},
+             "aten::_nnpack_spatial_convolution"},
          C::Matrix, &convolution<2, kNever>);
+  r.add("mkldnn::_convolution_pointwise", C::Matrix, &mkldnnPointwise<&convolution<2, kNever>>);
+  // (self, weight, z, alpha, bias, ...): z, the tensor added before the relu, is not a bias.
+  r.add("aten::cudnn_convolution_add_relu", C::Matrix, &convolution<4, kNever>);
   addAll(r, {"aten::miopen_convolution_transpose", "mkldnn::_convolution_transpose_pointwise"},
          C::Matrix, &convolution<2, kAlways>);
   r.add("aten::cudnn_convolution", C::Matrix, &convolution<-1, kNever>);
@@ -268,8 +290,9 @@ void registerAllFormulas(FormulaRegistry& r) {
              "aten::_scaled_dot_product_cudnn_attention",
              "aten::_scaled_dot_product_fused_attention_overrideable"},
          C::Matrix, &attentionBHLE);
-  addAll(r, {"aten::_flash_attention_forward", "aten::_efficient_attention_forward"}, C::Matrix,
-         &attentionBLHE);
+  // Cumulative sequence lengths at 3 (flash) or, after the bias, at 4 (efficient).
+  r.add("aten::_flash_attention_forward", C::Matrix, &attentionBLHE<3>);
+  r.add("aten::_efficient_attention_forward", C::Matrix, &attentionBLHE<4>);
   r.add("aten::_native_multi_head_attention", C::Matrix, &nativeMultiHeadAttention);
 
   // Elementwise arithmetic and activations: 1 FLOP per output element.
@@ -295,9 +318,12 @@ void registerAllFormulas(FormulaRegistry& r) {
   // Normalization.
   addAll(r, {"aten::batch_norm", "aten::_batch_norm_impl_index", "aten::native_batch_norm",
              "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit_functional",
-             "aten::cudnn_batch_norm", "aten::miopen_batch_norm", "aten::_batch_norm_with_update",
-             "aten::_batch_norm_with_update_functional"},
+             "aten::cudnn_batch_norm", "aten::miopen_batch_norm"},
          C::Vector, &batchNorm);
+  // The with_update variants have no `training` flag: they always train (they update the
+  // running statistics).
+  addAll(r, {"aten::_batch_norm_with_update", "aten::_batch_norm_with_update_functional"},
+         C::Vector, &perInput<5>);
   addAll(r, {"aten::_native_batch_norm_legit_no_training", "aten::_batch_norm_no_update"},
          C::Vector, &batchNormInference);
   addAll(r, {"aten::layer_norm", "aten::native_layer_norm", "aten::group_norm",
@@ -350,6 +376,7 @@ void registerAllFormulas(FormulaRegistry& r) {
              "aten::_unsafe_index", "aten::embedding", "aten::masked_select", "aten::repeat",
              "aten::roll", "aten::flip", "aten::fill", "aten::zero", "aten::zeros",
              "aten::zeros_like", "aten::ones", "aten::ones_like", "aten::full", "aten::full_like",
+             "aten::new_zeros", "aten::new_ones", "aten::new_full",
              "aten::scalar_tensor", "aten::arange", "aten::linspace", "aten::pixel_shuffle",
              "aten::pixel_unshuffle", "aten::channel_shuffle", "aten::native_channel_shuffle",
              "aten::_local_scalar_dense", "aten::im2col", "aten::col2im", "aten::narrow_copy",

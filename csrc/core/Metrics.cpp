@@ -114,27 +114,28 @@ std::optional<PeakDtype> dominantPeakDtype(const CountTable& table, bool tf32Mat
                                            bool tf32Conv) {
   constexpr size_t n = static_cast<size_t>(PeakDtype::kCount);
   std::pair<int64_t, int64_t> score[n] = {};
-  bool any = false;
+  bool seen[n] = {};
   for (const OpStats& r : table.rows()) {
     const bool conv = r.op.find("conv") != std::string::npos;
     const auto d = peakDtypeOfTensorDtype(r.dtype, conv ? tf32Conv : tf32Matmul);
     if (!d.has_value()) {
       continue;
     }
-    any = true;
+    seen[static_cast<size_t>(*d)] = true;
     score[static_cast<size_t>(*d)].first += r.matrixFlops;
     score[static_cast<size_t>(*d)].second += r.flops();
   }
-  if (!any) {
-    return std::nullopt;
-  }
-  size_t best = 0;
-  for (size_t i = 1; i < n; ++i) {
-    if (score[i] > score[best]) {
+  // Only dtypes that occur compete: rows without FLOPs (copies) still name theirs.
+  std::optional<size_t> best;
+  for (size_t i = 0; i < n; ++i) {
+    if (seen[i] && (!best.has_value() || score[i] > score[*best])) {
       best = i;
     }
   }
-  return static_cast<PeakDtype>(best);
+  if (!best.has_value()) {
+    return std::nullopt;
+  }
+  return static_cast<PeakDtype>(*best);
 }
 
 }  // namespace torchutil

@@ -3,11 +3,13 @@
 // torch.ops.util.profile returns a float64 tensor with one element per field, in this order;
 // torch.ops.util.result_fields() returns the names.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/CountSession.h"
 #include "core/KernelTrace.h"
+#include "core/PeakTable.h"
 
 namespace torchutil {
 
@@ -84,9 +86,6 @@ std::vector<double> opRow(const OpStats& s, const OpKernelStats* kernels, double
 double median(std::vector<double> values);
 
 }  // namespace torchutil
-
-#include <optional>
-#include "core/PeakTable.h"
 
 namespace torchutil {
 

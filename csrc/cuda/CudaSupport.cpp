@@ -3,6 +3,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
@@ -20,6 +21,10 @@ int attribute(cudaDeviceAttr attr, int device) {
 }  // namespace
 
 DeviceInfo deviceInfo(c10::DeviceIndex index) {
+  // torch.device("cuda") has no index: the current device (cudaDeviceGetAttribute rejects -1).
+  if (index < 0) {
+    index = c10::cuda::current_device();
+  }
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
   DeviceInfo info;
   info.name = prop->name;

@@ -74,6 +74,20 @@ void copyGeometry(const CUpti_ActivityKernel9& k, KernelRecord& r) {
   r.dynamicSharedBytes = k.dynamicSharedMemory;
 }
 
+// Memcpy and memset records share these fields.
+template <class Record>
+void copyTransfer(const Record& m, KernelRecord::Kind kind, std::string name, KernelRecord& r) {
+  r.kind = kind;
+  r.name = std::move(name);
+  r.startNs = m.start;
+  r.endNs = m.end;
+  r.device = m.deviceId;
+  r.stream = m.streamId;
+  r.correlationId = m.correlationId;
+  r.graphId = m.graphId;
+  r.bytes = m.bytes;
+}
+
 void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer, size_t /*size*/,
                               size_t validSize) {
   std::vector<KernelRecord> kernels;
@@ -101,29 +115,13 @@ void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer,
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        r.kind = KernelRecord::Kind::Memcpy;
-        r.name = std::string("memcpy ") + memcpyKindName(m->copyKind);
-        r.startNs = m->start;
-        r.endNs = m->end;
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.correlationId = m->correlationId;
-        r.graphId = m->graphId;
-        r.bytes = m->bytes;
+        copyTransfer(*m, KernelRecord::Kind::Memcpy, std::string("memcpy ") + memcpyKindName(m->copyKind), r);
         kernels.push_back(std::move(r));
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        r.kind = KernelRecord::Kind::Memset;
-        r.name = "memset";
-        r.startNs = m->start;
-        r.endNs = m->end;
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.correlationId = m->correlationId;
-        r.graphId = m->graphId;
-        r.bytes = m->bytes;
+        copyTransfer(*reinterpret_cast<const CUpti_ActivityMemset4*>(record),
+                     KernelRecord::Kind::Memset, "memset", r);
         kernels.push_back(std::move(r));
         break;
       }

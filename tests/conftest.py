@@ -1,0 +1,37 @@
+"""Shared test setup: device parametrization, the CUDA skip, and the no-leak check.
+
+Tests that need a GPU carry @pytest.mark.cuda (declared in pyproject.toml) and are skipped at
+collection time where torch.cuda.is_available() is False, so the suite collects and passes on a
+CPU-only machine.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torchutil  # noqa: F401  (registers torch.ops.util)
+
+
+def cpu_and_cuda():
+    """Parameter values for a `device` argument: "cpu", and "cuda" carrying the cuda mark
+    (torchvision's tests/common_utils.py helper of the same name)."""
+    return ("cpu", pytest.param("cuda", marks=pytest.mark.cuda))
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; torch.cuda.is_available() is False")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def no_callback_survives():
+    """Every test, whatever it does (errors included), must leave no RecordFunction callback
+    registered and no count running on this thread."""
+    yield
+    live = torch.ops.util._live_callbacks()
+    assert live == 0, f"{live} torchutil RecordFunction callback(s) survived the test"
+    assert torch.ops.util._counting() is False, "a torchutil count is still running"

@@ -1,0 +1,372 @@
+// The rules at the top of CountSession.h, one test each, driven the way OpCounter drives the
+// session from RecordFunction: enter, then inputs (when counted), callees, exit.
+#include "core/CountSession.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torchutil {
+namespace {
+
+Arg t(std::vector<int64_t> sizes, int64_t elementSize = 4, const char* dtype = "Float") {
+  return Arg::ofTensor(std::move(sizes), elementSize, dtype);
+}
+
+using Callees = std::function<void()>;
+
+// One op call. name must outlive the session (RecordFunction names are static strings).
+bool call(CountSession& s, const char* name, const Args& in, const Args& out,
+          const Callees& callees = {}) {
+  const bool counted = s.enter(name);
+  if (counted) {
+    s.setInputs(in);
+  }
+  if (callees) {
+    callees();
+  }
+  s.exit(s.topIsCounted() ? out : Args{});
+  return counted;
+}
+
+// A 2-d convolution: x [2, 3, 8, 8], weight [4, 3, 3, 3], no padding -> [2, 4, 6, 6].
+const Args kConvIn = {t({2, 3, 8, 8}), t({4, 3, 3, 3}), Arg::none(),       Arg::ofInts({1, 1}),
+                      Arg::ofInts({0, 0}), Arg::ofInts({1, 1}), Arg::ofBool(false),
+                      Arg::ofInts({0, 0}), Arg::ofInt(1)};
+const Args kConvOut = {t({2, 4, 6, 6})};
+constexpr int64_t kConvFlops = 2 * 2 * (4 * 6 * 6) * (3 * 3 * 3);
+
+const OpStats* row(const CountTable& table, const std::string& op) {
+  for (const OpStats& r : table.rows()) {
+    if (r.op == op) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+TEST(CountSessionTest, OnlyTheOutermostCountedOpIsCounted) {
+  CountSession s;
+  // conv2d -> convolution -> _convolution -> mkldnn_convolution, as the CPU dispatches it.
+  const bool conv2dCounted = call(s, "aten::conv2d", kConvIn, kConvOut, [&] {
+    EXPECT_TRUE(call(s, "aten::convolution", kConvIn, kConvOut, [&] {
+      EXPECT_FALSE(call(s, "aten::_convolution", kConvIn, kConvOut, [&] {
+        EXPECT_FALSE(call(s, "aten::mkldnn_convolution", kConvIn, kConvOut));
+      }));
+    }));
+  });
+  EXPECT_FALSE(conv2dCounted);
+  EXPECT_EQ(s.depth(), 0u);
+
+  ASSERT_EQ(s.table().rows().size(), 1u);
+  const OpStats& r = s.table().rows()[0];
+  EXPECT_EQ(r.op, "aten::convolution");
+  EXPECT_EQ(r.opClass, OpClass::Matrix);
+  EXPECT_EQ(r.calls, 1);
+  EXPECT_EQ(r.matrixFlops, kConvFlops);
+  EXPECT_EQ(r.dtype, "Float");
+  EXPECT_EQ(r.bytes, (2 * 3 * 8 * 8 + 4 * 3 * 3 * 3 + 2 * 4 * 6 * 6) * 4);
+  EXPECT_TRUE(s.table().unknown().empty());
+}
+
+TEST(CountSessionTest, SameNameRedispatchReplacesItsCaller) {
+  CountSession s;
+  const Args floatIn = {t({4, 8}), t({8, 2})};
+  const Args halfIn = {t({4, 8}, 2, "Half"), t({8, 2}, 2, "Half")};
+  // Autocast: mm casts its inputs (ops inside it), then re-dispatches mm with the cast ones.
+  call(s, "aten::mm", floatIn, {t({4, 2})}, [&] {
+    EXPECT_FALSE(call(s, "aten::_to_copy", {floatIn[0]}, {halfIn[0]}));
+    EXPECT_FALSE(call(s, "aten::_to_copy", {floatIn[1]}, {halfIn[1]}));
+    EXPECT_TRUE(call(s, "aten::mm", halfIn, {t({4, 2}, 2, "Half")}));
+  });
+
+  ASSERT_EQ(s.table().rows().size(), 1u);
+  const OpStats& r = s.table().rows()[0];
+  EXPECT_EQ(r.op, "aten::mm");
+  EXPECT_EQ(r.dtype, "Half");
+  EXPECT_EQ(r.calls, 1);
+  EXPECT_EQ(r.matrixFlops, 2 * 4 * 8 * 2);
+  EXPECT_EQ(r.bytes, (4 * 8 + 8 * 2 + 4 * 2) * 2);
+}
+
+TEST(CountSessionTest, OnlyADirectSameNameCalleeReplacesItsCaller) {
+  CountSession s;
+  // mm -> (inside) addmm -> mm: the inner mm is not a re-dispatch of the outer one.
+  call(s, "aten::mm", {t({4, 8}), t({8, 2})}, {t({4, 2})}, [&] {
+    call(s, "aten::addmm", {t({2}), t({4, 8}), t({8, 2})}, {t({4, 2})}, [&] {
+      EXPECT_FALSE(call(s, "aten::mm", {t({4, 8}, 2, "Half"), t({8, 2}, 2, "Half")},
+                        {t({4, 2}, 2, "Half")}));
+    });
+  });
+  ASSERT_EQ(s.table().rows().size(), 1u);
+  EXPECT_EQ(s.table().rows()[0].op, "aten::mm");
+  EXPECT_EQ(s.table().rows()[0].dtype, "Float");
+}
+
+TEST(CountSessionTest, TransparentWrappersLetTheirCalleesCount) {
+  CountSession s;
+  // linear -> t (a view) and addmm; matmul -> reshape and mm.
+  EXPECT_FALSE(call(s, "aten::linear", {}, {}, [&] {
+    EXPECT_FALSE(call(s, "aten::t", {t({6, 10})}, {t({10, 6})}));
+    EXPECT_TRUE(call(s, "aten::addmm", {t({6}), t({3, 10}), t({10, 6})}, {t({3, 6})}));
+  }));
+  EXPECT_FALSE(call(s, "aten::matmul", {}, {}, [&] {
+    EXPECT_FALSE(call(s, "aten::reshape", {t({3, 10})}, {t({3, 10})}));
+    EXPECT_TRUE(call(s, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})}));
+  }));
+
+  ASSERT_EQ(s.table().rows().size(), 2u);
+  const OpStats* addmm = row(s.table(), "aten::addmm");
+  ASSERT_NE(addmm, nullptr);
+  EXPECT_EQ(addmm->matrixFlops, 2 * 3 * 10 * 6);
+  EXPECT_EQ(addmm->vectorFlops, 3 * 6);
+  ASSERT_NE(row(s.table(), "aten::mm"), nullptr);
+  EXPECT_EQ(row(s.table(), "aten::linear"), nullptr);
+  EXPECT_TRUE(s.table().unknown().empty());
+}
+
+TEST(CountSessionTest, UnknownOpIsReportedByNameAndCountWhenNoCalleeWasCounted) {
+  CountSession s;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(call(s, "custom::opaque_kernel", {t({5})}, {t({5})}));
+  }
+  EXPECT_FALSE(call(s, "aten::linalg_svd", {t({4, 4})}, {}));
+  // An unknown op whose work was counted in a callee is not reported.
+  call(s, "custom::fused_mlp", {t({3, 10})}, {}, [&] {
+    call(s, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})});
+  });
+  // Nor is an unknown op inside a counted one: it is that op's implementation.
+  call(s, "aten::relu", {t({7})}, {t({7})}, [&] { call(s, "custom::relu_kernel", {}, {}); });
+
+  const auto& unknown = s.table().unknown();
+  ASSERT_EQ(unknown.size(), 2u);
+  EXPECT_EQ(unknown[0], (std::pair<std::string, int64_t>{"custom::opaque_kernel", 3}));
+  EXPECT_EQ(unknown[1], (std::pair<std::string, int64_t>{"aten::linalg_svd", 1}));
+  EXPECT_EQ(s.table().totals().unknownCalls, 4);
+  EXPECT_NE(row(s.table(), "aten::mm"), nullptr);
+  EXPECT_NE(row(s.table(), "aten::relu"), nullptr);
+}
+
+TEST(CountSessionTest, ACountedCopyDoesNotHideItsUnknownCallersWork) {
+  CountSession s;
+  // linalg_lu_factor_ex copies its input, then runs LAPACK: the copy is counted (bytes), the
+  // factorization is still reported.
+  call(s, "aten::linalg_lu_factor_ex", {t({6, 6})}, {}, [&] {
+    EXPECT_TRUE(call(s, "aten::copy_", {t({6, 6}), t({6, 6})}, {t({6, 6})}));
+  });
+  ASSERT_EQ(s.table().unknown().size(), 1u);
+  EXPECT_EQ(s.table().unknown()[0].first, "aten::linalg_lu_factor_ex");
+  const OpStats* copy = row(s.table(), "aten::copy_");
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->opClass, OpClass::Memory);
+  EXPECT_EQ(copy->flops(), 0);
+  EXPECT_EQ(copy->bytes, 3 * 36 * 4);
+}
+
+TEST(CountSessionTest, UnboxableInputsFallBackToCalleesOrToUnknown) {
+  CountSession s;
+  // No callee: reported as unknown, not counted with made-up inputs.
+  ASSERT_TRUE(s.enter("aten::mm"));
+  s.inputsUnavailable();
+  EXPECT_FALSE(s.topIsCounted());
+  s.exit({});
+  // A callee that is counted prices the call instead.
+  ASSERT_TRUE(s.enter("aten::addmm"));
+  s.inputsUnavailable();
+  EXPECT_TRUE(call(s, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})}));
+  s.exit({});
+
+  ASSERT_EQ(s.table().unknown().size(), 1u);
+  EXPECT_EQ(s.table().unknown()[0].first, "aten::mm");
+  ASSERT_EQ(s.table().rows().size(), 1u);
+  EXPECT_EQ(s.table().rows()[0].op, "aten::mm");
+  EXPECT_EQ(s.table().rows()[0].matrixFlops, 2 * 3 * 10 * 6);
+  EXPECT_EQ(row(s.table(), "aten::addmm"), nullptr);
+}
+
+TEST(CountSessionTest, AnUnboxableRedispatchLeavesTheCallToItsCaller) {
+  CountSession s;
+  const Args in = {t({4, 8}), t({8, 2})};
+  ASSERT_TRUE(s.enter("aten::mm"));
+  s.setInputs(in);
+  ASSERT_TRUE(s.enter("aten::mm"));  // re-dispatch whose inputs cannot be boxed
+  s.inputsUnavailable();
+  EXPECT_FALSE(call(s, "aten::addmm", {}, {}));  // the kernel's callees are inside the caller
+  s.exit({});
+  ASSERT_TRUE(s.topIsCounted());
+  s.exit({t({4, 2})});
+
+  ASSERT_EQ(s.table().rows().size(), 1u);
+  EXPECT_EQ(s.table().rows()[0].op, "aten::mm");
+  EXPECT_EQ(s.table().rows()[0].calls, 1);
+  EXPECT_EQ(s.table().rows()[0].matrixFlops, 2 * 4 * 8 * 2);
+  // The call is priced once, by its caller: it is not also unknown.
+  EXPECT_TRUE(s.table().unknown().empty());
+  EXPECT_EQ(s.table().totals().unknownCalls, 0);
+}
+
+uint64_t fakeClock() {
+  static uint64_t now = 0;
+  return now += 10;
+}
+
+TEST(CountSessionTest, AnUnboxableRedispatchsEventBelongsToItsCaller) {
+  CountSession s;
+  s.recordEvents(&fakeClock);
+  ASSERT_TRUE(s.enter("aten::mm"));
+  s.setInputs({t({4, 8}), t({8, 2})});
+  ASSERT_TRUE(s.enter("aten::mm"));
+  s.inputsUnavailable();
+  s.exit({});
+  s.exit({t({4, 2})});
+
+  const std::vector<OpEvent> events = s.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, OpEvent::Kind::Counted);
+  EXPECT_EQ(events[0].row, 0);
+  // Kernels the re-dispatch launches are accounted to the caller's row.
+  EXPECT_EQ(events[1].kind, OpEvent::Kind::Inside) << opEventKindName(events[1].kind);
+  EXPECT_EQ(events[1].parent, 0);
+  EXPECT_EQ(events[1].row, 0);
+}
+
+TEST(CountSessionTest, OpaqueOpsAreNeitherCountedNorReported) {
+  CountSession s;
+  ASSERT_TRUE(s.enter("aten::mm"));
+  s.markOpaque();
+  EXPECT_FALSE(s.topIsCounted());
+  s.exit({});
+  ASSERT_FALSE(s.enter("custom::fake_kernel"));
+  s.markOpaque();
+  s.exit({});
+  EXPECT_TRUE(s.table().rows().empty());
+  EXPECT_TRUE(s.table().unknown().empty());
+
+  // Its callees follow the rules.
+  ASSERT_FALSE(s.enter("custom::subclass_op"));
+  s.markOpaque();
+  EXPECT_TRUE(call(s, "aten::add", {t({5}), t({5})}, {t({5})}));
+  EXPECT_FALSE(call(s, "custom::other", {}, {}));
+  s.exit({});
+  ASSERT_EQ(s.table().rows().size(), 1u);
+  EXPECT_EQ(s.table().rows()[0].op, "aten::add");
+  ASSERT_EQ(s.table().unknown().size(), 1u);
+  EXPECT_EQ(s.table().unknown()[0].first, "custom::other");
+}
+
+TEST(CountSessionTest, ModulePathsAreRecordedPerRow) {
+  CountSession s;
+  EXPECT_EQ(s.currentModule(), "");
+  s.enterModule("encoder");
+  s.enterModule("encoder.layer0");  // pushed whole, not joined
+  EXPECT_EQ(s.currentModule(), "encoder.layer0");
+  call(s, "aten::relu", {t({4})}, {t({4})});
+  s.exitModule();
+  EXPECT_EQ(s.currentModule(), "encoder");
+  call(s, "aten::relu", {t({4})}, {t({4})});
+  s.exitModule();
+  call(s, "aten::relu", {t({4})}, {t({4})});
+  s.exitModule();  // one exit too many stays at the top level
+  EXPECT_EQ(s.currentModule(), "");
+
+  const auto& rows = s.table().rows();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].module, "encoder.layer0");
+  EXPECT_EQ(rows[1].module, "encoder");
+  EXPECT_EQ(rows[2].module, "");
+}
+
+TEST(CountSessionTest, RowsAggregateByOpModuleAndDtype) {
+  CountSession s;
+  const Args floatIn = {t({3, 4}), t({3, 4})};
+  const Args halfIn = {t({3, 4}, 2, "Half"), t({3, 4}, 2, "Half")};
+  call(s, "aten::add", floatIn, {t({3, 4})});
+  call(s, "aten::mul", floatIn, {t({3, 4})});
+  call(s, "aten::add", floatIn, {t({3, 4})});
+  call(s, "aten::add", halfIn, {t({3, 4}, 2, "Half")});
+  s.enterModule("block");
+  call(s, "aten::add", floatIn, {t({3, 4})});
+  s.exitModule();
+
+  const auto& rows = s.table().rows();
+  ASSERT_EQ(rows.size(), 4u);
+  // First-seen order: add/Float, mul/Float, add/Half, add/Float in block.
+  EXPECT_EQ(rows[0].op, "aten::add");
+  EXPECT_EQ(rows[0].calls, 2);
+  EXPECT_EQ(rows[0].vectorFlops, 2 * 12);
+  EXPECT_EQ(rows[0].bytes, 2 * 3 * 12 * 4);
+  EXPECT_EQ(rows[1].op, "aten::mul");
+  EXPECT_EQ(rows[1].calls, 1);
+  EXPECT_EQ(rows[2].op, "aten::add");
+  EXPECT_EQ(rows[2].dtype, "Half");
+  EXPECT_EQ(rows[2].calls, 1);
+  EXPECT_EQ(rows[2].bytes, 3 * 12 * 2);
+  EXPECT_EQ(rows[3].module, "block");
+  EXPECT_EQ(rows[3].calls, 1);
+}
+
+TEST(CountSessionTest, OpsWithoutTensorInputsHaveNoDtype) {
+  CountSession s;
+  call(s, "aten::zeros", {Arg::ofInts({2, 3})}, {t({2, 3})});
+  ASSERT_EQ(s.table().rows().size(), 1u);
+  EXPECT_EQ(s.table().rows()[0].dtype, "");
+  EXPECT_EQ(s.table().rows()[0].bytes, 2 * 3 * 4);
+}
+
+TEST(CountSessionTest, ExitWithoutEnterIsIgnored) {
+  CountSession s;
+  s.exit({t({3})});  // an op that began before the session did
+  EXPECT_EQ(s.depth(), 0u);
+  EXPECT_FALSE(s.topIsCounted());
+  EXPECT_TRUE(s.table().rows().empty());
+  EXPECT_TRUE(s.table().unknown().empty());
+}
+
+TEST(CountTableTest, TotalsSumRowsAndUnknownCalls) {
+  CountTable table;
+  table.add("aten::mm", "", "Float", OpClass::Matrix, Cost{100, 0}, 40);
+  table.add("aten::addmm", "fc", "Float", OpClass::Matrix, Cost{200, 7}, 60);
+  table.add("aten::mm", "", "Float", OpClass::Matrix, Cost{100, 0}, 40);
+  table.add("aten::copy_", "", "Float", OpClass::Memory, Cost{}, 16);
+  table.addUnknown("custom::a");
+  table.addUnknown("custom::b", 4);
+  table.addUnknown("custom::a", 2);
+
+  const CountTotals totals = table.totals();
+  EXPECT_EQ(totals.matrixFlops, 400);
+  EXPECT_EQ(totals.vectorFlops, 7);
+  EXPECT_EQ(totals.flops(), 407);
+  EXPECT_EQ(totals.bytes, 156);
+  EXPECT_EQ(totals.countedCalls, 4);
+  EXPECT_EQ(totals.unknownCalls, 7);
+  ASSERT_EQ(table.unknown().size(), 2u);
+  EXPECT_EQ(table.unknown()[0], (std::pair<std::string, int64_t>{"custom::a", 3}));
+  EXPECT_EQ(table.rows().size(), 3u);
+  EXPECT_EQ(CountTable().totals().flops(), 0);
+}
+
+TEST(CountTableTest, DominantDtypeCarriesTheMostMatrixThenTheMostFlops) {
+  CountTable table;
+  EXPECT_EQ(table.dominantDtype(), "");
+  table.add("aten::add", "", "Float", OpClass::Vector, Cost{0, 1000000}, 0);
+  table.add("aten::mm", "", "Half", OpClass::Matrix, Cost{10, 0}, 0);
+  EXPECT_EQ(table.dominantDtype(), "Half");  // matrix FLOPs first, however many vector ones
+  table.add("aten::mm", "", "BFloat16", OpClass::Matrix, Cost{6, 0}, 0);
+  table.add("aten::mm", "x", "BFloat16", OpClass::Matrix, Cost{6, 0}, 0);
+  EXPECT_EQ(table.dominantDtype(), "BFloat16");  // summed over rows: 12 > 10
+
+  CountTable tie;
+  tie.add("aten::mm", "", "Half", OpClass::Matrix, Cost{10, 1}, 0);
+  tie.add("aten::mm", "", "Float", OpClass::Matrix, Cost{10, 5}, 0);
+  EXPECT_EQ(tie.dominantDtype(), "Float");  // equal matrix FLOPs: the most FLOPs
+
+  CountTable noDtype;
+  noDtype.add("aten::zeros", "", "", OpClass::Memory, Cost{}, 8);
+  EXPECT_EQ(noDtype.dominantDtype(), "");
+}
+
+}  // namespace
+}  // namespace torchutil

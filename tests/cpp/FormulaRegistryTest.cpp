@@ -1,0 +1,111 @@
+#include "core/FormulaRegistry.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace torchutil {
+namespace {
+
+Cost oneVectorFlop(const Args&, const Args&) {
+  return {0, 1};
+}
+
+TEST(FormulaRegistryTest, DuplicateRegistrationThrowsNamingTheOp) {
+  FormulaRegistry r;
+  r.add("aten::foo", OpClass::Vector, &oneVectorFlop);
+  try {
+    r.add("aten::foo", OpClass::Memory);
+    FAIL() << "a second registration of aten::foo was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("aten::foo"), std::string::npos) << e.what();
+  }
+  // The first registration stands.
+  ASSERT_NE(r.find("aten::foo"), nullptr);
+  EXPECT_EQ(r.find("aten::foo")->opClass, OpClass::Vector);
+  EXPECT_EQ(r.size(), 1u);
+}
+
+TEST(FormulaRegistryTest, ArithmeticClassesNeedAFormula) {
+  FormulaRegistry r;
+  EXPECT_THROW(r.add("aten::a", OpClass::Matrix), std::invalid_argument);
+  EXPECT_THROW(r.add("aten::b", OpClass::Vector, nullptr), std::invalid_argument);
+  EXPECT_NO_THROW(r.add("aten::c", OpClass::Memory));
+  EXPECT_NO_THROW(r.add("aten::d", OpClass::Transparent));
+  EXPECT_EQ(r.find("aten::a"), nullptr);
+  EXPECT_EQ(r.find("aten::b"), nullptr);
+  EXPECT_EQ(r.size(), 2u);
+}
+
+TEST(FormulaRegistryTest, InPlaceVariantFallsBackToItsBaseOp) {
+  const FormulaRegistry& r = FormulaRegistry::global();
+  const FormulaEntry* relu = r.find("aten::relu");
+  ASSERT_NE(relu, nullptr);
+  EXPECT_EQ(r.find("aten::relu_"), relu);
+  EXPECT_EQ(r.find("aten::add_"), r.find("aten::add"));
+  // An exact entry wins over the fallback: copy_ is registered under its own name.
+  ASSERT_NE(r.find("aten::copy_"), nullptr);
+  EXPECT_EQ(r.find("aten::copy_")->name, "aten::copy_");
+  // Only one trailing underscore is dropped, and only when the base op exists.
+  EXPECT_EQ(r.find("aten::relu__"), nullptr);
+  EXPECT_EQ(r.find("aten::not_an_op_"), nullptr);
+}
+
+TEST(FormulaRegistryTest, WrapperNamespacesAreTransparent) {
+  const FormulaRegistry& r = FormulaRegistry::global();
+  for (const char* name : {"prim::TupleConstruct", "profiler::_record_function_enter_new",
+                           "util::profile"}) {
+    const FormulaEntry* e = r.find(name);
+    ASSERT_NE(e, nullptr) << name;
+    EXPECT_EQ(e->opClass, OpClass::Transparent) << name;
+    EXPECT_EQ(e->formula, nullptr) << name;
+  }
+  // The namespace must be a prefix, not a substring.
+  EXPECT_EQ(r.find("aten::util::x"), nullptr);
+  EXPECT_EQ(r.find("myprim::op"), nullptr);
+}
+
+TEST(FormulaRegistryTest, UnknownOpIsNull) {
+  const FormulaRegistry& r = FormulaRegistry::global();
+  EXPECT_EQ(r.find("aten::definitely_not_an_op"), nullptr);
+  EXPECT_EQ(r.find("custom::mm"), nullptr);
+  EXPECT_EQ(r.find(""), nullptr);
+  EXPECT_EQ(r.find("_"), nullptr);
+}
+
+TEST(FormulaRegistryTest, NamesAreSortedAndComplete) {
+  FormulaRegistry r;
+  r.add("aten::mm", OpClass::Matrix, &oneVectorFlop);
+  r.add("aten::add", OpClass::Vector, &oneVectorFlop);
+  r.add("aten::view", OpClass::Transparent);
+  EXPECT_EQ(r.names(), (std::vector<std::string>{"aten::add", "aten::mm", "aten::view"}));
+
+  const std::vector<std::string> all = FormulaRegistry::global().names();
+  EXPECT_EQ(all.size(), FormulaRegistry::global().size());
+  EXPECT_TRUE(std::is_sorted(all.begin(), all.end()));
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end());
+}
+
+TEST(FormulaRegistryTest, GlobalEntriesAreConsistent) {
+  const FormulaRegistry& r = FormulaRegistry::global();
+  for (const std::string& name : r.names()) {
+    const FormulaEntry* e = r.find(name);
+    ASSERT_NE(e, nullptr) << name;
+    EXPECT_EQ(e->name, name);
+    const bool arithmetic = e->opClass == OpClass::Matrix || e->opClass == OpClass::Vector;
+    // Memory ops cost bytes only, transparent ones nothing: a formula there would be ignored.
+    EXPECT_EQ(e->formula != nullptr, arithmetic) << name << " is " << opClassName(e->opClass);
+  }
+}
+
+TEST(FormulaRegistryTest, OpClassNames) {
+  EXPECT_STREQ(opClassName(OpClass::Matrix), "matrix");
+  EXPECT_STREQ(opClassName(OpClass::Vector), "vector");
+  EXPECT_STREQ(opClassName(OpClass::Memory), "memory");
+  EXPECT_STREQ(opClassName(OpClass::Transparent), "transparent");
+}
+
+}  // namespace
+}  // namespace torchutil

@@ -1,0 +1,824 @@
+// Every formula family of Formulas.cpp against a closed form computed here, on arguments laid
+// out as the op's schema (native_functions.yaml) has them.
+#include "core/FormulaRegistry.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <numeric>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torchutil {
+namespace {
+
+using Flops = std::pair<int64_t, int64_t>;  // (matrix FLOPs, vector FLOPs)
+using Sizes = std::vector<int64_t>;
+using Names = std::vector<std::string>;
+
+Arg t(Sizes sizes) {
+  return Arg::ofTensor(std::move(sizes));
+}
+
+// An argument the formulas cannot read (a string, a ScalarType, a list of scalars).
+Arg other() {
+  Arg a;
+  a.kind = ArgKind::Other;
+  return a;
+}
+
+int64_t prod(const Sizes& v) {
+  return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>());
+}
+
+Sizes concat(Sizes head, const Sizes& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+// One call of op, priced by the formula registered under exactly that name, which must be of
+// class c.
+Flops cost(const std::string& op, OpClass c, const Args& in, const Args& out) {
+  const FormulaEntry* e = FormulaRegistry::global().find(op);
+  if (e == nullptr || e->name != op || e->formula == nullptr) {
+    ADD_FAILURE() << op << " has no formula of its own";
+    return {-1, -1};
+  }
+  EXPECT_EQ(e->opClass, c) << op << " is " << opClassName(e->opClass);
+  const Cost k = e->formula(in, out);
+  return {k.matrixFlops, k.vectorFlops};
+}
+
+Flops matrixCost(const std::string& op, const Args& in, const Args& out) {
+  return cost(op, OpClass::Matrix, in, out);
+}
+
+Flops vectorCost(const std::string& op, const Args& in, const Args& out) {
+  return cost(op, OpClass::Vector, in, out);
+}
+
+// ---- the families, as this test expects them -----------------------------------------------
+
+const Names kMatrixProducts = {"aten::mm",      "aten::_int_mm",  "aten::bmm",
+                               "aten::mv",      "aten::dot",      "aten::vdot",
+                               "aten::addmm",   "aten::_addmm_activation",
+                               "aten::baddbmm", "aten::addmv",    "aten::addbmm",
+                               "aten::_scaled_mm", "mkldnn::_linear_pointwise"};
+
+// Convolutions by the dimensions they take (0: any).
+const std::vector<std::pair<std::string, int>> kConvolutions = {
+    {"aten::convolution", 0},
+    {"aten::_convolution", 0},
+    {"aten::convolution_overrideable", 0},
+    {"aten::mkldnn_convolution", 0},
+    {"mkldnn::_convolution_pointwise", 0},
+    {"aten::miopen_convolution", 0},
+    {"aten::miopen_depthwise_convolution", 0},
+    {"aten::cudnn_convolution", 0},
+    {"aten::cudnn_convolution_relu", 0},
+    {"aten::cudnn_convolution_add_relu", 0},
+    {"aten::_nnpack_spatial_convolution", 2},
+    {"aten::_slow_conv2d_forward", 2},
+    {"aten::thnn_conv2d", 2},
+    {"aten::_conv_depthwise2d", 2},
+    {"aten::slow_conv_dilated2d", 2},
+    {"aten::slow_conv3d", 3},
+    {"aten::slow_conv3d_forward", 3},
+    {"aten::conv_depthwise3d", 3},
+    {"aten::slow_conv_dilated3d", 3},
+};
+const std::vector<std::pair<std::string, int>> kTransposedConvolutions = {
+    {"aten::convolution", 0},
+    {"aten::_convolution", 0},
+    {"aten::convolution_overrideable", 0},
+    {"aten::miopen_convolution_transpose", 0},
+    {"mkldnn::_convolution_transpose_pointwise", 0},
+    {"aten::cudnn_convolution_transpose", 0},
+    {"aten::slow_conv_transpose2d", 2},
+    {"aten::slow_conv_transpose3d", 3},
+};
+
+const Names kAttentionBHLE = {"aten::scaled_dot_product_attention",
+                              "aten::_scaled_dot_product_attention_math",
+                              "aten::_scaled_dot_product_attention_math_for_mps",
+                              "aten::_scaled_dot_product_flash_attention",
+                              "aten::_scaled_dot_product_flash_attention_for_cpu",
+                              "aten::_scaled_dot_product_efficient_attention",
+                              "aten::_scaled_dot_product_cudnn_attention",
+                              "aten::_scaled_dot_product_fused_attention_overrideable"};
+const Names kAttentionBLHE = {"aten::_flash_attention_forward",
+                              "aten::_efficient_attention_forward"};
+const Names kMultiHeadAttention = {"aten::_native_multi_head_attention"};
+
+const Names kElementwise = {
+    "aten::add",        "aten::sub",         "aten::mul",          "aten::div",
+    "aten::rsub",       "aten::neg",         "aten::abs",          "aten::relu",
+    "aten::relu6",      "aten::leaky_relu",  "aten::hardtanh",     "aten::threshold",
+    "aten::clamp",      "aten::clamp_min",   "aten::clamp_max",    "aten::clip",
+    "aten::maximum",    "aten::minimum",     "aten::fmax",         "aten::fmin",
+    "aten::where",      "aten::sqrt",        "aten::rsqrt",        "aten::reciprocal",
+    "aten::pow",        "aten::square",      "aten::exp",          "aten::exp2",
+    "aten::expm1",      "aten::log",         "aten::log1p",        "aten::log2",
+    "aten::log10",      "aten::sin",         "aten::cos",          "aten::tan",
+    "aten::tanh",       "aten::sigmoid",     "aten::erf",          "aten::erfc",
+    "aten::sign",       "aten::floor",       "aten::ceil",         "aten::round",
+    "aten::trunc",      "aten::frac",        "aten::eq",           "aten::ne",
+    "aten::lt",         "aten::le",          "aten::gt",           "aten::ge",
+    "aten::logical_and", "aten::logical_or", "aten::logical_not",  "aten::logical_xor",
+    "aten::masked_fill", "aten::elu",        "aten::selu",         "aten::celu",
+    "aten::softplus",   "aten::softshrink",  "aten::hardshrink",   "aten::silu",
+    "aten::gelu",       "aten::hardswish",   "aten::hardsigmoid",  "aten::mish",
+    "aten::prelu",      "aten::_prelu_kernel", "aten::glu",        "aten::logit",
+    "aten::nan_to_num", "aten::remainder",   "aten::fmod",         "aten::floor_divide",
+    "aten::atan2"};
+const Names kFusedMultiplyAdd = {"aten::addcmul", "aten::addcdiv", "aten::lerp",
+                                 "aten::native_dropout"};
+
+const Names kBatchNormWithTrainingFlag = {"aten::batch_norm",
+                                          "aten::_batch_norm_impl_index",
+                                          "aten::native_batch_norm",
+                                          "aten::_native_batch_norm_legit",
+                                          "aten::_native_batch_norm_legit_functional",
+                                          "aten::cudnn_batch_norm",
+                                          "aten::miopen_batch_norm"};
+const Names kBatchNormTraining = {"aten::_batch_norm_with_update",
+                                  "aten::_batch_norm_with_update_functional"};
+const Names kBatchNormInference = {"aten::_native_batch_norm_legit_no_training",
+                                   "aten::_batch_norm_no_update"};
+const Names kNormalization = {"aten::layer_norm",   "aten::native_layer_norm",
+                              "aten::group_norm",   "aten::native_group_norm",
+                              "aten::instance_norm", "aten::rms_norm",
+                              "aten::_fused_rms_norm"};
+const Names kSoftmax = {"aten::softmax",     "aten::_softmax",        "aten::log_softmax",
+                        "aten::_log_softmax", "aten::_masked_softmax", "aten::_safe_softmax"};
+
+const Names kPool1d = {"aten::max_pool1d", "aten::max_pool1d_with_indices", "aten::avg_pool1d"};
+const Names kPool2d = {"aten::max_pool2d", "aten::max_pool2d_with_indices",
+                       "aten::mkldnn_max_pool2d", "aten::avg_pool2d",
+                       "aten::quantized_max_pool2d"};
+const Names kPool3d = {"aten::max_pool3d", "aten::max_pool3d_with_indices",
+                       "aten::mkldnn_max_pool3d", "aten::avg_pool3d"};
+const Names kAdaptivePool = {"aten::adaptive_avg_pool1d",  "aten::adaptive_avg_pool2d",
+                             "aten::adaptive_avg_pool3d",  "aten::_adaptive_avg_pool2d",
+                             "aten::_adaptive_avg_pool3d", "aten::mkldnn_adaptive_avg_pool2d",
+                             "aten::adaptive_max_pool1d",  "aten::adaptive_max_pool2d",
+                             "aten::adaptive_max_pool3d"};
+
+const Names kReductions = {"aten::sum",    "aten::mean",   "aten::amax",  "aten::amin",
+                           "aten::max",    "aten::min",    "aten::prod",  "aten::all",
+                           "aten::any",    "aten::argmax", "aten::argmin", "aten::cumsum",
+                           "aten::cumprod", "aten::count_nonzero", "aten::nansum"};
+const Names kNorms = {"aten::norm", "aten::linalg_vector_norm", "aten::frobenius_norm"};
+const Names kMoments = {"aten::var", "aten::std", "aten::var_mean", "aten::std_mean",
+                        "aten::logsumexp"};
+
+// Interpolation: (op, taps per output element, spatial dims).
+struct Interpolation {
+  std::string op;
+  int64_t taps;
+  int dims;
+};
+const std::vector<Interpolation> kInterpolation = {
+    {"aten::upsample_linear1d", 2, 1},          {"aten::upsample_bilinear2d", 4, 2},
+    {"aten::_upsample_bilinear2d_aa", 4, 2},    {"aten::upsample_trilinear3d", 8, 3},
+    {"aten::upsample_bicubic2d", 16, 2},        {"aten::_upsample_bicubic2d_aa", 16, 2}};
+
+// ---- matrix products ------------------------------------------------------------------------
+
+TEST(FormulasTest, MatrixProductsAreTwoFlopsPerMultiplyAccumulate) {
+  const int64_t b = 3, m = 5, k = 7, n = 11;
+  for (const char* op : {"aten::mm", "aten::_int_mm"}) {
+    EXPECT_EQ(matrixCost(op, {t({m, k}), t({k, n})}, {t({m, n})}), (Flops{2 * m * k * n, 0}))
+        << op;
+  }
+  EXPECT_EQ(matrixCost("aten::bmm", {t({b, m, k}), t({b, k, n})}, {t({b, m, n})}),
+            (Flops{2 * b * m * k * n, 0}));
+  EXPECT_EQ(matrixCost("aten::mv", {t({m, k}), t({k})}, {t({m})}), (Flops{2 * m * k, 0}));
+  for (const char* op : {"aten::dot", "aten::vdot"}) {
+    EXPECT_EQ(matrixCost(op, {t({k}), t({k})}, {t({})}), (Flops{2 * k, 0})) << op;
+  }
+}
+
+TEST(FormulasTest, MatrixProductsAddOneVectorFlopPerOutputForTheBias) {
+  const int64_t b = 3, m = 5, k = 7, n = 11;
+  const Arg one = Arg::ofInt(1);
+  // addmm(self, mat1, mat2, beta, alpha), self broadcast to the output.
+  EXPECT_EQ(matrixCost("aten::addmm", {t({n}), t({m, k}), t({k, n}), one, one}, {t({m, n})}),
+            (Flops{2 * m * k * n, m * n}));
+  EXPECT_EQ(matrixCost("aten::_addmm_activation",
+                       {t({m, n}), t({m, k}), t({k, n}), one, one, Arg::ofBool(true)},
+                       {t({m, n})}),
+            (Flops{2 * m * k * n, m * n}));
+  EXPECT_EQ(matrixCost("aten::baddbmm", {t({b, m, n}), t({b, m, k}), t({b, k, n}), one, one},
+                       {t({b, m, n})}),
+            (Flops{2 * b * m * k * n, b * m * n}));
+  EXPECT_EQ(matrixCost("aten::addmv", {t({m}), t({m, k}), t({k}), one, one}, {t({m})}),
+            (Flops{2 * m * k, m}));
+  // addbmm sums the b products into one [m, n] result.
+  EXPECT_EQ(matrixCost("aten::addbmm", {t({m, n}), t({b, m, k}), t({b, k, n}), one, one},
+                       {t({m, n})}),
+            (Flops{2 * b * m * k * n, m * n}));
+}
+
+TEST(FormulasTest, ScaledMmCountsItsOptionalBias) {
+  const int64_t m = 16, k = 32, n = 8;
+  const Arg a = Arg::ofTensor({m, k}, /*elementSize=*/1, "Float8_e4m3fn");
+  const Arg b = Arg::ofTensor({k, n}, /*elementSize=*/1, "Float8_e4m3fn");
+  const Args out = {Arg::ofTensor({m, n}, /*elementSize=*/2, "BFloat16")};
+  // _scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)
+  EXPECT_EQ(matrixCost("aten::_scaled_mm",
+                       {a, b, t({}), t({}), t({n}), Arg::none(), Arg::ofInt(15),
+                        Arg::ofBool(false)},
+                       out),
+            (Flops{2 * m * k * n, m * n}));
+  EXPECT_EQ(matrixCost("aten::_scaled_mm",
+                       {a, b, t({}), t({}), Arg::none(), Arg::none(), Arg::none(),
+                        Arg::ofBool(true)},
+                       out),
+            (Flops{2 * m * k * n, 0}));
+}
+
+TEST(FormulasTest, MkldnnLinearPointwiseContractsTheLastInputDimension) {
+  const int64_t b = 2, s = 5, k = 12, n = 7;
+  // _linear_pointwise(X, W, B, attr, scalars, algorithm); W is [n, k].
+  EXPECT_EQ(matrixCost("mkldnn::_linear_pointwise",
+                       {t({b, s, k}), t({n, k}), t({n}), other(), other(), Arg::none()},
+                       {t({b, s, n})}),
+            (Flops{2 * b * s * k * n, b * s * n}));
+  EXPECT_EQ(matrixCost("mkldnn::_linear_pointwise",
+                       {t({b, s, k}), t({n, k}), Arg::none(), other(), other(), Arg::none()},
+                       {t({b, s, n})}),
+            (Flops{2 * b * s * k * n, 0}));
+}
+
+// ---- convolutions ---------------------------------------------------------------------------
+
+struct Conv {
+  int64_t n, cin, cout, groups;
+  Sizes in, kernel, stride, padding, dilation, outputPadding;
+  bool transposed;
+
+  int dims() const { return static_cast<int>(in.size()); }
+  Sizes outSpatial() const {
+    Sizes out;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const int64_t span = dilation[i] * (kernel[i] - 1);
+      out.push_back(transposed
+                        ? (in[i] - 1) * stride[i] - 2 * padding[i] + span + outputPadding[i] + 1
+                        : (in[i] + 2 * padding[i] - span - 1) / stride[i] + 1);
+    }
+    return out;
+  }
+  Sizes input() const { return concat({n, cin}, in); }
+  Sizes weight() const {
+    return transposed ? concat({cin, cout / groups}, kernel) : concat({cout, cin / groups}, kernel);
+  }
+  Sizes output() const { return concat({n, cout}, outSpatial()); }
+
+  // Each output element takes cin/groups x kernel MACs; transposed, each input element gives
+  // cout/groups x kernel MACs.
+  int64_t matrixFlops() const {
+    return transposed ? 2 * n * prod(in) * cin * (cout / groups) * prod(kernel)
+                      : 2 * n * prod(outSpatial()) * cout * (cin / groups) * prod(kernel);
+  }
+  int64_t biasFlops() const { return prod(output()); }
+};
+
+bool isOneOf(const std::string& op, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (op == n) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool hasBias(const std::string& op) {
+  return !isOneOf(op, {"aten::cudnn_convolution", "aten::cudnn_convolution_transpose"});
+}
+
+// The op's arguments in its schema's order.
+Args convArgs(const std::string& op, const Conv& c, bool withBias) {
+  const Arg x = t(c.input());
+  const Arg w = t(c.weight());
+  const Arg bias = withBias ? t({c.cout}) : Arg::none();
+  const Arg stride = Arg::ofInts(c.stride);
+  const Arg padding = Arg::ofInts(c.padding);
+  const Arg dilation = Arg::ofInts(c.dilation);
+  const Arg outputPadding = Arg::ofInts(c.outputPadding);
+  const Arg kernel = Arg::ofInts(c.kernel);
+  const Arg groups = Arg::ofInt(c.groups);
+  const Arg no = Arg::ofBool(false);
+  const Arg yes = Arg::ofBool(true);
+  const Arg transposed = Arg::ofBool(c.transposed);
+  if (isOneOf(op, {"aten::convolution", "aten::convolution_overrideable"})) {
+    return {x, w, bias, stride, padding, dilation, transposed, outputPadding, groups};
+  }
+  if (op == "aten::_convolution") {
+    // ..., benchmark, deterministic, cudnn_enabled, allow_tf32
+    return {x, w, bias, stride, padding, dilation, transposed, outputPadding, groups,
+            no, no, yes, yes};
+  }
+  if (op == "aten::mkldnn_convolution") {
+    return {x, w, bias, padding, stride, dilation, groups};
+  }
+  if (op == "mkldnn::_convolution_pointwise") {
+    return {x, w, bias, padding, stride, dilation, groups, other(), other(), Arg::none()};
+  }
+  if (isOneOf(op, {"aten::miopen_convolution", "aten::miopen_depthwise_convolution"})) {
+    return {x, w, bias, padding, stride, dilation, groups, no, no};
+  }
+  if (op == "aten::cudnn_convolution") {
+    return {x, w, padding, stride, dilation, groups, no, no, yes};
+  }
+  if (op == "aten::cudnn_convolution_relu") {
+    return {x, w, bias, stride, padding, dilation, groups};
+  }
+  if (op == "aten::cudnn_convolution_add_relu") {
+    // (self, weight, z, alpha, bias, ...): z is the addend, shaped like the output.
+    return {x, w, t(c.output()), Arg::ofDouble(1.0), bias, stride, padding, dilation, groups};
+  }
+  if (op == "aten::_nnpack_spatial_convolution") {
+    return {x, w, bias, padding, stride};
+  }
+  if (isOneOf(op, {"aten::_slow_conv2d_forward", "aten::thnn_conv2d", "aten::slow_conv3d",
+                   "aten::slow_conv3d_forward"})) {
+    return {x, w, kernel, bias, stride, padding};
+  }
+  if (isOneOf(op, {"aten::_conv_depthwise2d", "aten::conv_depthwise3d",
+                   "aten::slow_conv_dilated2d", "aten::slow_conv_dilated3d"})) {
+    return {x, w, kernel, bias, stride, padding, dilation};
+  }
+  if (op == "aten::miopen_convolution_transpose") {
+    return {x, w, bias, padding, outputPadding, stride, dilation, groups, no, no};
+  }
+  if (op == "mkldnn::_convolution_transpose_pointwise") {
+    return {x,      w,        bias,    padding, outputPadding, stride,
+            dilation, groups, other(), other(), Arg::none()};
+  }
+  if (op == "aten::cudnn_convolution_transpose") {
+    return {x, w, padding, outputPadding, stride, dilation, groups, no, no, yes};
+  }
+  if (isOneOf(op, {"aten::slow_conv_transpose2d", "aten::slow_conv_transpose3d"})) {
+    return {x, w, kernel, bias, stride, padding, outputPadding, dilation};
+  }
+  ADD_FAILURE() << "this test has no schema for " << op;
+  return {};
+}
+
+void expectConvolution(const std::string& op, const Conv& c) {
+  SCOPED_TRACE(op + " over " + std::to_string(c.dims()) + " spatial dims, groups " +
+               std::to_string(c.groups) + (c.transposed ? ", transposed" : ""));
+  const Args out = {t(c.output())};
+  const int64_t bias = hasBias(op) ? c.biasFlops() : 0;
+  EXPECT_EQ(matrixCost(op, convArgs(op, c, /*withBias=*/true), out),
+            (Flops{c.matrixFlops(), bias}));
+  EXPECT_EQ(matrixCost(op, convArgs(op, c, /*withBias=*/false), out),
+            (Flops{c.matrixFlops(), 0}));
+}
+
+const std::vector<Conv> kConvCases = {
+    // conv1d, strided and padded
+    {3, 4, 5, 1, {20}, {5}, {2}, {2}, {1}, {0}, false},
+    // conv2d with different kernel, stride, padding and dilation per dimension
+    {2, 6, 8, 1, {9, 11}, {3, 2}, {2, 1}, {1, 0}, {1, 2}, {0, 0}, false},
+    // grouped conv2d
+    {2, 6, 9, 3, {8, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, false},
+    // depthwise conv2d with channel multiplier 2
+    {1, 4, 8, 4, {7, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, false},
+    // conv3d
+    {1, 2, 4, 1, {5, 6, 7}, {3, 3, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 1}, {0, 0, 0}, false},
+    // depthwise conv3d
+    {2, 3, 3, 3, {4, 5, 6}, {3, 1, 3}, {1, 1, 2}, {1, 0, 1}, {1, 1, 1}, {0, 0, 0}, false},
+};
+
+const std::vector<Conv> kTransposedConvCases = {
+    {2, 6, 4, 1, {9}, {4}, {2}, {1}, {1}, {1}, true},
+    {2, 6, 4, 1, {5, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 0}, true},
+    // grouped
+    {1, 6, 9, 3, {4, 4}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, {0, 0}, true},
+    {1, 4, 2, 2, {3, 4, 5}, {2, 3, 2}, {2, 1, 2}, {0, 1, 0}, {1, 1, 1}, {1, 0, 0}, true},
+};
+
+TEST(FormulasTest, Convolutions) {
+  for (const Conv& c : kConvCases) {
+    for (const auto& [op, dims] : kConvolutions) {
+      const bool depthwiseOnly = op.find("depthwise") != std::string::npos;
+      if ((dims == 0 || dims == c.dims()) && (!depthwiseOnly || c.groups == c.cin)) {
+        expectConvolution(op, c);
+      }
+    }
+  }
+}
+
+TEST(FormulasTest, TransposedConvolutions) {
+  for (const Conv& c : kTransposedConvCases) {
+    for (const auto& [op, dims] : kTransposedConvolutions) {
+      if (dims == 0 || dims == c.dims()) {
+        expectConvolution(op, c);
+      }
+    }
+  }
+}
+
+TEST(FormulasTest, ConvolutionReadsTheTransposedFlag) {
+  // The same input and weight shapes priced both ways: a transposed convolution is priced over
+  // its input positions, a plain one over its output positions.
+  Conv plain{2, 4, 4, 1, {6, 6}, {3, 3}, {2, 2}, {0, 0}, {1, 1}, {0, 0}, false};
+  Conv transposed = plain;
+  transposed.transposed = true;
+  ASSERT_NE(plain.matrixFlops(), transposed.matrixFlops());
+  for (const char* op :
+       {"aten::convolution", "aten::_convolution", "aten::convolution_overrideable"}) {
+    EXPECT_EQ(matrixCost(op, convArgs(op, plain, true), {t(plain.output())}).first,
+              plain.matrixFlops())
+        << op;
+    EXPECT_EQ(matrixCost(op, convArgs(op, transposed, true), {t(transposed.output())}).first,
+              transposed.matrixFlops())
+        << op;
+  }
+}
+
+// ---- attention ------------------------------------------------------------------------------
+
+// QK^T and PV over bh (batch x heads) problems, and the softmax over the scores.
+Flops attention(int64_t bh, int64_t lq, int64_t lk, int64_t e, int64_t ev) {
+  const int64_t scores = bh * lq * lk;
+  return {2 * scores * e + 2 * scores * ev, 5 * scores};
+}
+
+TEST(FormulasTest, AttentionBatchHeadsLengthEmbedding) {
+  const int64_t b = 2, h = 3, lq = 5, lk = 7, e = 8, ev = 4;
+  const Args in = {t({b, h, lq, e}), t({b, h, lk, e}), t({b, h, lk, ev}), Arg::none()};
+  const Args out = {t({b, h, lq, ev})};
+  for (const std::string& op : kAttentionBHLE) {
+    EXPECT_EQ(matrixCost(op, in, out), attention(b * h, lq, lk, e, ev)) << op;
+  }
+  // Without a head dimension, and with fewer key/value heads than query heads (grouped-query
+  // attention: every query head attends over all keys).
+  EXPECT_EQ(matrixCost("aten::scaled_dot_product_attention",
+                       {t({b, lq, e}), t({b, lk, e}), t({b, lk, ev})}, {t({b, lq, ev})}),
+            attention(b, lq, lk, e, ev));
+  EXPECT_EQ(matrixCost("aten::scaled_dot_product_attention",
+                       {t({b, 8, lq, e}), t({b, 2, lk, e}), t({b, 2, lk, ev})},
+                       {t({b, 8, lq, ev})}),
+            attention(b * 8, lq, lk, e, ev));
+}
+
+TEST(FormulasTest, AttentionBatchLengthHeadsEmbedding) {
+  const int64_t b = 2, h = 3, lq = 5, lk = 7, e = 8, ev = 4;
+  const Arg q = t({b, lq, h, e}), k = t({b, lk, h, e}), v = t({b, lk, h, ev});
+  const Args out = {t({b, lq, h, ev})};
+  const Flops expected = attention(b * h, lq, lk, e, ev);
+  // _flash_attention_forward(q, k, v, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal,
+  // return_debug_mask)
+  EXPECT_EQ(matrixCost("aten::_flash_attention_forward",
+                       {q, k, v, Arg::none(), Arg::none(), Arg::ofInt(lq), Arg::ofInt(lk),
+                        Arg::ofDouble(0.0), Arg::ofBool(true), Arg::ofBool(false)},
+                       out),
+            expected);
+  // _efficient_attention_forward(q, k, v, bias, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+  // max_seqlen_k, dropout_p, custom_mask_type, compute_log_sumexp)
+  EXPECT_EQ(matrixCost("aten::_efficient_attention_forward",
+                       {q, k, v, Arg::none(), Arg::none(), Arg::none(), Arg::none(),
+                        Arg::none(), Arg::ofDouble(0.0), Arg::ofInt(0), Arg::ofBool(false)},
+                       out),
+            expected);
+}
+
+TEST(FormulasTest, VariableLengthAttentionIsBoundedByTheMaximumLengths) {
+  // Three sequences of query lengths 4, 6, 2 and key lengths 5, 9, 3, packed.
+  const int64_t batch = 3, h = 2, e = 8, ev = 16;
+  const int64_t totalQ = 12, totalK = 17, maxQ = 6, maxK = 9;
+  const Arg cuSeqQ = Arg::ofTensor({batch + 1}, /*elementSize=*/4, "Int");
+  const Arg cuSeqK = Arg::ofTensor({batch + 1}, /*elementSize=*/4, "Int");
+  const Flops expected = attention(batch * h, maxQ, maxK, e, ev);
+
+  // flash packs to [total, H, E]; cum_seq_q, cum_seq_k, max_q, max_k are arguments 3 to 6.
+  EXPECT_EQ(matrixCost("aten::_flash_attention_forward",
+                       {t({totalQ, h, e}), t({totalK, h, e}), t({totalK, h, ev}), cuSeqQ, cuSeqK,
+                        Arg::ofInt(maxQ), Arg::ofInt(maxK), Arg::ofDouble(0.0),
+                        Arg::ofBool(false), Arg::ofBool(false)},
+                       {t({totalQ, h, ev})}),
+            expected);
+  // efficient packs to [1, total, H, E]; its bias comes first, so cu_seqlens_q, cu_seqlens_k,
+  // max_seqlen_q, max_seqlen_k are arguments 4 to 7.
+  EXPECT_EQ(matrixCost("aten::_efficient_attention_forward",
+                       {t({1, totalQ, h, e}), t({1, totalK, h, e}), t({1, totalK, h, ev}),
+                        Arg::none(), cuSeqQ, cuSeqK, Arg::ofInt(maxQ), Arg::ofInt(maxK),
+                        Arg::ofDouble(0.0), Arg::ofInt(0), Arg::ofBool(false)},
+                       {t({1, totalQ, h, ev})}),
+            expected);
+}
+
+TEST(FormulasTest, NativeMultiHeadAttentionCountsProjectionsAndAttention) {
+  const int64_t b = 2, l = 5, s = 7, d = 12, heads = 3;
+  const Args in = {t({b, l, d}),      t({b, s, d}),  t({b, s, d}),     Arg::ofInt(d),
+                   Arg::ofInt(heads), t({3 * d, d}), t({3 * d}),       t({d, d}),
+                   t({d}),            Arg::none(),   Arg::ofBool(false), Arg::ofBool(true),
+                   Arg::none()};
+  // Projections: query and output over l positions, key and value over s, each d x d.
+  const int64_t projections = 2 * b * l * d * d + 2 * (2 * b * s * d * d) + 2 * b * l * d * d;
+  // Per head, QK^T and PV over l x s scores with d / heads features: together 4*b*l*s*d.
+  const int64_t attentionMatrix = 4 * b * l * s * d;
+  const int64_t biases = b * l * d + 2 * b * s * d + b * l * d;
+  const int64_t softmax = 5 * b * heads * l * s;
+  EXPECT_EQ(matrixCost("aten::_native_multi_head_attention", in, {t({b, l, d}), Arg::none()}),
+            (Flops{projections + attentionMatrix, biases + softmax}));
+}
+
+// ---- vector ops ---------------------------------------------------------------------------
+
+TEST(FormulasTest, ElementwiseOpsCostOnePerOutputElement) {
+  for (const std::string& op : kElementwise) {
+    EXPECT_EQ(vectorCost(op, {t({4, 5}), t({4, 5})}, {t({4, 5})}), (Flops{0, 20})) << op;
+  }
+  // Broadcasting: the output, not the inputs, sets the count.
+  EXPECT_EQ(vectorCost("aten::add", {t({4, 1}), t({1, 5}), Arg::ofInt(1)}, {t({4, 5})}),
+            (Flops{0, 20}));
+  EXPECT_EQ(vectorCost("aten::mul", {t({2, 3, 4}), t({})}, {t({2, 3, 4})}), (Flops{0, 24}));
+}
+
+TEST(FormulasTest, FusedMultiplyAddsCostTwoPerOutputElement) {
+  for (const std::string& op : kFusedMultiplyAdd) {
+    EXPECT_EQ(vectorCost(op, {t({3, 7}), t({3, 7}), t({1, 7})}, {t({3, 7})}), (Flops{0, 42}))
+        << op;
+  }
+  // native_dropout returns (output, mask): the output sets the count.
+  EXPECT_EQ(vectorCost("aten::native_dropout", {t({6}), Arg::ofDouble(0.5), Arg::ofBool(true)},
+                       {t({6}), Arg::ofTensor({6}, /*elementSize=*/1, "Bool")}),
+            (Flops{0, 12}));
+}
+
+// A batch norm's arguments in its schema's order; training < 0: the schema has no flag.
+Args batchNormArgs(const std::string& op, const Arg& x, int training) {
+  const Arg c = t({3});
+  const Arg flag = Arg::ofBool(training > 0);
+  const Arg momentum = Arg::ofDouble(0.1), eps = Arg::ofDouble(1e-5);
+  if (isOneOf(op, {"aten::batch_norm", "aten::_batch_norm_impl_index"})) {
+    return {x, c, c, c, c, flag, momentum, eps, /*cudnn_enabled=*/Arg::ofBool(true)};
+  }
+  if (training < 0) {
+    return {x, c, c, c, c, momentum, eps};
+  }
+  return {x, c, c, c, c, flag, momentum, eps};
+}
+
+TEST(FormulasTest, BatchNormCostsFivePerElementTrainingAndTwoInInference) {
+  const Arg x = t({4, 3, 5, 6});
+  const int64_t numel = 4 * 3 * 5 * 6;
+  for (const std::string& op : kBatchNormWithTrainingFlag) {
+    EXPECT_EQ(vectorCost(op, batchNormArgs(op, x, /*training=*/1), {x}), (Flops{0, 5 * numel}))
+        << op;
+    EXPECT_EQ(vectorCost(op, batchNormArgs(op, x, /*training=*/0), {x}), (Flops{0, 2 * numel}))
+        << op;
+  }
+  for (const std::string& op : kBatchNormTraining) {
+    EXPECT_EQ(vectorCost(op, batchNormArgs(op, x, /*training=*/-1), {x}), (Flops{0, 5 * numel}))
+        << op;
+  }
+  for (const std::string& op : kBatchNormInference) {
+    EXPECT_EQ(vectorCost(op, batchNormArgs(op, x, /*training=*/-1), {x}), (Flops{0, 2 * numel}))
+        << op;
+  }
+  // The no_stats overload of _native_batch_norm_legit has no running statistics, so its
+  // training flag comes earlier; optional weights may be absent.
+  EXPECT_EQ(vectorCost("aten::_native_batch_norm_legit",
+                       {x, Arg::none(), Arg::none(), Arg::ofBool(true), Arg::ofDouble(0.1),
+                        Arg::ofDouble(1e-5)},
+                       {x}),
+            (Flops{0, 5 * numel}));
+  EXPECT_EQ(vectorCost("aten::native_batch_norm",
+                       {x, Arg::none(), Arg::none(), Arg::none(), Arg::none(),
+                        Arg::ofBool(false), Arg::ofDouble(0.1), Arg::ofDouble(1e-5)},
+                       {x}),
+            (Flops{0, 2 * numel}));
+}
+
+TEST(FormulasTest, NormalizationsAndSoftmaxCostFivePerInputElement) {
+  const int64_t numel = 2 * 6 * 4 * 4;
+  const Arg x = t({2, 6, 4, 4});
+  const Arg w = t({4});
+  // Each op's input comes first; the rest differs by schema and is not read.
+  const std::vector<std::pair<std::string, Args>> cases = {
+      {"aten::layer_norm", {x, Arg::ofInts({4}), w, w, Arg::ofDouble(1e-5), Arg::ofBool(true)}},
+      {"aten::native_layer_norm", {x, Arg::ofInts({4}), w, w, Arg::ofDouble(1e-5)}},
+      {"aten::group_norm", {x, Arg::ofInt(3), t({6}), t({6}), Arg::ofDouble(1e-5)}},
+      {"aten::native_group_norm",
+       {x, t({6}), t({6}), Arg::ofInt(2), Arg::ofInt(6), Arg::ofInt(16), Arg::ofInt(3),
+        Arg::ofDouble(1e-5)}},
+      {"aten::instance_norm",
+       {x, t({6}), t({6}), Arg::none(), Arg::none(), Arg::ofBool(true), Arg::ofDouble(0.1),
+        Arg::ofDouble(1e-5), Arg::ofBool(true)}},
+      {"aten::rms_norm", {x, Arg::ofInts({4}), w, Arg::none()}},
+      {"aten::_fused_rms_norm", {x, Arg::ofInts({4}), w, Arg::none()}},
+      {"aten::softmax", {x, Arg::ofInt(-1), Arg::none()}},
+      {"aten::_softmax", {x, Arg::ofInt(-1), Arg::ofBool(false)}},
+      {"aten::log_softmax", {x, Arg::ofInt(-1), Arg::none()}},
+      {"aten::_log_softmax", {x, Arg::ofInt(-1), Arg::ofBool(false)}},
+      {"aten::_masked_softmax",
+       {x, Arg::ofTensor({2, 6, 4, 4}, /*elementSize=*/1, "Bool"), Arg::ofInt(-1), Arg::none()}},
+      {"aten::_safe_softmax", {x, Arg::ofInt(-1), Arg::none()}},
+  };
+  std::set<std::string> tested;
+  for (const auto& [op, in] : cases) {
+    EXPECT_EQ(vectorCost(op, in, {x}), (Flops{0, 5 * numel})) << op;
+    tested.insert(op);
+  }
+  for (const Names* family : {&kNormalization, &kSoftmax}) {
+    for (const std::string& op : *family) {
+      EXPECT_EQ(tested.count(op), 1u) << op << " has no case here";
+    }
+  }
+}
+
+int64_t poolOut(int64_t in, int64_t k, int64_t s, int64_t p) {
+  return (in + 2 * p - k) / s + 1;
+}
+
+// A pooling call laid out as its schema: (self, kernel_size, stride, padding, ...).
+Flops poolCost(const std::string& op, const Sizes& input, const Arg& kernelArg,
+               const Sizes& kernel) {
+  const size_t nsp = kernel.size();
+  Sizes out(input.begin(), input.end() - static_cast<std::ptrdiff_t>(nsp));
+  for (size_t i = 0; i < nsp; ++i) {
+    out.push_back(poolOut(input[input.size() - nsp + i], kernel[i], /*s=*/2, /*p=*/1));
+  }
+  const Args in = {t(input), kernelArg, Arg::ofInts(Sizes(nsp, 2)), Arg::ofInts(Sizes(nsp, 1)),
+                   Arg::ofInts(Sizes(nsp, 1)), Arg::ofBool(false)};
+  return vectorCost(op, in, {t(out), t(out)});
+}
+
+int64_t pooledElements(const Sizes& input, const Sizes& kernel) {
+  const size_t nsp = kernel.size();
+  int64_t n = prod(Sizes(input.begin(), input.end() - static_cast<std::ptrdiff_t>(nsp)));
+  for (size_t i = 0; i < nsp; ++i) {
+    n *= poolOut(input[input.size() - nsp + i], kernel[i], 2, 1);
+  }
+  return n;
+}
+
+TEST(FormulasTest, PoolingCostsItsWindowPerOutputElement) {
+  const std::vector<std::pair<const Names*, std::pair<Sizes, Sizes>>> families = {
+      {&kPool1d, {{2, 3, 20}, {4}}},
+      {&kPool2d, {{2, 3, 12, 10}, {3, 2}}},
+      {&kPool3d, {{1, 2, 8, 9, 10}, {2, 3, 4}}},
+  };
+  for (const auto& [names, shapes] : families) {
+    const auto& [input, kernel] = shapes;
+    for (const std::string& op : *names) {
+      EXPECT_EQ(poolCost(op, input, Arg::ofInts(kernel), kernel),
+                (Flops{0, prod(kernel) * pooledElements(input, kernel)}))
+          << op;
+    }
+  }
+}
+
+TEST(FormulasTest, PoolingWithAScalarKernelSizeUsesItForEveryDimension) {
+  const std::vector<std::pair<const Names*, Sizes>> families = {
+      {&kPool1d, {2, 3, 20}}, {&kPool2d, {2, 3, 12, 10}}, {&kPool3d, {1, 2, 8, 9, 10}}};
+  for (const auto& [names, input] : families) {
+    const size_t nsp = input.size() - 2;
+    const Sizes cube(nsp, 3);
+    const Flops expected{0, prod(cube) * pooledElements(input, cube)};
+    for (const std::string& op : *names) {
+      // kernel_size=3 boxes as [3] (a one-element int[N]) or, from Python, as [3, 3, ...].
+      EXPECT_EQ(poolCost(op, input, Arg::ofInts({3}), cube), expected) << op;
+      EXPECT_EQ(poolCost(op, input, Arg::ofInt(3), cube), expected) << op;
+      EXPECT_EQ(poolCost(op, input, Arg::ofInts(cube), cube), expected) << op;
+    }
+  }
+}
+
+TEST(FormulasTest, AdaptivePoolingAndReductionsCostPerInputElement) {
+  for (const std::string& op : kAdaptivePool) {
+    const bool is1d = op.find("1d") != std::string::npos;
+    const bool is3d = op.find("3d") != std::string::npos;
+    const Sizes input = is1d ? Sizes{2, 3, 30} : is3d ? Sizes{2, 3, 4, 6, 8} : Sizes{2, 3, 12, 10};
+    const Sizes outSize = is1d ? Sizes{5} : is3d ? Sizes{2, 3, 4} : Sizes{4, 5};
+    const Args out = {t(concat({2, 3}, outSize))};
+    EXPECT_EQ(vectorCost(op, {t(input), Arg::ofInts(outSize)}, out), (Flops{0, prod(input)}))
+        << op;
+  }
+  const Arg x = t({4, 5, 6});
+  const Args in = {x, Arg::ofInts({1}), Arg::ofBool(false)};
+  const std::vector<std::pair<const Names*, int64_t>> families = {
+      {&kReductions, 1}, {&kNorms, 2}, {&kMoments, 3}};
+  for (const auto& [names, perElement] : families) {
+    for (const std::string& op : *names) {
+      EXPECT_EQ(vectorCost(op, in, {t({4, 6})}), (Flops{0, perElement * 120})) << op;
+    }
+  }
+}
+
+TEST(FormulasTest, InterpolationCostsItsTapsPerOutputElement) {
+  for (const Interpolation& i : kInterpolation) {
+    const Sizes inSpatial = Sizes{6, 7, 8}, outSpatial = Sizes{12, 10, 9};
+    const Sizes input = concat({2, 3}, Sizes(inSpatial.begin(), inSpatial.begin() + i.dims));
+    const Sizes output = concat({2, 3}, Sizes(outSpatial.begin(), outSpatial.begin() + i.dims));
+    const Args in = {t(input), Arg::ofInts(Sizes(output.begin() + 2, output.end())),
+                     Arg::ofBool(false), Arg::none()};
+    EXPECT_EQ(vectorCost(i.op, in, {t(output)}), (Flops{0, i.taps * prod(output)})) << i.op;
+  }
+}
+
+// ---- classes without formulas ------------------------------------------------------------
+
+TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
+  const FormulaRegistry& r = FormulaRegistry::global();
+  for (const char* op : {"aten::copy_", "aten::clone", "aten::_to_copy", "aten::cat",
+                         "aten::stack", "aten::constant_pad_nd", "aten::index_select",
+                         "aten::embedding", "aten::upsample_nearest2d", "aten::zeros",
+                         "aten::flip", "aten::repeat"}) {
+    ASSERT_NE(r.find(op), nullptr) << op;
+    EXPECT_EQ(r.find(op)->opClass, OpClass::Memory) << op;
+    EXPECT_EQ(r.find(op)->formula, nullptr) << op;
+  }
+  // Views, allocations and composite wrappers whose callees do the counting.
+  for (const char* op : {"aten::view", "aten::reshape", "aten::permute", "aten::transpose",
+                         "aten::empty", "aten::contiguous", "aten::linear", "aten::matmul",
+                         "aten::einsum", "aten::conv2d", "aten::conv_transpose2d",
+                         "aten::dropout", "aten::to"}) {
+    ASSERT_NE(r.find(op), nullptr) << op;
+    EXPECT_EQ(r.find(op)->opClass, OpClass::Transparent) << op;
+    EXPECT_EQ(r.find(op)->formula, nullptr) << op;
+  }
+}
+
+// ---- the registry as a whole --------------------------------------------------------------
+
+TEST(FormulasTest, EveryArithmeticOpBelongsToATestedFamily) {
+  std::set<std::string> tested;
+  for (const Names* family :
+       {&kMatrixProducts, &kAttentionBHLE, &kAttentionBLHE, &kMultiHeadAttention, &kElementwise,
+        &kFusedMultiplyAdd, &kBatchNormWithTrainingFlag, &kBatchNormTraining,
+        &kBatchNormInference, &kNormalization, &kSoftmax, &kPool1d, &kPool2d, &kPool3d,
+        &kAdaptivePool, &kReductions, &kNorms, &kMoments}) {
+    tested.insert(family->begin(), family->end());
+  }
+  for (const auto* convs : {&kConvolutions, &kTransposedConvolutions}) {
+    for (const auto& c : *convs) {
+      tested.insert(c.first);
+    }
+  }
+  for (const Interpolation& i : kInterpolation) {
+    tested.insert(i.op);
+  }
+  const FormulaRegistry& r = FormulaRegistry::global();
+  for (const std::string& op : r.names()) {
+    const OpClass c = r.find(op)->opClass;
+    if (c == OpClass::Matrix || c == OpClass::Vector) {
+      EXPECT_EQ(tested.count(op), 1u) << op << " is registered as " << opClassName(c)
+                                      << " but no test here checks its formula";
+    }
+  }
+  for (const std::string& op : tested) {
+    EXPECT_NE(r.find(op), nullptr) << op << " is tested here but not registered";
+  }
+}
+
+TEST(FormulasTest, MalformedArgumentsCostNothingRatherThanThrow) {
+  // The dispatcher may box what a formula does not expect (a missing optional, a symbolic
+  // shape); no formula may throw or invent FLOPs from it.
+  const FormulaRegistry& r = FormulaRegistry::global();
+  const std::vector<std::pair<Args, Args>> malformed = {
+      {{}, {}},
+      {{Arg::ofInt(2), Arg::ofInt(3), Arg::ofInt(4)}, {}},
+      {{Arg::none(), Arg::none(), Arg::none(), Arg::none()}, {Arg::none()}},
+  };
+  for (const std::string& op : r.names()) {
+    const FormulaEntry* e = r.find(op);
+    if (e->formula == nullptr) {
+      continue;
+    }
+    for (const auto& [in, out] : malformed) {
+      Cost c;
+      EXPECT_NO_THROW(c = e->formula(in, out)) << op;
+      EXPECT_EQ((Flops{c.matrixFlops, c.vectorFlops}), (Flops{0, 0})) << op;
+    }
+  }
+}
+
+// mkldnn's fused pointwise ops: the .binary overload (X, other, W, B, ...) shares the name of
+// the unary one (X, W, B, ...) and is priced as the same convolution / linear plus the fused
+// elementwise op.
+TEST(FormulasTest, MkldnnPointwiseUnaryAndBinaryOverloads) {
+  const Sizes x{2, 8, 10, 10}, w{16, 8, 3, 3}, o{2, 16, 8, 8};
+  const int64_t convFlops = 2 * 2 * prod({8, 8}) * prod(w);
+  const Args unary{t(x), t(w), t(Sizes{16}), Arg::ofInts({0, 0}), Arg::ofInts({1, 1}),
+                   Arg::ofInts({1, 1}), Arg::ofInt(1), other()};
+  EXPECT_EQ(matrixCost("mkldnn::_convolution_pointwise", unary, {t(o)}),
+            Flops(convFlops, prod(o)));  // bias
+  const Args binary{t(x), t(o), t(w), t(Sizes{16}), Arg::ofInts({0, 0}), Arg::ofInts({1, 1}),
+                    Arg::ofInts({1, 1}), Arg::ofInt(1), other()};
+  EXPECT_EQ(matrixCost("mkldnn::_convolution_pointwise", binary, {t(o)}),
+            Flops(convFlops, 2 * prod(o)));  // bias and the fused add
+  const Args linearBinary{t(Sizes{4, 32}), t(Sizes{4, 64}), t(Sizes{64, 32}), Arg::none()};
+  EXPECT_EQ(matrixCost("mkldnn::_linear_pointwise", linearBinary, {t(Sizes{4, 64})}),
+            Flops(2 * 4 * 64 * 32, 4 * 64));  // no bias; the fused op
+}
+
+}  // namespace
+}  // namespace torchutil

@@ -1,0 +1,229 @@
+// Kernel records, attribution and interval arithmetic against synthetic CUPTI-like records.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/CountSession.h"
+#include "core/KernelTrace.h"
+
+namespace torchutil {
+namespace {
+
+KernelRecord kernel(const std::string& name, uint64_t start, uint64_t end, uint32_t corr,
+                    uint32_t stream = 7) {
+  KernelRecord k;
+  k.name = name;
+  k.startNs = start;
+  k.endNs = end;
+  k.correlationId = corr;
+  k.stream = stream;
+  return k;
+}
+
+TEST(KernelTraceTest, UnionLengthMergesOverlapsAndSkipsEmpty) {
+  EXPECT_EQ(unionLength({}), 0u);
+  EXPECT_EQ(unionLength({{0, 10}}), 10u);
+  EXPECT_EQ(unionLength({{0, 10}, {5, 15}}), 15u);       // overlap
+  EXPECT_EQ(unionLength({{20, 30}, {0, 10}}), 20u);      // unsorted, disjoint
+  EXPECT_EQ(unionLength({{0, 10}, {10, 20}}), 20u);      // touching
+  EXPECT_EQ(unionLength({{0, 100}, {10, 20}, {30, 40}}), 100u);  // nested
+  EXPECT_EQ(unionLength({{5, 5}, {9, 3}}), 0u);          // empty and inverted
+}
+
+TEST(KernelTraceTest, AttributeCountedUsesExternalIds) {
+  std::vector<KernelRecord> ks{kernel("a", 0, 1, 100), kernel("b", 2, 3, 101),
+                               kernel("c", 4, 5, 102)};
+  // External id = event index + 1; 0 means none.
+  attributeCounted(ks, {{100, 1}, {101, 3}, {102, 0}});
+  EXPECT_EQ(ks[0].opEvent, 0);
+  EXPECT_EQ(ks[1].opEvent, 2);
+  EXPECT_EQ(ks[2].opEvent, -1);
+  for (const auto& k : ks) {
+    EXPECT_EQ(k.forward, -1);
+  }
+}
+
+TEST(KernelTraceTest, AttributeByPositionCopiesOpsPerForward) {
+  std::vector<KernelRecord> counted{kernel("gemm", 0, 10, 1), kernel("relu", 10, 12, 2)};
+  counted[0].opEvent = 4;
+  counted[1].opEvent = 9;
+  // Two timed forwards, delivered out of order.
+  std::vector<KernelRecord> timed{kernel("relu", 130, 132, 0), kernel("gemm", 100, 110, 0),
+                                  kernel("gemm", 200, 210, 0), kernel("relu", 230, 232, 0)};
+  ASSERT_TRUE(attributeByPosition(counted, timed, 2));
+  ASSERT_EQ(timed.size(), 4u);
+  EXPECT_EQ(timed[0].name, "gemm");
+  EXPECT_EQ(timed[0].opEvent, 4);
+  EXPECT_EQ(timed[0].forward, 0);
+  EXPECT_EQ(timed[1].opEvent, 9);
+  EXPECT_EQ(timed[3].forward, 1);
+  EXPECT_EQ(timed[3].opEvent, 9);
+}
+
+TEST(KernelTraceTest, AttributeByPositionRefusesADifferentSequence) {
+  std::vector<KernelRecord> counted{kernel("gemm", 0, 10, 1), kernel("relu", 10, 12, 2)};
+  std::vector<KernelRecord> wrongCount{kernel("gemm", 100, 110, 0)};
+  EXPECT_FALSE(attributeByPosition(counted, wrongCount, 1));
+  std::vector<KernelRecord> wrongName{kernel("gemm", 100, 110, 0), kernel("gelu", 110, 112, 0)};
+  EXPECT_FALSE(attributeByPosition(counted, wrongName, 1));
+  EXPECT_EQ(wrongName[1].opEvent, -1);  // nothing attributed on refusal
+  std::vector<KernelRecord> none;
+  EXPECT_FALSE(attributeByPosition({}, none, 1));
+}
+
+// Events as CountSession records them: two counted ops (rows 0 and 1) and an op inside the
+// first, plus an unknown op.
+std::vector<OpEvent> events() {
+  std::vector<OpEvent> e(4);
+  e[0].op = "aten::convolution";
+  e[0].kind = OpEvent::Kind::Counted;
+  e[0].row = 0;
+  e[0].owner = 0;
+  e[1].op = "aten::cudnn_convolution";
+  e[1].kind = OpEvent::Kind::Inside;
+  e[1].row = 0;  // resolved through its owner
+  e[1].owner = 0;
+  e[2].op = "aten::relu";
+  e[2].kind = OpEvent::Kind::Counted;
+  e[2].row = 1;
+  e[2].owner = 2;
+  e[3].op = "aten::linalg_inv";
+  e[3].kind = OpEvent::Kind::Unknown;
+  return e;
+}
+
+TEST(KernelTraceTest, SummarizeTimedForwardsPerForward) {
+  std::vector<KernelRecord> counted{kernel("conv", 0, 10, 1), kernel("relu", 12, 14, 2)};
+  counted[0].opEvent = 1;  // launched inside the convolution
+  counted[1].opEvent = 2;
+  std::vector<KernelRecord> timed{kernel("conv", 100, 110, 0), kernel("relu", 110, 112, 0),
+                                  kernel("conv", 200, 210, 0), kernel("relu", 215, 217, 0)};
+  ASSERT_TRUE(attributeByPosition(counted, timed, 2));
+  TraceStats s = summarizeTrace(counted, timed, 2, true, events(), 2);
+  EXPECT_TRUE(s.perOpFromTimed);
+  EXPECT_DOUBLE_EQ(s.kernelsPerForward, 2.0);
+  EXPECT_DOUBLE_EQ(s.kernelSeconds, 12e-9);  // (10 + 2 + 10 + 2) ns over 2 forwards
+  EXPECT_DOUBLE_EQ(s.busySeconds, 12e-9);
+  ASSERT_EQ(s.perRow.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.perRow[0].seconds, 10e-9);
+  EXPECT_DOUBLE_EQ(s.perRow[0].kernels, 1.0);
+  EXPECT_DOUBLE_EQ(s.perRow[1].seconds, 2e-9);
+  EXPECT_DOUBLE_EQ(s.unattributedSeconds, 0.0);
+}
+
+TEST(KernelTraceTest, SummarizeFallsBackToTheCountedForward) {
+  std::vector<KernelRecord> counted{kernel("conv", 0, 10, 1), kernel("inv", 10, 40, 2),
+                                    kernel("triton_fused", 40, 45, 3)};
+  counted[0].opEvent = 0;
+  counted[1].opEvent = 3;  // an op without a formula: no row
+  // Overlapping timed kernels on two streams: busy time is their union.
+  std::vector<KernelRecord> timed{kernel("x", 100, 150, 0, 1), kernel("y", 120, 160, 0, 2)};
+  TraceStats s = summarizeTrace(counted, timed, 1, false, events(), 2);
+  EXPECT_FALSE(s.perOpFromTimed);
+  EXPECT_DOUBLE_EQ(s.kernelSeconds, 90e-9);
+  EXPECT_DOUBLE_EQ(s.busySeconds, 60e-9);
+  EXPECT_DOUBLE_EQ(s.perRow[0].seconds, 10e-9);
+  EXPECT_DOUBLE_EQ(s.perRow[1].seconds, 0.0);
+  EXPECT_DOUBLE_EQ(s.unattributedSeconds, 35e-9);  // the unknown op's and the unlaunched kernel
+}
+
+TEST(KernelTraceTest, SummarizeWithoutTimedForwardsUsesCounted) {
+  std::vector<KernelRecord> counted{kernel("conv", 0, 10, 1)};
+  counted[0].opEvent = 0;
+  TraceStats s = summarizeTrace(counted, {}, 5, false, events(), 2);
+  EXPECT_DOUBLE_EQ(s.kernelsPerForward, 1.0);
+  EXPECT_DOUBLE_EQ(s.kernelSeconds, 10e-9);
+}
+
+TEST(KernelTraceTest, CountSessionEventsResolveRowsThroughOwners) {
+  CountSession session;
+  static uint64_t now = 0;
+  session.recordEvents([] { return now += 10; });
+  Args x{Arg::ofTensor({1, 3, 8, 8}), Arg::ofTensor({4, 3, 3, 3}), Arg::none(),
+         Arg::ofInts({1, 1}), Arg::ofInts({0, 0}), Arg::ofInts({1, 1}), Arg::ofBool(false),
+         Arg::ofInts({0, 0}), Arg::ofInt(1)};
+  ASSERT_TRUE(session.enter("aten::convolution"));
+  EXPECT_EQ(session.currentEvent(), 0);
+  session.setInputs(x);
+  EXPECT_FALSE(session.enter("aten::_convolution"));
+  EXPECT_EQ(session.currentEvent(), 1);
+  session.exit({});
+  session.exit({Arg::ofTensor({1, 4, 6, 6})});
+  EXPECT_FALSE(session.enter("aten::linalg_inv"));
+  session.exit({});
+  const auto ev = session.events();
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].kind, OpEvent::Kind::Counted);
+  EXPECT_EQ(ev[0].row, 0);
+  EXPECT_EQ(ev[1].kind, OpEvent::Kind::Inside);
+  EXPECT_EQ(ev[1].row, 0);
+  EXPECT_EQ(ev[1].owner, 0);
+  EXPECT_EQ(ev[1].parent, 0);
+  EXPECT_EQ(ev[2].kind, OpEvent::Kind::Unknown);
+  EXPECT_EQ(ev[2].row, -1);
+  EXPECT_LT(ev[0].startNs, ev[1].startNs);
+  EXPECT_LT(ev[1].endNs, ev[0].endNs);
+}
+
+TEST(KernelTraceTest, ChromeTraceHasOpAndKernelEvents) {
+  std::vector<OpStats> rows(2);
+  rows[0].op = "aten::convolution";
+  rows[0].calls = 1;
+  rows[0].matrixFlops = 1000;
+  rows[0].bytes = 100;
+  rows[1].op = "aten::relu";
+  rows[1].calls = 1;
+  auto ev = events();
+  const uint64_t times[4][2] = {{1000, 3000}, {1500, 2500}, {3000, 3500}, {3500, 4000}};
+  for (size_t i = 0; i < ev.size(); ++i) {
+    ev[i].startNs = times[i][0];
+    ev[i].endNs = times[i][1];
+  }
+  ev[0].module = "layer1.\"0\"";  // must be escaped
+  std::vector<KernelRecord> ks{kernel("implicit_gemm<128, 64>", 2000, 4500, 1)};
+  ks[0].opEvent = 1;  // inside the convolution: accounted to it
+  ks[0].grid[0] = 80;
+  ks[0].block[0] = 256;
+  const std::string json = chromeTrace(ev, rows, ks, "NVIDIA H200");
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_NE(json.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"aten::convolution\",\"ts\":0.000,\"dur\":2.000"), std::string::npos);
+  EXPECT_NE(json.find("\"flops_per_call\":1000"), std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"implicit_gemm<128, 64>\",\"ts\":1.000,\"dur\":2.500"),
+            std::string::npos);
+  EXPECT_NE(json.find("\"op\":\"aten::convolution\",\"module\":\"layer1.\\\"0\\\"\""),
+            std::string::npos);
+  EXPECT_NE(json.find("\"grid\":[80,0,0]"), std::string::npos);
+  EXPECT_NE(json.find("\"tid\":7"), std::string::npos);
+  EXPECT_EQ(json.find("aten::cudnn_convolution"), std::string::npos);  // inside ops are not drawn
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
+  EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
+}
+
+TEST(KernelTraceTest, JsonEscapeControlCharacters) {
+  EXPECT_EQ(jsonEscape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\n\\u0001");
+}
+
+TEST(KernelTraceTest, KernelRowFollowsFieldOrder) {
+  KernelRecord k = kernel("k", 5000, 7000, 1, 3);
+  k.forward = 2;
+  k.kind = KernelRecord::Kind::Memcpy;
+  k.bytes = 64;
+  const auto names = kernelFieldNames();
+  const auto row = kernelRow(k, 1000, 4);
+  ASSERT_EQ(names.size(), row.size());
+  auto at = [&](const char* n) {
+    return row[static_cast<size_t>(std::find(names.begin(), names.end(), n) - names.begin())];
+  };
+  EXPECT_DOUBLE_EQ(at("forward"), 2);
+  EXPECT_DOUBLE_EQ(at("kind"), 1);
+  EXPECT_DOUBLE_EQ(at("start_us"), 4.0);
+  EXPECT_DOUBLE_EQ(at("duration_us"), 2.0);
+  EXPECT_DOUBLE_EQ(at("stream"), 3);
+  EXPECT_DOUBLE_EQ(at("bytes"), 64);
+  EXPECT_DOUBLE_EQ(at("op_row"), 4);
+}
+
+}  // namespace
+}  // namespace torchutil

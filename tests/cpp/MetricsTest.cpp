@@ -1,0 +1,207 @@
+#include "core/Metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <ostream>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace torchutil {
+
+// Readable failure messages (found by argument-dependent lookup, so outside the unnamed
+// namespace; static, as other tests may print PeakDtype too).
+static void PrintTo(PeakDtype d, std::ostream* os) {
+  *os << peakDtypeName(d);
+}
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A summary value by field name, so the test does not depend on the fields' order.
+double field(const std::vector<double>& summary, const std::string& name) {
+  const std::vector<std::string> names = fieldNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) {
+      return summary.at(i);
+    }
+  }
+  ADD_FAILURE() << "no field " << name;
+  return -1.0;
+}
+
+SummaryInputs exampleInputs() {
+  SummaryInputs in;
+  in.totals.matrixFlops = 3'000'000'000;
+  in.totals.vectorFlops = 1'000'000'000;
+  in.totals.bytes = 500'000'000;
+  in.totals.countedCalls = 7;
+  in.totals.unknownCalls = 2;
+  in.secondsPerForward = 0.5;
+  in.peakFlopsPerSecond = 32e9;
+  in.batchSize = 8;
+  in.iterations = 10;
+  in.cudaGraph = true;
+  return in;
+}
+
+TEST(MetricsTest, SummarizeArithmetic) {
+  const std::vector<double> v = summarize(exampleInputs());
+  ASSERT_EQ(v.size(), static_cast<size_t>(kNumFields));
+  EXPECT_DOUBLE_EQ(field(v, "flops"), 4e9);
+  EXPECT_DOUBLE_EQ(field(v, "matrix_flops"), 3e9);
+  EXPECT_DOUBLE_EQ(field(v, "vector_flops"), 1e9);
+  EXPECT_DOUBLE_EQ(field(v, "bytes"), 5e8);
+  EXPECT_DOUBLE_EQ(field(v, "arithmetic_intensity"), 8.0);
+  EXPECT_DOUBLE_EQ(field(v, "seconds"), 0.5);
+  EXPECT_DOUBLE_EQ(field(v, "achieved_flops_per_second"), 8e9);
+  EXPECT_DOUBLE_EQ(field(v, "peak_flops_per_second"), 32e9);
+  EXPECT_DOUBLE_EQ(field(v, "utilization"), 0.25);          // 4e9 / 0.5 / 32e9
+  EXPECT_DOUBLE_EQ(field(v, "matrix_utilization"), 0.1875);  // 3e9 / 0.5 / 32e9
+  EXPECT_DOUBLE_EQ(field(v, "inputs_per_second"), 16.0);
+  EXPECT_DOUBLE_EQ(field(v, "batch_size"), 8.0);
+  EXPECT_DOUBLE_EQ(field(v, "iterations"), 10.0);
+  EXPECT_DOUBLE_EQ(field(v, "counted_op_calls"), 7.0);
+  EXPECT_DOUBLE_EQ(field(v, "unknown_op_calls"), 2.0);
+  EXPECT_DOUBLE_EQ(field(v, "cuda_graph"), 1.0);
+}
+
+TEST(MetricsTest, RatesAreNaNWithoutTimeAndUtilizationWithoutPeak) {
+  SummaryInputs untimed = exampleInputs();
+  untimed.secondsPerForward = kNaN;  // a meta device: counted, never timed
+  const std::vector<double> u = summarize(untimed);
+  EXPECT_TRUE(std::isnan(field(u, "seconds")));
+  EXPECT_TRUE(std::isnan(field(u, "achieved_flops_per_second")));
+  EXPECT_TRUE(std::isnan(field(u, "inputs_per_second")));
+  EXPECT_TRUE(std::isnan(field(u, "utilization")));
+  EXPECT_TRUE(std::isnan(field(u, "matrix_utilization")));
+  EXPECT_DOUBLE_EQ(field(u, "flops"), 4e9);  // the count does not need a clock
+  EXPECT_DOUBLE_EQ(field(u, "arithmetic_intensity"), 8.0);
+
+  for (double peak : {kNaN, 0.0, -1.0, std::numeric_limits<double>::infinity()}) {
+    SummaryInputs noPeak = exampleInputs();
+    noPeak.peakFlopsPerSecond = peak;
+    const std::vector<double> p = summarize(noPeak);
+    EXPECT_TRUE(std::isnan(field(p, "utilization"))) << "peak " << peak;
+    EXPECT_TRUE(std::isnan(field(p, "matrix_utilization"))) << "peak " << peak;
+    EXPECT_DOUBLE_EQ(field(p, "achieved_flops_per_second"), 8e9) << "peak " << peak;
+  }
+
+  SummaryInputs zeroTime = exampleInputs();
+  zeroTime.secondsPerForward = 0.0;
+  EXPECT_TRUE(std::isnan(field(summarize(zeroTime), "achieved_flops_per_second")));
+
+  SummaryInputs noBytes = exampleInputs();
+  noBytes.totals.bytes = 0;
+  EXPECT_TRUE(std::isnan(field(summarize(noBytes), "arithmetic_intensity")));
+}
+
+TEST(MetricsTest, FieldNamesAndDescriptionsMatch) {
+  const std::vector<std::string> names = fieldNames();
+  const std::vector<std::string> docs = fieldDescriptions();
+  EXPECT_EQ(names.size(), static_cast<size_t>(kNumFields));
+  EXPECT_EQ(docs.size(), names.size());
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  for (size_t i = 0; i < names.size() && i < docs.size(); ++i) {
+    EXPECT_FALSE(names[i].empty());
+    EXPECT_FALSE(docs[i].empty()) << names[i];
+  }
+  EXPECT_EQ(names.at(static_cast<size_t>(Field::utilization)), "utilization");
+  EXPECT_EQ(names.at(static_cast<size_t>(Field::seconds)), "seconds");
+
+  const std::vector<std::string> opNames = opFieldNames();
+  EXPECT_EQ(std::set<std::string>(opNames.begin(), opNames.end()).size(), opNames.size());
+}
+
+TEST(MetricsTest, OpRowWithoutKernels) {
+  OpStats s;
+  s.calls = 3;
+  s.matrixFlops = 600;
+  s.vectorFlops = 200;
+  s.bytes = 400;
+  const std::vector<double> row = opRow(s, /*kernels=*/nullptr, /*peak=*/1e12);
+  const std::vector<std::string> names = opFieldNames();
+  ASSERT_EQ(row.size(), names.size());
+  ASSERT_GE(names.size(), 5u);
+  EXPECT_EQ(names[0], "calls");
+  EXPECT_DOUBLE_EQ(row[0], 3.0);
+  EXPECT_DOUBLE_EQ(row[1], 600.0);
+  EXPECT_DOUBLE_EQ(row[2], 200.0);
+  EXPECT_DOUBLE_EQ(row[3], 400.0);
+  EXPECT_DOUBLE_EQ(row[4], 2.0);  // (600 + 200) / 400
+  for (size_t i = 5; i < row.size(); ++i) {
+    EXPECT_TRUE(std::isnan(row[i])) << names[i] << " without kernel records";
+  }
+}
+
+TEST(MetricsTest, Median) {
+  EXPECT_DOUBLE_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_DOUBLE_EQ(median({5.0}), 5.0);
+  EXPECT_DOUBLE_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_DOUBLE_EQ(median({10.0, 0.0}), 5.0);
+  EXPECT_DOUBLE_EQ(median({7.0, 7.0, 1.0, 9.0, 7.0, 2.0}), 7.0);
+  EXPECT_DOUBLE_EQ(median({9.0, 8.0, 1.0, 2.0, 100.0}), 8.0);
+  EXPECT_TRUE(std::isnan(median({})));
+}
+
+CountTable tableOf(std::initializer_list<std::tuple<const char*, const char*, int64_t>> rows) {
+  CountTable t;
+  for (const auto& [op, dtype, matrix] : rows) {
+    t.add(op, "", dtype, OpClass::Matrix, Cost{matrix, 0}, 0);
+  }
+  return t;
+}
+
+TEST(MetricsTest, DominantPeakDtypeFollowsTheTf32Flags) {
+  // float32 matmuls only.
+  const CountTable mm = tableOf({{"aten::mm", "Float", 100}, {"aten::mm", "Half", 60}});
+  EXPECT_EQ(dominantPeakDtype(mm, /*tf32Matmul=*/false, /*tf32Conv=*/true), PeakDtype::FP32);
+  EXPECT_EQ(dominantPeakDtype(mm, /*tf32Matmul=*/true, /*tf32Conv=*/false), PeakDtype::TF32);
+
+  // Convolution rows follow the cuDNN flag, the others the cuBLAS flag.
+  const CountTable conv = tableOf({{"aten::convolution", "Float", 100}});
+  EXPECT_EQ(dominantPeakDtype(conv, /*tf32Matmul=*/false, /*tf32Conv=*/true), PeakDtype::TF32);
+  EXPECT_EQ(dominantPeakDtype(conv, /*tf32Matmul=*/true, /*tf32Conv=*/false), PeakDtype::FP32);
+  const CountTable mkldnn = tableOf({{"mkldnn::_convolution_pointwise", "Float", 100}});
+  EXPECT_EQ(dominantPeakDtype(mkldnn, /*tf32Matmul=*/true, /*tf32Conv=*/false), PeakDtype::FP32);
+
+  // A float32 model with both: the flags decide which of its FLOPs count as TF32.
+  const CountTable both =
+      tableOf({{"aten::convolution", "Float", 100}, {"aten::addmm", "Float", 80}});
+  EXPECT_EQ(dominantPeakDtype(both, /*tf32Matmul=*/false, /*tf32Conv=*/true), PeakDtype::TF32);
+  EXPECT_EQ(dominantPeakDtype(both, /*tf32Matmul=*/true, /*tf32Conv=*/false), PeakDtype::FP32);
+  EXPECT_EQ(dominantPeakDtype(both, /*tf32Matmul=*/true, /*tf32Conv=*/true), PeakDtype::TF32);
+
+  // Mixed precision: the dtype with the most matrix FLOPs.
+  const CountTable amp = tableOf({{"aten::mm", "BFloat16", 500}, {"aten::mm", "Float", 20}});
+  EXPECT_EQ(dominantPeakDtype(amp, true, true), PeakDtype::BF16);
+}
+
+TEST(MetricsTest, DominantPeakDtypeBreaksMatrixTiesByAllFlops) {
+  CountTable t;
+  t.add("aten::mm", "", "Half", OpClass::Matrix, Cost{100, 0}, 0);
+  t.add("aten::mm", "", "BFloat16", OpClass::Matrix, Cost{100, 0}, 0);
+  t.add("aten::gelu", "", "BFloat16", OpClass::Vector, Cost{0, 5}, 0);
+  EXPECT_EQ(dominantPeakDtype(t, false, false), PeakDtype::BF16);
+}
+
+TEST(MetricsTest, DominantPeakDtypeIsADtypeThatWasCounted) {
+  EXPECT_FALSE(dominantPeakDtype(CountTable(), true, true).has_value());
+  // No peak applies to integer or dtype-less rows.
+  CountTable noPeak;
+  noPeak.add("aten::embedding", "", "Long", OpClass::Memory, Cost{}, 64);
+  noPeak.add("aten::zeros", "", "", OpClass::Memory, Cost{}, 64);
+  EXPECT_FALSE(dominantPeakDtype(noPeak, true, true).has_value());
+  // Rows without FLOPs still name their dtype (a model that only moves bfloat16 data is not an
+  // fp64 model).
+  CountTable copies;
+  copies.add("aten::copy_", "", "BFloat16", OpClass::Memory, Cost{}, 128);
+  EXPECT_EQ(dominantPeakDtype(copies, true, true), PeakDtype::BF16);
+}
+
+}  // namespace
+}  // namespace torchutil

@@ -1,0 +1,170 @@
+"""Kernel tracing (CUPTI): kernels recorded, attributed to ops, time-based utilization, traces.
+
+The CPU tests run everywhere; the cuda-marked ones run on the GPU machine.
+"""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import torch
+
+import torchutil
+from torchutil import KERNEL_FIELDS
+
+
+def _resnet50(batch: int, device: str = "cuda") -> tuple[torch.nn.Module, torch.Tensor]:
+    torchvision = pytest.importorskip("torchvision")
+    model = torchvision.models.resnet50(weights=None).eval().to(device=device, dtype=torch.float16)
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(batch, 3, 224, 224, device=device, dtype=torch.float16)
+    return model, x.contiguous(memory_format=torch.channels_last)
+
+
+def _column(result: torchutil.ProfileResult, name: str) -> torch.Tensor:
+    return result.kernel_table[:, KERNEL_FIELDS.index(name)]
+
+
+# ---- CPU: what a result without a trace says ------------------------------------------------
+
+def test_cpu_profile_says_why_there_is_no_trace(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    r = torchutil.profile(model, torch.randn(2, 8), warmup=1, iters=2)
+    assert r.trace_status.startswith("off: kernel tracing needs a CUDA device")
+    assert r.traced == 0.0
+    assert r.kernel_seconds != r.kernel_seconds  # NaN, never a silent 0
+    assert r.kernel_table.shape == (0, len(KERNEL_FIELDS))
+    with pytest.raises(ValueError, match="no trace"):
+        r.save_trace(str(tmp_path / "t.json"))
+    r.kernels_to_csv(str(tmp_path / "k.csv"))
+    with open(tmp_path / "k.csv") as f:
+        assert next(csv.reader(f)) == ["name", "op", "module", *KERNEL_FIELDS]
+    r.ops_to_csv(str(tmp_path / "o.csv"))
+    with open(tmp_path / "o.csv") as f:
+        rows = list(csv.reader(f))
+    assert [row[0] for row in rows[1:]] == [o.op for o in r.ops]
+
+
+def test_trace_false_is_reported():
+    r = torchutil.profile(torch.nn.Linear(4, 4), torch.randn(1, 4), warmup=0, iters=1, trace=False)
+    assert r.trace_status == "off: trace=False"
+
+
+# ---- GPU ----------------------------------------------------------------------------------
+
+@pytest.mark.cuda
+def test_kernel_time_matches_event_time_when_gpu_bound():
+    model, x = _resnet50(256)
+    untraced = torchutil.profile(model, x, warmup=3, iters=10, trace=False)
+    r = torchutil.profile(model, x, warmup=3, iters=10)
+    assert r.trace_status == "on", r.trace_status
+    assert r.traced == 1.0
+    # GPU-bound: kernels back to back, so their summed durations are the forward's time, up to
+    # the GPU's gaps between consecutive kernels.
+    timed = _column(r, "forward") == 0
+    start = _column(r, "start_us")[timed].sort().values
+    order = _column(r, "start_us")[timed].argsort()
+    end = (_column(r, "start_us") + _column(r, "duration_us"))[timed][order]
+    gaps = (start[1:] - end[:-1]).clamp(min=0)
+    gap = abs(r.kernel_seconds - r.seconds) / r.seconds
+    print(f"resnet50 b256: kernel sum {r.kernel_seconds * 1e3:.3f} ms, event time {r.seconds * 1e3:.3f} ms "
+          f"(untraced {untraced.seconds * 1e3:.3f} ms), gap {100 * gap:.2f} %, busy {100 * r.gpu_busy_fraction:.1f} %, "
+          f"{len(gaps)} inter-kernel gaps: median {gaps.median().item():.2f} us, sum {gaps.sum().item() / 1e3:.3f} ms")
+    assert gap < 0.02
+    assert 0.95 < r.gpu_busy_fraction <= 1.0 + 1e-6
+    assert r.kernel_utilization >= r.utilization
+
+
+@pytest.mark.cuda
+def test_every_kernel_of_a_resnet50_forward_is_attributed():
+    model, x = _resnet50(8)
+    r = torchutil.profile(model, x, warmup=3, iters=5)
+    forward = _column(r, "forward")
+    op_row = _column(r, "op_row")
+    counted = forward == -1
+    assert counted.sum() > 50
+    unattributed = [n for n, row, c in zip(r.kernel_names, op_row.tolist(), counted.tolist()) if c and row < 0]
+    print(f"resnet50 b8: {int(counted.sum())} kernels in the counted forward, unattributed: {unattributed}")
+    assert unattributed == []
+    # The timed forwards launch the same sequence: attributed by position, all of them.
+    assert (op_row[~counted] >= 0).all()
+    assert int((~counted).sum()) == 5 * int(counted.sum())
+    assert r.kernels_per_forward == pytest.approx(float(counted.sum()))
+    # Per-op kernel time adds up to the attributed kernel time.
+    per_op = sum(o.kernel_seconds for o in r.ops if o.kernel_seconds == o.kernel_seconds)
+    assert per_op + r.unattributed_kernel_seconds == pytest.approx(r.kernel_seconds, rel=1e-6)
+    convs = [o for o in r.ops if o.op == "aten::convolution"]
+    assert convs and all(o.kernels >= 1 and o.kernel_seconds > 0 for o in convs)
+    assert r.top_ops(1, by="lost_seconds")[0].lost_seconds > 0
+
+
+@pytest.mark.cuda
+def test_cuda_graph_replays_are_traced_and_attributed():
+    model, x = _resnet50(1)
+    r = torchutil.profile(model, x, warmup=3, iters=10, cuda_graph=True)
+    assert r.timing_mode == "cuda_graph" and r.trace_status == "on"
+    timed = _column(r, "forward") >= 0
+    assert int(timed.sum()) > 0
+    assert (_column(r, "graph_id")[timed] != 0).all()
+    assert (_column(r, "op_row")[timed] >= 0).all()
+    print(f"resnet50 b1 graph: {r.kernels_per_forward:.0f} kernels/forward, util {100 * r.utilization:.3f} %, "
+          f"kernel util {100 * r.kernel_utilization:.3f} %, busy {100 * r.gpu_busy_fraction:.1f} %")
+
+
+@pytest.mark.cuda
+def test_torch_compile_kernels_are_recorded():
+    model, x = _resnet50(8)
+    compiled = torch.compile(model)
+    r = torchutil.profile(compiled, x, warmup=2, iters=3)
+    assert r.trace_status == "on"
+    assert r.kernels_per_forward > 0
+    # Inductor's fused kernels are launched by no dispatcher op: their time is reported as
+    # unattributed, and the FLOPs the dispatcher saw (extern convolutions) are counted.
+    print(f"compiled resnet50 b8: {r.kernels_per_forward:.0f} kernels/forward, matrix FLOPs {r.matrix_flops:.3e}, "
+          f"unattributed {1e3 * r.unattributed_kernel_seconds:.3f} ms of {1e3 * r.kernel_seconds:.3f} ms")
+    assert r.kernel_seconds > 0
+
+
+@pytest.mark.cuda
+def test_torch_profiler_works_after_a_trace():
+    model, x = _resnet50(4)
+    torchutil.profile(model, x, warmup=1, iters=2)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        with torch.inference_mode():
+            model(x)
+        torch.cuda.synchronize()
+    gpu_events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    print(f"torch.profiler after torchutil: {len(gpu_events)} GPU events")
+    assert len(gpu_events) > 50
+
+
+@pytest.mark.cuda
+def test_inside_torch_profiler_degrades_to_flops_and_event_timing():
+    model, x = _resnet50(4)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+        r = torchutil.profile(model, x, warmup=1, iters=2)
+    assert r.trace_status.startswith("off: torch.profiler is running"), r.trace_status
+    assert r.traced == 0.0 and r.kernel_table.shape[0] == 0
+    assert r.flops > 0 and r.seconds > 0 and 0 < r.utilization < 1
+    # And tracing works again once torch.profiler has stopped.
+    assert torchutil.profile(model, x, warmup=1, iters=2).trace_status == "on"
+
+
+@pytest.mark.cuda
+def test_chrome_trace_opens_as_json(tmp_path):
+    model, x = _resnet50(2)
+    r = torchutil.profile(model, x, warmup=1, iters=2, chrome_trace=True)
+    path = tmp_path / "trace.json"
+    r.save_trace(str(path))
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    ops = [e for e in events if e.get("cat") == "op"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert len(kernels) == int((_column(r, "kind") == 0).sum())
+    assert any(e["name"] == "aten::convolution" and e["args"]["flops_per_call"] > 0 for e in ops)
+    assert all(k["args"]["op"] for k in kernels if k["args"]["forward"] == "counted")
+    r.kernels_to_csv(str(tmp_path / "k.csv"))
+    with open(tmp_path / "k.csv") as f:
+        assert sum(1 for _ in f) == r.kernel_table.shape[0] + 1
