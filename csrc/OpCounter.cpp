@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <unordered_map>
 
 #include "IValueArgs.h"
 
@@ -16,6 +17,14 @@ namespace {
 struct ThreadState {
   std::unique_ptr<CountSession> session;
   const TraceHooks* hooks = nullptr;
+  // Registry entries by the address of the op's name: RecordFunction names of dispatcher ops
+  // are the schemas' own strings, so repeated calls skip hashing the name. The name is compared
+  // too, since a name that is not a schema's may live in reused storage.
+  struct CachedEntry {
+    std::string name;
+    const FormulaEntry* entry;
+  };
+  std::unordered_map<const char*, CachedEntry> entries;
   at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
 };
 
@@ -39,7 +48,13 @@ std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
   if (s == nullptr) {
     return nullptr;  // the callback was inherited by a thread that does not count
   }
-  const bool counted = s->enter(fn.name());
+  const char* name = fn.name();
+  auto it = tls.entries.find(name);
+  if (it == tls.entries.end() || it->second.name != name) {
+    it = tls.entries.insert_or_assign(name, ThreadState::CachedEntry{name, s->registry().find(name)})
+             .first;
+  }
+  const bool counted = s->enter(name, it->second.entry);
   if (tls.hooks != nullptr && s->currentEvent() >= 0) {
     tls.hooks->push(static_cast<uint64_t>(s->currentEvent()) + 1);
   }

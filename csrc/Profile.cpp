@@ -3,6 +3,7 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
+#include <cmath>
 #include <limits>
 
 #include "Forward.h"
@@ -69,7 +70,11 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
                       device.str());
   }
   // Validate the peak request before running anything.
-  if (!options.peakFlops.has_value()) {
+  if (options.peakFlops.has_value()) {
+    TORCH_CHECK_VALUE(*options.peakFlops > 0 && std::isfinite(*options.peakFlops),
+                      "torchutil: peak_flops must be a positive number of FLOP/s, got ",
+                      *options.peakFlops);
+  } else {
     TORCH_CHECK_VALUE(options.peak == "auto" || options.peak == "datasheet" ||
                           options.peak == "computed" || options.peak == "measured",
                       "torchutil: peak must be one of 'auto', 'datasheet', 'computed', "

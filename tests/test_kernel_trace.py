@@ -60,20 +60,34 @@ def test_kernel_time_matches_event_time_when_gpu_bound():
     r = torchutil.profile(model, x, warmup=3, iters=10)
     assert r.trace_status == "on", r.trace_status
     assert r.traced == 1.0
-    # GPU-bound: kernels back to back, so their summed durations are the forward's time, up to
-    # the GPU's gaps between consecutive kernels.
-    timed = _column(r, "forward") == 0
-    start = _column(r, "start_us")[timed].sort().values
-    order = _column(r, "start_us")[timed].argsort()
-    end = (_column(r, "start_us") + _column(r, "duration_us"))[timed][order]
-    gaps = (start[1:] - end[:-1]).clamp(min=0)
-    gap = abs(r.kernel_seconds - r.seconds) / r.seconds
-    print(f"resnet50 b256: kernel sum {r.kernel_seconds * 1e3:.3f} ms, event time {r.seconds * 1e3:.3f} ms "
-          f"(untraced {untraced.seconds * 1e3:.3f} ms), gap {100 * gap:.2f} %, busy {100 * r.gpu_busy_fraction:.1f} %, "
-          f"{len(gaps)} inter-kernel gaps: median {gaps.median().item():.2f} us, sum {gaps.sum().item() / 1e3:.3f} ms")
-    assert gap < 0.02
+    forward = _column(r, "forward")
+    start = _column(r, "start_us")
+    end = start + _column(r, "duration_us")
+    # Per timed forward: the span from its first kernel's start to its last kernel's end, and the
+    # idle time between consecutive kernels inside it.
+    spans, idles = [], []
+    for f in range(10):
+        mask = forward == f
+        s, order = start[mask].sort()
+        e = end[mask][order]
+        spans.append((e.max() - s.min()).item() * 1e-6)
+        idles.append((s[1:] - e[:-1]).clamp(min=0).sum().item() * 1e-6)
+    span = sorted(spans)[5]
+    idle = sorted(idles)[5]
+    gap = (r.seconds - r.kernel_seconds) / r.seconds
+    print(f"resnet50 b256: kernel sum {r.kernel_seconds * 1e3:.3f} ms, CUDA events {r.seconds * 1e3:.3f} ms "
+          f"(untraced {untraced.seconds * 1e3:.3f} ms), kernel sum {100 * (1 - gap):.2f} % of the event time, "
+          f"busy {100 * r.gpu_busy_fraction:.2f} %; kernel span {span * 1e3:.3f} ms, idle between "
+          f"{int(r.kernels_per_forward) - 1} consecutive kernels {idle * 1e3:.3f} ms")
+    # GPU-bound: the kernels of a forward fill the event window; what the kernel sum misses is
+    # the idle time between consecutive kernels, measured from the same records.
+    assert abs(span - r.seconds) / r.seconds < 0.01
+    assert abs(r.kernel_seconds + idle - span) / span < 0.01
+    assert 0.0 <= gap < 0.05
     assert 0.95 < r.gpu_busy_fraction <= 1.0 + 1e-6
     assert r.kernel_utilization >= r.utilization
+    # Tracing does not change the forward's time much (the cost target lives in benchmarks/).
+    assert r.seconds < 1.10 * untraced.seconds
 
 
 @pytest.mark.cuda

@@ -96,9 +96,13 @@ CountSession::CountSession(const FormulaRegistry& registry) : registry_(registry
 }
 
 bool CountSession::enter(std::string_view name) {
+  return enter(name, registry_.find(name));
+}
+
+bool CountSession::enter(std::string_view name, const FormulaEntry* entry) {
   Frame f;
   f.name = name;
-  f.entry = registry_.find(name);
+  f.entry = entry;
   f.module = modules_.size() - 1;
   const bool countable = f.entry != nullptr && f.entry->opClass != OpClass::Transparent;
   if (clock_ != nullptr) {

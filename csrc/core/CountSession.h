@@ -91,6 +91,10 @@ class CountSession {
   // An op begins. Returns true when the op will be counted: the caller must then hand its
   // inputs to setInputs() (or call inputsUnavailable()) and its outputs to exit().
   bool enter(std::string_view name);
+  // The same with the registry entry already looked up (nullptr: none), for callers that cache
+  // lookups (OpCounter caches them per op name).
+  bool enter(std::string_view name, const FormulaEntry* entry);
+  const FormulaRegistry& registry() const { return registry_; }
   void setInputs(Args inputs);
   void inputsUnavailable();
   // The op is someone else's business (a fake or subclass tensor): not counted, not reported;

@@ -1,0 +1,340 @@
+"""The public surface: torch.ops.util.*, torchutil.profile / Profiler / ProfileResult, fields,
+peaks and build information."""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+import torchvision.models as tvm
+
+import torchutil
+
+PEAK = 1e12  # a given peak keeps the timed CPU GEMM out of the tests that do not need it
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+def net_flops(n, h, w):
+    """(matrix, vector) FLOPs of Net on [n, 3, h, w], from the convention."""
+    positions = n * 8 * h * w
+    matrix = 2 * positions * 3 * 9 + 2 * n * 8 * 10
+    # conv bias 1, batch norm (inference) 2, relu 1, adaptive pool 1 per element; fc bias
+    vector = 5 * positions + n * 10
+    return matrix, vector
+
+
+def values(summary: torch.Tensor) -> dict[str, float]:
+    assert summary.dtype == torch.float64
+    assert summary.shape == (len(torchutil.FIELDS),)
+    return dict(zip(torchutil.FIELDS, summary.tolist()))
+
+
+@pytest.fixture
+def net():
+    torch.manual_seed(0)
+    return Net().eval()
+
+
+X = torch.randn(2, 3, 10, 12)
+MATRIX, VECTOR = net_flops(2, 10, 12)
+
+
+# ---- torch.ops.util.profile over every kind of model -----------------------------------------
+
+def test_profile_op_eager_module(net):
+    v = values(torch.ops.util.profile(net, X, warmup=1, iters=2, peak_flops=PEAK))
+    assert (v["matrix_flops"], v["vector_flops"]) == (MATRIX, VECTOR)
+    assert v["unknown_op_calls"] == 0
+
+
+def test_profile_op_scripted_module(net):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit.script is deprecated
+        scripted = torch.jit.script(net)
+    v = values(torch.ops.util.profile(scripted, X, warmup=1, iters=2, peak_flops=PEAK))
+    assert (v["matrix_flops"], v["vector_flops"]) == (MATRIX, VECTOR)
+    assert v["unknown_op_calls"] == 0
+
+
+def test_profile_op_compiled_module(net):
+    # backend="aot_eager" runs AOTAutograd's captured aten graph with eager kernels: the same
+    # dispatcher path (and so the same counting) as Inductor's fallbacks, without Inductor's
+    # C++ code generation, which takes minutes on a 2-core CPU. The warm-up forward does the
+    # tracing, so the counted forward sees only the compiled graph's ops.
+    compiled = torch.compile(net, backend="aot_eager")
+    v = values(torch.ops.util.profile(compiled, X, warmup=1, iters=2, peak_flops=PEAK))
+    assert (v["matrix_flops"], v["vector_flops"]) == (MATRIX, VECTOR)
+    assert v["unknown_op_calls"] == 0  # dynamo's own RecordFunctions are not ops
+    result = torchutil.profile(compiled, X, warmup=1, iters=1, peak_flops=PEAK)
+    assert result.unknown_ops == {}
+
+
+def test_profile_op_plain_function(net):
+    a = torch.randn(6, 5)
+    v = values(torch.ops.util.profile(lambda x: x @ x.T, a, warmup=0, iters=1, peak_flops=PEAK))
+    assert (v["matrix_flops"], v["vector_flops"]) == (2 * 6 * 5 * 6, 0)
+    v = values(torch.ops.util.profile(lambda x: net(x), X, warmup=0, iters=1, peak_flops=PEAK))
+    assert (v["matrix_flops"], v["vector_flops"]) == (MATRIX, VECTOR)
+
+
+def test_profile_several_inputs():
+    a, b = torch.randn(3, 4), torch.randn(4, 7)
+    result = torchutil.profile(torch.mm, (a, b), warmup=0, iters=1, peak_flops=PEAK)
+    assert result.matrix_flops == 2 * 3 * 4 * 7
+    assert result.batch_size == 3
+
+
+def test_summary_fields_consistent(net):
+    v = values(torch.ops.util.profile(net, X, warmup=1, iters=3, peak_flops=PEAK))
+    assert v["seconds"] > 0
+    assert v["flops"] == v["matrix_flops"] + v["vector_flops"]
+    assert v["utilization"] == pytest.approx(v["achieved_flops_per_second"] / PEAK, rel=1e-12)
+    assert v["peak_flops_per_second"] == PEAK
+    assert v["achieved_flops_per_second"] == pytest.approx(v["flops"] / v["seconds"], rel=1e-12)
+    assert v["matrix_utilization"] == pytest.approx(v["matrix_flops"] / v["seconds"] / PEAK,
+                                                    rel=1e-12)
+    assert v["inputs_per_second"] == pytest.approx(X.shape[0] / v["seconds"], rel=1e-12)
+    assert v["arithmetic_intensity"] == pytest.approx(v["flops"] / v["bytes"], rel=1e-12)
+    assert v["batch_size"] == X.shape[0]
+    assert v["iterations"] == 3
+    assert v["cuda_graph"] == 0
+    assert v["counted_op_calls"] > 0
+
+
+def test_field_helper(net):
+    s = torch.ops.util.profile(net, X, warmup=0, iters=1, peak_flops=PEAK)
+    for name in ("flops", "seconds", "utilization"):
+        assert torchutil.field(s, name).item() == s[torchutil.FIELDS.index(name)].item()
+    stacked = torch.stack([s, 2 * s])
+    assert torchutil.field(stacked, "matrix_flops").tolist() == [MATRIX, 2 * MATRIX]
+    with pytest.raises(KeyError, match="no_such_field"):
+        torchutil.field(s, "no_such_field")
+    with pytest.raises(ValueError, match=r"\(3,\)"):
+        torchutil.field(torch.zeros(3), "flops")
+
+
+def test_fields_named_and_documented():
+    assert len(set(torchutil.FIELDS)) == len(torchutil.FIELDS)
+    assert {"utilization", "matrix_utilization", "flops", "matrix_flops", "vector_flops", "bytes",
+            "arithmetic_intensity", "seconds", "inputs_per_second", "achieved_flops_per_second",
+            "peak_flops_per_second", "batch_size", "iterations", "counted_op_calls",
+            "unknown_op_calls", "cuda_graph"} <= set(torchutil.FIELDS)
+    docs = torchutil.fields.FIELD_DOCS
+    assert set(docs) == set(torchutil.FIELDS) and all(docs.values())
+    assert {"calls", "matrix_flops", "vector_flops", "bytes"} <= set(torchutil.OP_FIELDS)
+
+
+# ---- ProfileResult ---------------------------------------------------------------------------
+
+@pytest.fixture
+def result(net):
+    return torchutil.profile(net, X, warmup=1, iters=2, peak_flops=PEAK)
+
+
+def test_result_attributes_mirror_summary(result):
+    assert result.summary.shape == (len(torchutil.FIELDS),)
+    for name, value in zip(torchutil.FIELDS, result.summary.tolist()):
+        got = getattr(result, name)
+        assert got == value or (math.isnan(got) and math.isnan(value)), name
+    assert (result.matrix_flops, result.vector_flops) == (MATRIX, VECTOR)
+    assert result.device == "cpu"
+    assert result.timing_mode == "eager"
+    assert result.peak_source == "given by the caller"
+    assert result.peak_dtype == "fp32"
+    with pytest.raises(AttributeError, match="not_a_field"):
+        result.not_a_field
+
+
+def test_top_ops(result):
+    top = result.top_ops(3)
+    assert len(top) == 3
+    assert [r.flops for r in top] == sorted((r.flops for r in result.ops), reverse=True)[:3]
+    assert top[0].op == "aten::convolution" and top[0].module == "conv"
+    by_bytes = result.top_ops(1, by="bytes")[0]
+    assert by_bytes.bytes == max(r.bytes for r in result.ops)
+
+
+def nan_to_none(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [nan_to_none(v) for v in value]
+    return value
+
+
+def test_to_dict_and_json_round_trip(result):
+    d = result.to_dict()
+    assert d["summary"]["matrix_flops"] == MATRIX
+    assert [row["op"] for row in d["ops"]] == [r.op for r in result.ops]
+    assert d["unknown_ops"] == {}
+    assert d["device"] == "cpu"
+    assert json.loads(result.to_json()) == nan_to_none(d)
+
+
+def test_to_json_of_meta_result_has_no_nan(net):
+    meta = torchutil.profile(Net().eval().to("meta"), X.to("meta"))
+    loaded = json.loads(meta.to_json())  # NaN is not JSON: it must come out as null
+    assert loaded["summary"]["seconds"] is None
+    assert loaded["summary"]["matrix_flops"] == MATRIX
+
+
+def test_format(result):
+    text = result.format()
+    assert "device cpu" in text
+    assert "timing eager" in text
+    assert "aten::convolution" in text
+    assert f"{MATRIX / 1e9:.3f}" in text
+    assert str(result) == text
+
+
+def test_module_paths_in_rows():
+    torch.manual_seed(0)
+    model = tvm.resnet18(weights=None).eval()
+    result = torchutil.profile(model, torch.randn(1, 3, 64, 64), warmup=0, iters=1,
+                               peak_flops=PEAK)
+    rows = {(r.op, r.module): r for r in result.ops}
+    convs = {name for name, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)}
+    assert {m for op, m in rows if op == "aten::convolution"} == convs
+    assert rows["aten::convolution", "layer1.0.conv1"].calls == 1
+    assert rows["aten::convolution", "layer1.0.conv1"].matrix_flops == 2 * 64 * 16 * 16 * 64 * 9
+    assert ("aten::batch_norm", "bn1") in rows
+    assert ("aten::max_pool2d", "maxpool") in rows
+    assert ("aten::adaptive_avg_pool2d", "avgpool") in rows
+    assert ("aten::addmm", "fc") in rows
+    assert rows["aten::relu_", "layer1.0.relu"].calls == 2  # a block's ReLU runs twice
+    assert rows["aten::add_", "layer1.0"].calls == 1  # the residual, in the block itself
+
+
+def test_profiler_matches_profile():
+    torch.manual_seed(0)
+    model = tvm.resnet18(weights=None).eval()
+    x = torch.randn(2, 3, 64, 64)
+    profiled = torchutil.profile(model, x, warmup=0, iters=1, peak_flops=PEAK)
+    with torch.inference_mode(), torchutil.Profiler(model, batch_size=2, peak_flops=PEAK) as prof:
+        model(x)
+    block = prof.result
+    assert (block.matrix_flops, block.vector_flops, block.bytes) == (
+        profiled.matrix_flops, profiled.vector_flops, profiled.bytes)
+    key = lambda r: (r.op, r.module, r.dtype, r.calls, r.matrix_flops, r.vector_flops, r.bytes)
+    assert [key(r) for r in block.ops] == [key(r) for r in profiled.ops]
+    assert block.timing_mode == "wall"
+    assert block.iterations == 1
+    assert block.batch_size == 2
+    assert block.inputs_per_second == pytest.approx(2 / block.seconds, rel=1e-12)
+
+
+def test_profiler_without_model_counts_functional_code():
+    a, b = torch.randn(5, 6), torch.randn(6, 7)
+    with torchutil.Profiler(peak_flops=PEAK) as prof:
+        torch.relu(torch.mm(a, b))
+    assert prof.result.matrix_flops == 2 * 5 * 6 * 7
+    assert prof.result.vector_flops == 5 * 7
+    assert {r.module for r in prof.result.ops} == {""}
+
+
+class CountsForwards(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * 2
+
+
+@pytest.mark.parametrize("warmup,iters", [(0, 1), (2, 3), (4, 2)])
+def test_warmup_and_iters_honored(warmup, iters):
+    model = CountsForwards()
+    result = torchutil.profile(model, torch.randn(3), warmup=warmup, iters=iters,
+                               peak_flops=PEAK)
+    # warmup forwards, the last of which (or one extra when warmup=0) is counted; then iters
+    assert model.calls == max(warmup, 1) + iters
+    assert result.iterations == iters
+    assert result.vector_flops == 3  # one counted forward, not warmup + iters of them
+    model.calls = 0
+    s = torch.ops.util.profile(model, torch.randn(3), warmup=warmup, iters=iters,
+                               peak_flops=PEAK)
+    assert model.calls == max(warmup, 1) + iters
+    assert torchutil.field(s, "iterations").item() == iters
+
+
+def test_peak_flops_override(net):
+    r = torchutil.profile(net, X, warmup=0, iters=2, peak_flops=5e9)
+    assert r.peak_flops_per_second == 5e9
+    assert r.peak_source == "given by the caller"
+    assert r.utilization == pytest.approx(r.achieved_flops_per_second / 5e9, rel=1e-12)
+
+
+def test_measured_peak_on_cpu(net):
+    value, source = torchutil.peak_flops("cpu", torch.float32, "measured")
+    assert value > 0 and math.isfinite(value)
+    assert source.startswith("measured") and "cpu" in source
+    assert torch.ops.util.peak_flops(torch.device("cpu"), "float32", "measured")[0] == value
+    r = torchutil.profile(net, X, warmup=0, iters=2, peak="measured")
+    assert r.peak_flops_per_second == value  # cached per device and dtype
+    assert r.peak_source == source
+
+
+def test_peak_on_meta_is_nan():
+    value, source = torchutil.peak_flops("meta", torch.float16)
+    assert math.isnan(value)
+    assert source.startswith("none")
+
+
+def test_utilization_op():
+    flops = torch.tensor([1e9, 4e9], dtype=torch.float64)
+    seconds = torch.tensor([0.5, 2.0], dtype=torch.float64)
+    peak = torch.tensor([4e9, 8e9], dtype=torch.float64)
+    expected = [1e9 / 0.5 / 4e9, 4e9 / 2.0 / 8e9]
+    assert torch.ops.util.utilization(flops, seconds, peak).tolist() == expected
+    assert torchutil.utilization(flops, seconds, peak).tolist() == expected
+    with pytest.raises(ValueError, match="Long"):
+        torch.ops.util.utilization(torch.tensor([1]), seconds, peak)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_opcheck_utilization(dtype):
+    flops = torch.rand(4, dtype=dtype) * 1e9
+    seconds = torch.rand(4, dtype=dtype) + 0.1
+    peak = torch.full((4,), 1e10, dtype=dtype)
+    torch.library.opcheck(torch.ops.util.utilization.default, (flops, seconds, peak))
+    torch.library.opcheck(torch.ops.util.utilization.default,
+                          (torch.rand(2, 3, dtype=dtype), torch.rand(2, 3, dtype=dtype) + 0.1,
+                           torch.tensor(1e10, dtype=dtype)))
+
+
+def test_formula_ops_cover_families():
+    names = torch.ops.util.formula_ops()
+    assert names == sorted(set(names))
+    for op in ["mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "convolution", "conv2d",
+               "scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
+               "_native_multi_head_attention", "add", "mul", "relu", "gelu", "batch_norm",
+               "layer_norm", "group_norm", "softmax", "max_pool2d", "avg_pool2d",
+               "adaptive_avg_pool2d", "sum", "mean", "var", "upsample_bilinear2d", "cat"]:
+        assert f"aten::{op}" in names, op
+    assert "aten::fft_fft" not in names  # reported as unknown instead (test_formulas)
+
+
+def test_build_info():
+    info = torchutil.build_info()
+    assert {"cuda", "cupti", "torch_version"} <= set(info)
+    assert isinstance(info["cuda"], bool) and isinstance(info["cupti"], bool)
+    # Built against the torch that runs it (a mismatch would break the ABI).
+    assert info["torch_version"].split("+")[0] == torch.__version__.split("+")[0]
+    assert not info["cupti"] or info["cuda"]

@@ -1,0 +1,111 @@
+"""GPU behaviour: timing with CUDA events and graph replays, peaks, counts on CUDA kernels.
+
+Every test here needs a CUDA GPU; conftest.py skips them where torch.cuda.is_available() is
+False.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+import torch
+import torchvision.models as tvm
+from torch.utils.flop_counter import FlopCounterMode
+
+import torchutil
+
+pytestmark = pytest.mark.cuda
+
+# Dense bfloat16 tensor-core peaks of NVIDIA's datasheets, TFLOP/s, by the variant in the name.
+H100_H200_BF16_TFLOPS = {"PCIE": 756.0, "NVL": 835.5, "SXM": 989.4}
+
+
+@pytest.fixture(scope="module")
+def resnet18_fp16():
+    torch.manual_seed(0)
+    return tvm.resnet18(weights=None).eval().to("cuda", torch.float16)
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return torch.randn(8, 3, 224, 224, device="cuda", dtype=torch.float16)
+
+
+def test_profile_resnet18_fp16_eager(resnet18_fp16, batch):
+    result = torchutil.profile(resnet18_fp16, batch, warmup=3, iters=10)
+    assert 0 < result.utilization < 1
+    assert result.peak_source.startswith(("datasheet", "computed")), result.peak_source
+    assert result.peak_dtype == "fp16"
+    assert result.timing_mode == "eager"
+    assert result.cuda_graph == 0
+    assert result.device.startswith("cuda")
+    assert result.seconds > 0
+    assert result.utilization == pytest.approx(
+        result.flops / result.seconds / result.peak_flops_per_second, rel=1e-9)
+    assert {r.dtype for r in result.ops if r.op_class == "matrix"} == {"Half"}
+    assert result.unknown_ops == {}
+
+
+def test_profile_resnet18_fp16_cuda_graph(resnet18_fp16, batch):
+    eager = torchutil.profile(resnet18_fp16, batch, warmup=1, iters=2)
+    result = torchutil.profile(resnet18_fp16, batch, warmup=3, iters=10, cuda_graph=True)
+    assert result.timing_mode == "cuda_graph"
+    assert result.cuda_graph == 1
+    assert result.iterations == 10
+    assert 0 < result.utilization < 1
+    assert result.flops == eager.flops  # the count is the same eager forward either way
+
+
+def test_event_seconds_agree_with_torch_cuda_events(resnet18_fp16, batch):
+    result = torchutil.profile(resnet18_fp16, batch, warmup=5, iters=20)
+    times = []
+    with torch.inference_mode():
+        for _ in range(5):
+            resnet18_fp16(batch)
+        torch.cuda.synchronize()
+        for _ in range(20):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            resnet18_fp16(batch)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)  # ms -> s
+    reference = statistics.median(times)
+    # Loose: both are medians of the same forwards, but clocks and tracing overhead vary.
+    assert reference / 3 < result.seconds < reference * 3, (result.seconds, reference)
+
+
+def test_matrix_flops_equal_flop_counter_on_cuda(resnet18_fp16, batch):
+    with FlopCounterMode(display=False) as oracle, torch.no_grad():
+        resnet18_fp16(batch)
+    result = torchutil.profile(resnet18_fp16, batch, warmup=1, iters=1)
+    assert result.matrix_flops == oracle.get_total_flops()
+
+
+def test_datasheet_bf16_peak_of_h100_h200():
+    name = torch.cuda.get_device_name().upper()
+    if "H100" not in name and "H200" not in name:
+        pytest.skip(f"the datasheet value checked here is for an H100/H200, not {name}")
+    variant = next((v for v in ("PCIE", "NVL") if v in name), "SXM")
+    value, source = torchutil.peak_flops("cuda", torch.bfloat16)
+    assert value == pytest.approx(H100_H200_BF16_TFLOPS[variant] * 1e12, rel=1e-9)
+    assert source.startswith("datasheet")
+    assert torchutil.peak_flops("cuda", torch.bfloat16, "datasheet")[0] == value
+
+
+def test_computed_peak_positive():
+    value, source = torchutil.peak_flops("cuda", torch.float16, "computed")
+    assert value > 0 and math.isfinite(value)
+    assert source.startswith("computed")
+
+
+def test_input_on_cuda_model_on_cpu():
+    model = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4, device="cuda")
+    message = r"input is on cuda.* but the model's parameters are on cpu"
+    with pytest.raises(ValueError, match=message):
+        torchutil.profile(model, x)
+    assert torch.ops.util._live_callbacks() == 0
+

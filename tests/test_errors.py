@@ -1,0 +1,257 @@
+"""Bad input: a clear error that names the problem and the value, and nothing left behind (no
+RecordFunction callback, no running count; the conftest fixture checks that after every test,
+and each test here profiles again afterwards to show the state is usable)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+import torchvision.models as tvm
+
+import torchutil
+
+PEAK = 1e12
+
+
+@pytest.fixture
+def linear():
+    torch.manual_seed(0)
+    return torch.nn.Linear(4, 3).eval()
+
+
+X = torch.randn(2, 4)
+LINEAR_FLOPS = 2 * 2 * 4 * 3 + 2 * 3
+
+
+def assert_clean_and_usable(model=None):
+    assert torch.ops.util._live_callbacks() == 0
+    assert torch.ops.util._counting() is False
+    model = model if model is not None else torch.nn.Linear(4, 3)
+    assert torchutil.profile(model, X, warmup=0, iters=1, peak_flops=PEAK).flops == LINEAR_FLOPS
+
+
+@pytest.mark.parametrize("entry", ["profile", "op"])
+def test_model_not_callable(entry):
+    call = torchutil.profile if entry == "profile" else torch.ops.util.profile
+    with pytest.raises(TypeError, match=r"model must be .*callable, got int"):
+        call(42, X)
+    with pytest.raises(TypeError, match=r"got str"):
+        call("resnet18", X)
+    assert_clean_and_usable()
+
+
+def test_x_not_a_tensor(linear):
+    with pytest.raises(TypeError, match=r"x must be a Tensor.*got str"):
+        torchutil.profile(linear, "not a tensor")
+    with pytest.raises(TypeError, match=r"got list"):
+        torchutil.profile(linear, [X, 3])
+    with pytest.raises(TypeError, match=r"got tuple"):
+        torchutil.profile(linear, ())
+    with pytest.raises(RuntimeError, match=r"Tensor.*'x'|'x'.*Tensor"):
+        torch.ops.util.profile(linear, 3.0)
+    assert_clean_and_usable(linear)
+
+
+def test_x_zero_dim(linear):
+    with pytest.raises(ValueError, match="batch dimension, got a 0-d tensor"):
+        torchutil.profile(linear, torch.tensor(1.0))
+    with pytest.raises(ValueError, match="0-d"):
+        torch.ops.util.profile(linear, torch.tensor(1.0))
+    assert_clean_and_usable(linear)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"iters": 0}, "iters must be >= 1, got 0"),
+    ({"iters": -5}, "iters must be >= 1, got -5"),
+    ({"warmup": -1}, "warmup must be >= 0, got -1"),
+    ({"peak": "bogus"}, "peak must be one of .*got 'bogus'"),
+    ({"peak_flops": -1.0}, "peak_flops must be a positive number of FLOP/s, got -1"),
+    ({"peak_flops": float("inf")}, "peak_flops must be a positive number .*got inf"),
+])
+def test_bad_options(linear, kwargs, message):
+    model = CountsForwards(linear)
+    with pytest.raises(ValueError, match=message):
+        torchutil.profile(model, X, **kwargs)
+    with pytest.raises(ValueError, match=message):
+        torch.ops.util.profile(model, X, **kwargs)
+    if "peak_flops" not in kwargs:
+        assert model.calls == 0  # rejected before anything ran
+    assert_clean_and_usable(linear)
+
+
+class CountsForwards(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.inner(x)
+
+
+def test_wrong_device(linear):
+    # Parameters on meta, input on the CPU: the wrong-device case a CPU-only machine can build.
+    meta = torch.nn.Linear(4, 3).to("meta")
+    with pytest.raises(ValueError, match=r"input is on cpu but the model's parameters are on meta"):
+        torchutil.profile(meta, X)
+    with pytest.raises(ValueError, match=r"input is on meta but the model's parameters are on cpu"):
+        torch.ops.util.profile(linear, X.to("meta"))
+    with pytest.raises(ValueError, match=r"different devices: input 0 on cpu, input 1 on meta"):
+        torchutil.profile(lambda a, b: a, (X, X.to("meta")))
+    assert_clean_and_usable(linear)
+
+
+def test_cuda_graph_needs_cuda_input(linear):
+    with pytest.raises(ValueError, match=r"cuda_graph=True needs CUDA inputs, got cpu"):
+        torchutil.profile(linear, X, cuda_graph=True)
+    assert_clean_and_usable(linear)
+
+
+class ModelError(Exception):
+    pass
+
+
+class Raises(torch.nn.Module):
+    def __init__(self, exc, on_call=1):
+        super().__init__()
+        self.exc, self.on_call, self.calls = exc, on_call, 0
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.calls += 1
+        x = self.fc(x)
+        if self.calls == self.on_call:
+            raise self.exc
+        return x
+
+
+@pytest.mark.parametrize("on_call", [1, 2, 3])  # in warm-up, the counted forward, timing
+def test_exception_in_forward_propagates(linear, on_call):
+    model = Raises(ModelError("shape mismatch in block 7"), on_call)
+    with pytest.raises(ModelError, match="shape mismatch in block 7"):
+        torchutil.profile(model, X, warmup=2, iters=3, peak_flops=PEAK)
+    model = Raises(ValueError("bad value 0.5"), on_call)
+    with pytest.raises(ValueError, match="bad value 0.5"):
+        torch.ops.util.profile(model, X, warmup=2, iters=3, peak_flops=PEAK)
+    assert_clean_and_usable(linear)
+
+
+@pytest.mark.parametrize("warmup", [0, 1])  # raised while counting, or while timing
+def test_keyboard_interrupt_in_forward(linear, warmup):
+    model = Raises(KeyboardInterrupt(), on_call=warmup + 1 if warmup else 1)
+    with pytest.raises(KeyboardInterrupt):
+        torchutil.profile(model, X, warmup=warmup, iters=2, peak_flops=PEAK)
+    assert_clean_and_usable(linear)
+
+
+def test_exception_inside_profiler_block(linear):
+    with pytest.raises(ModelError, match="inside the block"):
+        with torchutil.Profiler(peak_flops=PEAK) as prof:
+            linear(X)
+            raise ModelError("inside the block")
+    assert prof.result is None
+    with pytest.raises(KeyboardInterrupt):
+        with torchutil.Profiler(linear, peak_flops=PEAK):
+            raise KeyboardInterrupt
+    assert_clean_and_usable(linear)
+
+
+class ProfilesItself(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        torchutil.profile(self.inner, x, warmup=0, iters=1, peak_flops=PEAK)
+        return self.inner(x)
+
+
+def test_nested_profile_in_forward(linear):
+    with pytest.raises(RuntimeError, match="nested"):
+        torchutil.profile(ProfilesItself(linear), X, warmup=0, iters=1, peak_flops=PEAK)
+    assert_clean_and_usable(linear)
+
+
+def test_nested_profilers(linear):
+    with pytest.raises(RuntimeError, match="nested"):
+        with torchutil.Profiler(peak_flops=PEAK):
+            with torchutil.Profiler(peak_flops=PEAK):
+                pass
+    with pytest.raises(RuntimeError, match="nested"):
+        with torchutil.Profiler(peak_flops=PEAK):
+            torchutil.profile(linear, X)
+    assert_clean_and_usable(linear)
+
+
+def test_outer_profiler_survives_a_rejected_inner_one(linear):
+    with torchutil.Profiler(peak_flops=PEAK) as outer:
+        linear(X)
+        with pytest.raises(RuntimeError, match="nested"):
+            with torchutil.Profiler(peak_flops=PEAK):
+                pass
+        linear(X)
+    assert outer.result.flops == 2 * LINEAR_FLOPS
+    assert_clean_and_usable(linear)
+
+
+def test_bad_profiler_arguments(linear):
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
+        torchutil.Profiler(batch_size=0)
+    with pytest.raises(ValueError, match="got 'bogus'"):
+        with torchutil.Profiler(peak="bogus"):  # checked when the block ends
+            linear(X)
+    with pytest.raises(ValueError, match="got -3"):
+        with torchutil.Profiler(peak_flops=-3.0):
+            linear(X)
+    assert_clean_and_usable(linear)
+
+
+def test_bad_peak_requests():
+    with pytest.raises(ValueError, match="got 'bogus'"):
+        torchutil.peak_flops("cpu", torch.float32, "bogus")
+    with pytest.raises(ValueError, match="unknown dtype 'float7'"):
+        torchutil.peak_flops("cpu", "float7")
+    with pytest.raises(ValueError, match="not for cpu"):
+        torchutil.peak_flops("cpu", torch.float32, "datasheet")
+
+
+def test_two_threads_profile_at_once():
+    torch.manual_seed(0)
+    models = {"resnet18": tvm.resnet18(weights=None).eval(),
+              "mobilenet_v3_small": tvm.mobilenet_v3_small(weights=None).eval()}
+    x = torch.randn(1, 3, 64, 64)
+
+    def summary(result):
+        return (result.matrix_flops, result.vector_flops, result.bytes,
+                [(r.op, r.module, r.calls) for r in result.ops])
+
+    alone = {name: summary(torchutil.profile(m, x, warmup=0, iters=1, peak_flops=PEAK))
+             for name, m in models.items()}
+    barrier = threading.Barrier(len(models))
+    seen: dict[str, list] = {name: [] for name in models}
+    errors: list[BaseException] = []
+
+    def work(name):
+        try:
+            barrier.wait()
+            for _ in range(6):
+                result = torchutil.profile(models[name], x, warmup=1, iters=2, peak_flops=PEAK)
+                seen[name].append(summary(result))
+            assert torch.ops.util._counting() is False
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(name,)) for name in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for name in models:
+        assert len(seen[name]) == 6
+        for s in seen[name]:
+            # FLOPs, bytes and the module of every row as when profiled alone: the other
+            # thread's ops and module hooks do not leak into this thread's count.
+            assert s == alone[name], name
