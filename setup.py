@@ -129,6 +129,11 @@ setup(
     description="GPU utilization of PyTorch inference: FLOPs counted in the dispatcher, "
     "kernels traced with CUPTI, utilization as tensors",
     packages=find_packages(include=["torchutil", "torchutil.*"]),
+    # The NATS-Bench accuracy table and its source/license note (torchutil/nas/data), listed
+    # here for wheels and sdists alike. include_package_data stays off: with it on, setuptools
+    # takes the data folder for an undeclared package and warns that it would be ignored.
+    package_data={"torchutil.nas": ["data/*.csv", "data/*.md"]},
+    include_package_data=False,
     python_requires=">=3.10",
     install_requires=["torch>=2.4"],
     ext_modules=[_extension()],

@@ -111,14 +111,18 @@ def main() -> None:
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
     print(f"{args.model} batch {args.batch} {args.dtype} {'channels_last' if channels_last else 'contiguous'} "
           f"on {where}; torch {torch.__version__}; median of {args.rounds} interleaved rounds")
-    print(f"{'variant':<16}{'ms/forward':>12}{'x plain':>10}")
+    # Paired: the ratio to the plain forward of the same round, then the median over rounds;
+    # steadier than a ratio of medians when the host drifts during the run.
+    paired = {k: statistics.median(a / b for a, b in zip(v, samples["plain"])) for k, v in samples.items()}
+    print(f"{'variant':<16}{'ms/forward':>12}{'x plain':>10}{'paired x':>10}")
     for k, v in med.items():
-        print(f"{k:<16}{1e3 * v:>12.3f}{v / med['plain']:>10.3f}")
+        print(f"{k:<16}{1e3 * v:>12.3f}{v / med['plain']:>10.3f}{paired[k]:>10.3f}")
     trace = _trace_overhead(model, x, args) if device.type == "cuda" else None
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "device": where, "median_seconds": med,
                        "ratio_to_plain": {k: v / med["plain"] for k, v in med.items()},
+                       "paired_ratio_to_plain": paired,
                        "samples": samples, "trace": trace}, f, indent=2)
 
 
@@ -126,18 +130,19 @@ def _trace_overhead(model, x, args) -> dict:
     """Kernel tracing's cost: the timed loop of torchutil.profile with and without CUPTI,
     interleaved; and the traced kernel time against the untraced event time."""
     untraced, traced, kernel = [], [], []
-    for _ in range(max(3, args.rounds // 3)):
+    for _ in range(max(5, args.rounds // 3)):
         r0 = torchutil.profile(model, x, warmup=2, iters=args.profile_iters, trace=False)
         r1 = torchutil.profile(model, x, warmup=2, iters=args.profile_iters, trace=True)
         untraced.append(r0.seconds)
         traced.append(r1.seconds)
         kernel.append(r1.kernel_seconds)
     m0, m1, mk = (statistics.median(v) for v in (untraced, traced, kernel))
+    paired = statistics.median(b / a for a, b in zip(untraced, traced))
     print(f"kernel tracing: timed forward {1e3 * m0:.3f} ms untraced, {1e3 * m1:.3f} ms traced "
-          f"({m1 / m0:.3f}x); traced kernel time {1e3 * mk:.3f} ms = {100 * mk / m0:.1f} % of the "
+          f"({m1 / m0:.3f}x, paired {paired:.3f}x); traced kernel time {1e3 * mk:.3f} ms = {100 * mk / m0:.1f} % of the "
           f"untraced forward, {100 * mk / m1:.1f} % of the traced one")
     return {"untraced_seconds": untraced, "traced_seconds": traced, "kernel_seconds": kernel,
-            "ratio": m1 / m0}
+            "ratio": m1 / m0, "paired_ratio": paired}
 
 
 if __name__ == "__main__":

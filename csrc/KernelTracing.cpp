@@ -26,6 +26,7 @@ class CuptiKernelTracing final : public KernelTracing {
 
   void countedDone() override {
     synchronizeDevice(device_);
+    tracer_->stopCorrelating();
     countedEnd_ = cupti::CuptiTracer::timestamp();
   }
 

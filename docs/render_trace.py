@@ -61,7 +61,7 @@ def main() -> None:
     ax.set_xlabel("milliseconds")
     ax.set_title(args.title or f"torchutil trace on {gpu_name}", fontsize=10)
     ax.legend(handles=[Patch(color=c, label=key or "other") for key, c in FAMILIES],
-              loc="upper right", fontsize=7, ncol=len(FAMILIES))
+              loc="upper center", bbox_to_anchor=(0.5, -0.35), fontsize=7, ncol=len(FAMILIES))
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
 

@@ -91,6 +91,37 @@ const char* opEventKindName(OpEvent::Kind k) {
   return "?";
 }
 
+namespace {
+
+bool isIntegral(std::string_view dtype) {
+  for (std::string_view d : {"Long", "Int", "Short", "Char", "Byte", "Bool", "UInt16", "UInt32",
+                             "UInt64"}) {
+    if (dtype == d) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// No tensor among args holds floating-point (or complex) values.
+bool allIntegral(const Args& args) {
+  for (const Arg& a : args) {
+    if (a.kind == ArgKind::Tensor && !isIntegral(a.tensor.dtype)) {
+      return false;
+    }
+    if (a.kind == ArgKind::TensorList) {
+      for (const TensorInfo& t : a.tensors) {
+        if (!isIntegral(t.dtype)) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 CountSession::CountSession(const FormulaRegistry& registry) : registry_(registry) {
   frames_.reserve(64);
 }
@@ -202,9 +233,13 @@ void CountSession::exit(const Args& outputs) {
   if (f.counted) {
     counted_ = f.prevCounted;
     if (!f.superseded) {
-      const Cost cost = f.entry->formula != nullptr ? f.entry->formula(f.inputs, outputs) : Cost{};
+      Cost cost = f.entry->formula != nullptr ? f.entry->formula(f.inputs, outputs) : Cost{};
+      const TensorInfo* first = firstTensor(f.inputs);
+      if (f.entry->opClass == OpClass::Vector && first != nullptr && allIntegral(f.inputs)) {
+        cost.vectorFlops = 0;  // integer arithmetic (a step counter) is no floating-point work
+      }
       const int64_t bytes = totalBytes(f.inputs) + totalBytes(outputs);
-      const TensorInfo* t = firstTensor(f.inputs);
+      const TensorInfo* t = first;
       const std::string& module = modules_[std::min(f.module, modules_.size() - 1)];
       const size_t row =
           table_.add(f.name, module, t != nullptr ? t->dtype : "", f.entry->opClass, cost, bytes);

@@ -6,6 +6,7 @@
 #include <torch/csrc/profiler/orchestration/observer.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <mutex>
 #include <utility>
 
@@ -26,9 +27,25 @@ namespace {
 
 constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
 constexpr size_t kBufferBytes = 4 * 1024 * 1024;
-constexpr CUpti_ActivityKind kKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+// Recorded for the whole trace.
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                         CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+// Recorded while correlating (the counted forward): CUPTI emits external-correlation records
+// only for API calls it traces, so the runtime and driver APIs are on too (their own records
+// are dropped). Off for the timed forwards, where they would only add launch overhead.
+constexpr CUpti_ActivityKind kCorrelationKinds[] = {CUPTI_ACTIVITY_KIND_RUNTIME,
+                                                    CUPTI_ACTIVITY_KIND_DRIVER,
+                                                    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+
+// CUPTI's default clock on Linux is CLOCK_REALTIME in nanoseconds. Kineto (torch.profiler)
+// registers its own, a TSC-based approximate time in other units, and leaves it registered;
+// a trace after torch.profiler would then read durations in TSC ticks. So every trace sets the
+// default clock back (Kineto registers its own again whenever it starts).
+uint64_t CUPTIAPI realtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // What the buffer callbacks fill. CUPTI calls them from its own thread or from the flushing
 // thread, so everything here is under the mutex.
@@ -184,8 +201,12 @@ CuptiTracer::CuptiTracer() {
   }
   active_ = true;
   try {
+    TORCHUTIL_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(realtimeNs));
     TORCHUTIL_CUPTI_CALL(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted));
     for (CUpti_ActivityKind kind : kKinds) {
+      TORCHUTIL_CUPTI_CALL(cuptiActivityEnable(kind));
+    }
+    for (CUpti_ActivityKind kind : kCorrelationKinds) {
       TORCHUTIL_CUPTI_CALL(cuptiActivityEnable(kind));
     }
   } catch (...) {
@@ -206,12 +227,21 @@ void CuptiTracer::release() noexcept {
   for (CUpti_ActivityKind kind : kKinds) {
     cuptiActivityDisable(kind);  // best effort: a kind that was never enabled reports an error
   }
+  for (CUpti_ActivityKind kind : kCorrelationKinds) {
+    cuptiActivityDisable(kind);
+  }
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
   rec.tracing = false;
   rec.kernels.clear();
   rec.externalIds.clear();
+}
+
+void CuptiTracer::stopCorrelating() {
+  for (CUpti_ActivityKind kind : kCorrelationKinds) {
+    TORCHUTIL_CUPTI_CALL(cuptiActivityDisable(kind));
+  }
 }
 
 void CuptiTracer::flush() {

@@ -20,7 +20,8 @@ class CuptiTracer {
   // torchutil trace is running in this process.
   static std::string unavailableReason();
 
-  // Enables kernel, memcpy, memset and external-correlation records. Throws c10::Error naming
+  // Enables kernel, memcpy, memset and external-correlation records, with CUPTI's default clock
+  // (CLOCK_REALTIME, ns) for their timestamps. Throws c10::Error naming
   // the CUPTI call and CUPTI's message when CUPTI refuses (another tool owns it, say); nothing
   // stays enabled then.
   CuptiTracer();
@@ -29,6 +30,9 @@ class CuptiTracer {
   CuptiTracer(const CuptiTracer&) = delete;
   CuptiTracer& operator=(const CuptiTracer&) = delete;
 
+  // Ends the correlation of API calls to external ids (the runtime/driver API records it needs
+  // cost launch time); kernel records go on.
+  void stopCorrelating();
   // Flushes every buffer (the caller has synchronized the device) and returns all records so far.
   void flush();
   std::vector<KernelRecord> takeKernels();

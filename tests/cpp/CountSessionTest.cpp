@@ -368,5 +368,22 @@ TEST(CountTableTest, DominantDtypeCarriesTheMostMatrixThenTheMostFlops) {
   EXPECT_EQ(noDtype.dominantDtype(), "");
 }
 
+// Integer elementwise arithmetic (BatchNorm's num_batches_tracked += 1) moves bytes but does
+// no floating-point work.
+TEST(CountSessionTest, IntegerVectorOpsCostBytesButNoFlops) {
+  CountSession s;
+  call(s, "aten::add_", {t({}, 8, "Long"), Arg::ofInt(1)}, {t({}, 8, "Long")});
+  call(s, "aten::add_", {t({4}), t({4})}, {t({4})});
+  // A boolean condition among floating-point operands is still floating-point work.
+  call(s, "aten::where", {t({4}, 1, "Bool"), t({4}), t({4})}, {t({4})});
+  ASSERT_EQ(s.table().rows().size(), 3u);
+  EXPECT_EQ(s.table().rows()[2].vectorFlops, 4);
+  const OpStats& integer = s.table().rows()[0];
+  EXPECT_EQ(integer.dtype, "Long");
+  EXPECT_EQ(integer.vectorFlops, 0);
+  EXPECT_EQ(integer.bytes, 16);
+  EXPECT_EQ(s.table().rows()[1].vectorFlops, 4);
+}
+
 }  // namespace
 }  // namespace torchutil
