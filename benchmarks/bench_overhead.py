@@ -4,8 +4,9 @@ For one model and input, interleaves rounds of:
   plain          model(x)
   counted        model(x) with torchutil's dispatcher counting on (hooks + formulas)
   Profiler       the same inside `with torchutil.Profiler()` (counting + building the result)
-  profile/fwd    torchutil.profile(model, x, warmup=W, iters=N) wall time / (W + N) forwards:
-                 what a NAS loop pays per forward (one counted forward, the rest unhooked)
+  profile/fwd    torch.ops.util.profile(model, x, warmup=W, iters=N) wall time / (W + N) forwards:
+                 what a NAS loop pays per forward (one counted forward, the rest unhooked;
+                 on CUDA with kernel tracing, and as profile-notrace/fwd without it)
   FlopCounter    model(x) inside torch.utils.flop_counter.FlopCounterMode
   torch.profiler model(x) inside torch.profiler.profile(with_flops=True)
 and prints medians and ratios to plain. Every timing synchronizes the device at both ends.
@@ -83,7 +84,10 @@ def main() -> None:
     warm, iters = 1, args.profile_iters
 
     def profile_call():
-        torchutil.profile(model, x, warmup=warm, iters=iters, peak_flops=1.0)
+        torch.ops.util.profile(model, x, warmup=warm, iters=iters, peak_flops=1.0)
+
+    def profile_untraced():
+        torch.ops.util.profile(model, x, warmup=warm, iters=iters, peak_flops=1.0, trace=False)
 
     def flop_counter():
         with FlopCounterMode(display=False):
@@ -95,6 +99,8 @@ def main() -> None:
 
     variants = {"plain": (plain, 1), "counted": (counted, 1), "Profiler": (profiler_block, 1),
                 "profile/fwd": (profile_call, warm + iters), "FlopCounter": (flop_counter, 1)}
+    if device.type == "cuda":
+        variants["profile-notrace/fwd"] = (profile_untraced, warm + iters)
     if not args.skip_torch_profiler:
         variants["torch.profiler"] = (torch_profiler, 1)
 

@@ -98,7 +98,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   CountResult counted;
   {
     std::unique_ptr<Forward::ModuleScope> modules =
-        forward->compiled() ? nullptr : forward->trackModules();
+        options.modulePaths && !forward->compiled() ? forward->trackModules() : nullptr;
     CountingScope counting(tracing ? tracing->hooks() : nullptr);
     forward->run(inputs);
     counted = counting.finish();

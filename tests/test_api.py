@@ -220,6 +220,13 @@ def test_module_paths_in_rows():
     assert rows["aten::relu_", "layer1.0.relu"].calls == 2  # a block's ReLU runs twice
     assert rows["aten::add_", "layer1.0"].calls == 1  # the residual, in the block itself
 
+    # Without module hooks: the same counts, every op at the top level.
+    bare = torchutil.profile(model, torch.randn(1, 3, 64, 64), warmup=0, iters=1,
+                             peak_flops=PEAK, module_paths=False)
+    assert {r.module for r in bare.ops} == {""}
+    assert (bare.matrix_flops, bare.vector_flops, bare.bytes) == (
+        result.matrix_flops, result.vector_flops, result.bytes)
+
 
 def test_profiler_matches_profile():
     torch.manual_seed(0)

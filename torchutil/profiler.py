@@ -240,6 +240,7 @@ def profile(
     peak_flops: float | None = None,
     trace: bool = True,
     chrome_trace: bool = False,
+    module_paths: bool = True,
 ) -> ProfileResult:
     """Profiles model(*x): utilization, FLOPs, bytes, time and the per-op table.
 
@@ -253,9 +254,12 @@ def profile(
     peak_flops: a number that overrides it.
     trace: on CUDA, record every kernel with CUPTI (kernel time, GPU-busy fraction, per-op
     kernel time; see trace_status); chrome_trace: also build the Perfetto trace (save_trace()).
+    module_paths: name each op's module (Python module hooks on the counted forward; without
+    them the rows' module is ""). torch.ops.util.profile, which returns the summary only, never
+    records them.
     """
     raw = torch.ops.util._profile(model, _as_inputs(x), warmup, iters, cuda_graph, peak, peak_flops,
-                                  trace, chrome_trace)
+                                  trace, chrome_trace, module_paths)
     return ProfileResult._from_op(raw)
 
 

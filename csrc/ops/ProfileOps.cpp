@@ -93,8 +93,10 @@ FullResult toFullResult(const ProfileOutput& out) {
 }
 
 ProfileOptions options(int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
-                       std::optional<double> peakFlops, bool trace, bool chromeTrace = false) {
+                       std::optional<double> peakFlops, bool trace, bool chromeTrace,
+                       bool modulePaths) {
   ProfileOptions o;
+  o.modulePaths = modulePaths;
   o.trace = trace;
   o.chromeTrace = chromeTrace;
   o.warmup = warmup;
@@ -108,17 +110,20 @@ ProfileOptions options(int64_t warmup, int64_t iters, bool cudaGraph, std::strin
 at::Tensor profileOp(const c10::IValue& model, const at::Tensor& x, int64_t warmup, int64_t iters,
                      bool cudaGraph, std::string peak, std::optional<double> peakFlops,
                      bool trace) {
+  // The summary has no per-op rows, so no module paths are recorded.
   return toTensor(profileModel(model, {x},
-                               options(warmup, iters, cudaGraph, std::move(peak), peakFlops, trace))
+                               options(warmup, iters, cudaGraph, std::move(peak), peakFlops, trace,
+                                       /*chromeTrace=*/false, /*modulePaths=*/false))
                       .summary);
 }
 
 FullResult profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                          int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
-                         std::optional<double> peakFlops, bool trace, bool chromeTrace) {
-  return toFullResult(profileModel(
-      model, inputs,
-      options(warmup, iters, cudaGraph, std::move(peak), peakFlops, trace, chromeTrace)));
+                         std::optional<double> peakFlops, bool trace, bool chromeTrace,
+                         bool modulePaths) {
+  return toFullResult(profileModel(model, inputs,
+                                   options(warmup, iters, cudaGraph, std::move(peak), peakFlops,
+                                           trace, chromeTrace, modulePaths)));
 }
 
 void countBeginOp() {
@@ -171,7 +176,7 @@ TORCH_LIBRARY(util, m) {
   static const std::string profileFull =
       std::string("_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, "
                   "bool cuda_graph=False, str peak=\"auto\", float? peak_flops=None, "
-                  "bool trace=True, bool chrome_trace=False) -> ") +
+                  "bool trace=True, bool chrome_trace=False, bool module_paths=True) -> ") +
       kFullResultSchema;
   m.def(profileFull.c_str(), &profileFullOp);
   m.def("_count_begin() -> ()", &countBeginOp);
