@@ -3,6 +3,7 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -85,7 +86,9 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   // Warm-up first, so that lazy initialization and torch.compile's tracing stay out of the
   // count; then one counted forward; then the timed forwards, which run without any hook.
   const bool onMeta = device.is_meta();
-  for (int64_t i = 0; i + 1 < options.warmup; ++i) {
+  // A torch.compile'd forward compiles on its first call: that call is never the counted one.
+  const int64_t plainWarmups = std::max<int64_t>(options.warmup - 1, forward->compiled() ? 1 : 0);
+  for (int64_t i = 0; i < plainWarmups; ++i) {
     forward->run(inputs);
   }
   ProfileOutput out;

@@ -81,6 +81,12 @@ def test_profile_op_compiled_module(net):
     assert v["unknown_op_calls"] == 0  # dynamo's own RecordFunctions are not ops
     result = torchutil.profile(compiled, X, warmup=1, iters=1, peak_flops=PEAK)
     assert result.unknown_ops == {}
+    # A fresh compile with warmup=0: the compiling call is still kept out of the count.
+    fresh = torch.compile(net, backend="aot_eager")
+    result = torchutil.profile(fresh, X, warmup=0, iters=1, peak_flops=PEAK)
+    assert (result.matrix_flops, result.vector_flops) == (MATRIX, VECTOR)
+    assert result.unknown_ops == {}
+    assert {r.op_class for r in result.ops} <= {"matrix", "vector"}  # no tracing-time copies
 
 
 def test_profile_op_plain_function(net):

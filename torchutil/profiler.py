@@ -244,7 +244,8 @@ def profile(
 ) -> ProfileResult:
     """Profiles model(*x): utilization, FLOPs, bytes, time and the per-op table.
 
-    Runs `warmup` forwards (the last of them, or one extra if warmup is 0, with counting on),
+    Runs `warmup` forwards (the last of them, or one extra if warmup is 0, with counting on;
+    a torch.compile'd model always gets one uncounted forward first, where it compiles),
     then `iters` timed forwards without hooks: device events on accelerators, a steady clock on
     the CPU; with cuda_graph=True the timed forwards are replays of one captured CUDA graph.
     On the meta device only the count runs. Everything runs in inference mode.
