@@ -8,24 +8,12 @@ import warnings
 
 import pytest
 import torch
-import torch.nn.functional as F
 import torchvision.models as tvm
 
 import torchutil
+from nets import SmallNet
 
 PEAK = 1e12  # a given peak keeps the timed CPU GEMM out of the tests that do not need it
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
-        self.fc = torch.nn.Linear(8, 10)
-
-    def forward(self, x):
-        y = torch.relu(self.bn(self.conv(x)))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
 
 
 def net_flops(n, h, w):
@@ -46,7 +34,7 @@ def values(summary: torch.Tensor) -> dict[str, float]:
 @pytest.fixture
 def net():
     torch.manual_seed(0)
-    return Net().eval()
+    return SmallNet().eval()
 
 
 X = torch.randn(2, 3, 10, 12)
@@ -194,7 +182,7 @@ def test_to_dict_and_json_round_trip(result):
 
 
 def test_to_json_of_meta_result_has_no_nan(net):
-    meta = torchutil.profile(Net().eval().to("meta"), X.to("meta"))
+    meta = torchutil.profile(SmallNet().eval().to("meta"), X.to("meta"))
     loaded = json.loads(meta.to_json())  # NaN is not JSON: it must come out as null
     assert loaded["summary"]["seconds"] is None
     assert loaded["summary"]["matrix_flops"] == MATRIX

@@ -29,6 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import torchutil
+from nets import SmallNet
 from conftest import cpu_and_cuda
 
 SEEDS = range(8)
@@ -766,18 +767,6 @@ def test_autocast_cpu_linear():
     assert res.matrix_flops == 2 * 4 * 16 * 8
     assert res.vector_flops == 4 * 8
     assert all(r.op_class == "memory" for r in res.ops if r not in matrix_rows)  # the casts
-
-
-class SmallNet(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
-        self.fc = torch.nn.Linear(8, 10)
-
-    def forward(self, x):
-        y = torch.relu(self.bn(self.conv(x)))
-        return self.fc(F.adaptive_avg_pool2d(y, 1).flatten(1))
 
 
 def small_net_flops(n, h, w):
