@@ -136,6 +136,9 @@ setup(
     include_package_data=False,
     python_requires=">=3.10",
     install_requires=["torch>=2.4"],
+    # The survey's plots (python -m torchutil survey) need matplotlib; tqdm draws its progress
+    # bar when present (else a plain text line). Neither is needed to profile.
+    extras_require={"plot": ["matplotlib", "tqdm"]},
     ext_modules=[_extension()],
     cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
 )

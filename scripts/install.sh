@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what torchutil needs on a fresh Debian/Ubuntu machine and builds it in place
 # (editable install, so the tests and the examples see the built extension).
-#   system: a C++ compiler, CMake, Ninja, GoogleTest (libgtest-dev)
+#   system: a C++ compiler, CMake, Ninja, GoogleTest (libgtest-dev), chromium (the survey
+#           test screenshots its HTML report)
 #   Python: torch + torchvision (only if torch is missing; TORCHUTIL_TORCH_SPEC overrides
-#           which), pytest
+#           which), pytest, matplotlib (the survey's plots; optional for users)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -14,6 +15,8 @@ command -v g++ >/dev/null || missing+=(g++)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v ninja >/dev/null || missing+=(ninja-build)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+# The survey test renders report.html in a headless browser.
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install: apt-get install ${missing[*]}"
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
@@ -27,6 +30,8 @@ if ! "$PYTHON" -c "import torch, torchvision" 2>/dev/null; then
   "$PYTHON" -m pip install -q $TORCH_SPEC
 fi
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+# Optional for users (the `plot` extra), needed by the survey tests: its PNG plots.
+"$PYTHON" -c "import matplotlib" 2>/dev/null || "$PYTHON" -m pip install -q matplotlib
 "$PYTHON" -c "import setuptools, wheel" 2>/dev/null || "$PYTHON" -m pip install -q setuptools wheel
 
 # --no-build-isolation: build against the torch installed above (an isolated build would fetch

@@ -4,6 +4,8 @@
     summary = torch.ops.util.profile(model, x)        # float64 tensor, fields in FIELDS
     result = torchutil.profile(model, x)             # ProfileResult: summary, per-op table, ...
     with torchutil.Profiler() as prof: ...           # count any code
+    torchutil.roofline(result)                       # each op on the device's roofline
+    torchutil.fold(model, f)                         # the FoldedCNN of a CNN
 
 FLOPs and bytes are counted in C++ on the dispatcher path; the FLOP convention (2 x
 multiply-accumulate; matrix versus vector FLOPs) is documented in docs/counting.md.
@@ -11,20 +13,30 @@ multiply-accumulate; matrix versus vector FLOPs) is documented in docs/counting.
 from torchutil import _ops  # noqa: F401  (loads torchutil._C and the util:: ops)
 from torchutil._ops import build_info
 from torchutil.fields import FIELDS, KERNEL_FIELDS, OP_FIELDS, field
+from torchutil.folding import FoldedModel, fold
 from torchutil.peaks import peak_flops
 from torchutil.profiler import OpRow, ProfileResult, Profiler, profile, utilization
+from torchutil.rooflines import (RooflineResult, RooflineRow, memory_bandwidth, roofline,
+                                 roofline_utilization)
 
 __all__ = [
     "FIELDS",
+    "FoldedModel",
     "KERNEL_FIELDS",
     "OP_FIELDS",
     "OpRow",
     "ProfileResult",
     "Profiler",
+    "RooflineResult",
+    "RooflineRow",
     "build_info",
     "field",
+    "fold",
+    "memory_bandwidth",
     "peak_flops",
     "profile",
+    "roofline",
+    "roofline_utilization",
     "utilization",
 ]
 __version__ = "0.1.0"

@@ -1,11 +1,16 @@
-"""Command line: python -m torchutil profile [MODEL] [options].
+"""Command line: python -m torchutil profile [MODEL] [options]
+               python -m torchutil nas {evaluate,merge,correlate,search} [options]
+               python -m torchutil survey [options]      (torchutil/survey.py)
+               python -m torchutil fold-bench [options]  (torchutil/foldbench.py)
 
 With no arguments it profiles resnet50 on the best device present (CUDA if available, else
-the CPU) and prints the summary and the top ops.
+the CPU) and prints the summary and the top ops. `nas` runs the NATS-Bench studies
+(torchutil.nas: evaluate, correlate, search).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -74,6 +79,257 @@ def _profile_command(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- nas ---------------------------------------------------------------------------------------
+
+
+def _nas_evaluate(args: argparse.Namespace) -> int:
+    from torchutil.nas import evaluate as ev
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device = _pick_device(args.device)
+    on_cuda = device.type == "cuda"
+    config = ev.EvalConfig(
+        dataset=args.dataset, batch=args.batch or (256 if on_cuda else 8),
+        dtype=args.dtype or ("float16" if on_cuda else "float32"), device=str(device),
+        warmup=args.warmup, iters=args.iters, cuda_graph=args.cuda_graph, trace=args.trace,
+        channels_last=on_cuda if args.channels_last is None else args.channels_last)
+    indices = ev.parse_indices(args.indices)
+    kwargs = dict(commit_every=args.commit_every, cudnn_benchmark=args.cudnn_benchmark,
+                  progress=not args.no_progress, rebuild=args.rebuild)
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl" if on_cuda else "gloo")
+        try:
+            stats = ev.distributed_sweep(config, indices, args.db, **kwargs)
+        finally:
+            dist.destroy_process_group()
+    else:
+        stats = ev.sweep(config, indices, args.db, **kwargs)
+    who = f"rank {stats.rank}/{stats.world_size}: " if stats.world_size > 1 else ""
+    print(f"{who}{config.dataset} batch {config.batch} {config.dtype} on {config.device} ({config.mode}"
+          f"{', traced' if config.trace else ''}): evaluated {stats.evaluated} archs, skipped "
+          f"{stats.skipped} already in the db, in {stats.seconds:.1f} s")
+    if stats.evaluated:
+        print(f"{who}{1e3 * stats.seconds_per_arch:.1f} ms per arch (network construction "
+              f"{1e3 * stats.build_seconds_per_arch:.1f} ms); projected full space (15,625 archs over "
+              f"{stats.world_size} process(es)): {stats.projected_full_space_seconds / 60:.1f} min")
+    if stats.rank == 0:
+        print(f"results in {args.db}")
+    return 0
+
+
+def _nas_merge(args: argparse.Namespace) -> int:
+    from torchutil.nas import evaluate as ev
+
+    shards = args.shards or list(ev.iter_shards(args.db))
+    if not shards:
+        raise SystemExit(f"torchutil: no shards given and none found next to {args.db}")
+    copied = ev.merge(args.db, shards)
+    print(f"merged {copied} rows from {len(shards)} shard(s) into {args.db}")
+    return 0
+
+
+def _csv_path(text: str) -> str | None:
+    return None if text == "packaged" else text
+
+
+def _nas_correlate(args: argparse.Namespace) -> int:
+    from torchutil.nas import correlate as co
+
+    results, joined = co.correlate(args.db, _csv_path(args.csv))
+    print(co.format_table(results))
+    for path in co.write_outputs(args.out, results, joined, plots=not args.no_plots):
+        print(f"wrote {path}")
+    return 0
+
+
+def _seeds(text: str) -> list[int]:
+    """'10' -> seeds 0..9; '3,5,8' -> those seeds."""
+    return [int(s) for s in text.split(",")] if "," in text else list(range(int(text)))
+
+
+def _nas_search(args: argparse.Namespace) -> int:
+    from torchutil.nas import search as se
+
+    space = se.SearchSpace.from_db(args.db, args.dataset, _csv_path(args.csv), dataset=args.measured_dataset,
+                                   batch=args.batch, dtype=args.dtype, device=args.device, mode=args.mode)
+    strategies = se.default_strategies(args.reward_metric, args.weight)
+    if args.strategies:
+        wanted = args.strategies.split(",")
+        unknown = set(wanted) - {s.name for s in strategies}
+        if unknown:
+            raise SystemExit(f"torchutil: unknown strategies {sorted(unknown)}; they are "
+                             + ", ".join(s.name for s in strategies))
+        strategies = [s for s in strategies if s.name in wanted]
+    cost = se.CostModel(args.eval_base_seconds, args.eval_seconds_per_mmac, args.measure_seconds)
+    runs = se.run_strategies(space, strategies, _seeds(args.seeds), iterations=args.iterations,
+                             time_budget=args.time_budget, lr=args.lr, momentum=args.momentum,
+                             threshold=args.threshold, quantile=args.quantile,
+                             quantile_warmup=args.quantile_warmup, penalty=args.penalty, cost=cost)
+    print(f"REINFORCE on {space.dataset} accuracy, {int(space.available.sum())} measured archs, "
+          f"{len(_seeds(args.seeds))} seed(s), {args.iterations} iterations:")
+    print(se.format_summary(se.summarize(runs, space)))
+    for path in se.write_outputs(args.out, runs, space, plots=not args.no_plots):
+        print(f"wrote {path}")
+    return 0
+
+
+def _add_nas_parser(sub: argparse._SubParsersAction) -> None:
+    nas = sub.add_parser("nas", help="NATS-Bench studies: evaluate the space, correlate, search")
+    nsub = nas.add_subparsers(dest="nas_command", required=True)
+
+    p = nsub.add_parser("evaluate", help="profile every arch (or a slice) into a SQLite db; resumable; "
+                                         "shards over ranks under torchrun")
+    p.add_argument("--db", default="results.sqlite", help="SQLite db (shards: <stem>.rank<r>.sqlite)")
+    p.add_argument("--indices", default=None, help="'0:100', '5', '1,7,9:12' (default: all 15,625)")
+    p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100", "ImageNet16-120"],
+                   help="the network's input size and classes")
+    p.add_argument("--batch", type=int, default=None, help="default 256 on CUDA, 8 on CPU")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default float16 on CUDA, float32 on CPU")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda (under torchrun: cuda:LOCAL_RANK)")
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--iters", type=int, default=3)
+    p.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays (mode cuda_graph)")
+    p.add_argument("--trace", action="store_true", help="record kernels with CUPTI (kernel-time columns)")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                   help="default on for CUDA")
+    p.add_argument("--cudnn-benchmark", action="store_true", help="torch.backends.cudnn.benchmark = True")
+    p.add_argument("--commit-every", type=int, default=64, help="archs per SQLite transaction")
+    p.add_argument("--rebuild", action="store_true",
+                   help="build every network afresh (default: swap edge ops in one prebuilt network)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_nas_evaluate)
+
+    p = nsub.add_parser("merge", help="merge shard dbs into one")
+    p.add_argument("--db", default="results.sqlite")
+    p.add_argument("shards", nargs="*", help="default: <db stem>.rank*.sqlite next to --db")
+    p.set_defaults(func=_nas_merge)
+
+    p = nsub.add_parser("correlate", help="Spearman / Kendall of utilization (and throughput, FLOPs, "
+                                          "params) with accuracy")
+    p.add_argument("--db", default="results.sqlite")
+    p.add_argument("--csv", default="packaged", help="accuracy table (default: the packaged one)")
+    p.add_argument("--out", default="docs/results/nas")
+    p.add_argument("--no-plots", action="store_true")
+    p.set_defaults(func=_nas_correlate)
+
+    p = nsub.add_parser("search", help="simulated REINFORCE NAS with utilization reward and filtering")
+    p.add_argument("--db", default="results.sqlite")
+    p.add_argument("--csv", default="packaged", help="accuracy table (default: the packaged one)")
+    p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100", "ImageNet16-120"],
+                   help="whose accuracy is the reward")
+    p.add_argument("--measured-dataset", default=None, help="pick the db's measurement config: dataset")
+    p.add_argument("--batch", type=int, default=None, help="... batch")
+    p.add_argument("--dtype", default=None, help="... dtype")
+    p.add_argument("--device", default=None, help="... device type")
+    p.add_argument("--mode", default=None, help="... mode (eager, cuda_graph)")
+    p.add_argument("--seeds", default="10", help="N (seeds 0..N-1) or a list '3,5,8'")
+    p.add_argument("--iterations", type=int, default=200, help="policy samples per search")
+    p.add_argument("--time-budget", type=float, default=None, help="simulated seconds per search")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.9, help="of the baseline's moving average")
+    p.add_argument("--reward-metric", default="utilization", choices=["utilization", "throughput"])
+    p.add_argument("--weight", type=float, default=0.1, help="of the normalized metric in the reward")
+    p.add_argument("--strategies", default=None, help="comma list of names (default: all 6)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="threshold filter's utilization (default: the space's --quantile quantile)")
+    p.add_argument("--quantile", type=float, default=0.25)
+    p.add_argument("--quantile-warmup", type=int, default=10, help="candidates measured before filtering")
+    p.add_argument("--penalty", type=float, default=0.0, help="reward of a filtered candidate")
+    p.add_argument("--eval-base-seconds", type=float, default=600.0, help="cost model: per full evaluation")
+    p.add_argument("--eval-seconds-per-mmac", type=float, default=30.0, help="cost model: per MMAC")
+    p.add_argument("--measure-seconds", type=float, default=None,
+                   help="cost model: per utilization measurement (default: the db's eval_seconds)")
+    p.add_argument("--out", default="docs/results/nas")
+    p.add_argument("--no-plots", action="store_true")
+    p.set_defaults(func=_nas_search)
+
+
+def _survey_command(args: argparse.Namespace) -> int:
+    from torchutil import survey
+
+    device = _pick_device(args.device)
+    on_cuda = device.type == "cuda"
+    config = survey.SurveyConfig(
+        models=args.models or survey.default_models(),
+        batches=args.batches or ([1, 8, 32, 128, 256] if on_cuda else [1, 8]),
+        dtypes=args.dtypes or (list(survey.DTYPES) if on_cuda else ["float32"]),
+        modes=args.modes or (list(survey.MODES) if on_cuda else ["eager"]),
+        device=str(device), out=args.out, image_size=args.image_size,
+        channels_last=args.channels_last, warmup=args.warmup, iters=args.iters, peak=args.peak,
+        progress=not args.no_progress)
+    rows = survey.run_survey(config)
+    for note in config.skipped:
+        print(f"note: {note}")
+    try:
+        written = survey.write_outputs(rows, config, plots=True)
+    except ImportError:
+        written = survey.write_outputs(rows, config, plots=False)
+        print("note: no plots: matplotlib is not installed (pip install torchutil[plot])")
+    failed = sum(r.get("status") == "error" for r in rows)
+    print(f"survey: {len(rows)} configurations in {args.out} ({failed} failed); wrote "
+          + ", ".join(written))
+    return 0
+
+
+def _fold_bench_command(args: argparse.Namespace) -> int:
+    from torchutil import foldbench
+    from torchutil.models import FOLD_BENCH_MODELS
+
+    device = _pick_device(args.device)
+    dtype = args.dtype or ("float16" if device.type == "cuda" else "float32")
+    try:
+        rows = foldbench.run_fold_bench(args.models or list(FOLD_BENCH_MODELS), args.f, device=str(device),
+                                        batch=args.batch, dtype=dtype, warmup=args.warmup, iters=args.iters,
+                                        cuda_graph=args.cuda_graph)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    print(f"fold-bench: batch {args.batch}, {dtype}, on {device}")
+    print(foldbench.format_table(rows))
+    written = foldbench.write_outputs(rows, args.out)
+    print(f"wrote {', '.join(written)} in {args.out}")
+    return 0
+
+
+def _add_survey_parsers(sub: argparse._SubParsersAction) -> None:
+    from torchutil.survey import DTYPES as SURVEY_DTYPES, MODES as SURVEY_MODES
+
+    s = sub.add_parser("survey", help="utilization of many CNNs over batch sizes, dtypes, modes")
+    s.add_argument("--models", nargs="+", default=None,
+                   help="torchvision names or timm:<name> (default: every torchvision classification model)")
+    s.add_argument("--batches", nargs="+", type=int, default=None,
+                   help="batch sizes (default 1 8 32 128 256 on CUDA, 1 8 on CPU)")
+    s.add_argument("--dtypes", nargs="+", choices=SURVEY_DTYPES, default=None,
+                   help="default all four on CUDA, float32 on CPU (tf32 runs on CUDA only)")
+    s.add_argument("--modes", nargs="+", choices=SURVEY_MODES, default=None,
+                   help="default both on CUDA, eager on CPU (cuda_graph runs on CUDA only)")
+    s.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
+    s.add_argument("--out", default="survey", help="output folder (default ./survey); a rerun resumes")
+    s.add_argument("--image-size", type=int, default=None, help="default 224 (299 for inception_v3)")
+    s.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                   help="channels_last memory format (default on for CUDA)")
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--iters", type=int, default=10)
+    s.add_argument("--peak", default="auto", choices=["auto", "datasheet", "computed", "measured"])
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=_survey_command)
+
+    b = sub.add_parser("fold-bench", help="original versus FoldedCNN utilization and throughput")
+    b.add_argument("--models", nargs="+", default=None,
+                   help="names from torchutil.models.FOLD_BENCH_MODELS (default: all)")
+    b.add_argument("--f", nargs="+", type=int, default=[2, 3, 4], help="folding factors (default 2 3 4)")
+    b.add_argument("--batch", type=int, default=1024, help="images per forward (default 1024)")
+    b.add_argument("--dtype", choices=sorted(SURVEY_DTYPES), default=None,
+                   help="default float16 on CUDA, float32 on CPU")
+    b.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, ...")
+    b.add_argument("--warmup", type=int, default=3)
+    b.add_argument("--iters", type=int, default=10)
+    b.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
+    b.add_argument("--out", default="fold-bench", help="output folder (default ./fold-bench)")
+    b.set_defaults(func=_fold_bench_command)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m torchutil",
                                      description="GPU/CPU utilization of PyTorch inference.")
@@ -95,6 +351,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, help="how many ops to list")
     p.add_argument("--json", default=None, help="also write the full result as JSON here")
     p.set_defaults(func=_profile_command)
+    _add_nas_parser(sub)
+    _add_survey_parsers(sub)
     return parser
 
 

@@ -1,0 +1,157 @@
+"""torchutil.fold: the FoldedCNN transform, and the models of torchutil.models."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torchvision
+
+import torchutil
+from torchutil.folding import folded_channels
+from torchutil.models import FOLD_BENCH_MODELS, build, specialized_cnn
+
+PEAK = 1e12
+
+
+def conv_matrix_flops(result: torchutil.ProfileResult) -> dict[str, int]:
+    """Matrix FLOPs of each conv / linear module in one forward."""
+    out: dict[str, int] = {}
+    for r in result.ops:
+        if r.op in ("aten::convolution", "aten::linear", "aten::addmm", "aten::mm"):
+            out[r.module] = out.get(r.module, 0) + r.matrix_flops
+    return out
+
+
+def test_folded_channels():
+    assert [folded_channels(64, f) for f in (1, 2, 3, 4)] == [64, 90, 110, 128]
+    assert folded_channels(16, 2) == math.floor(16 * math.sqrt(2))
+    assert folded_channels(1, 1) == 1
+
+
+@pytest.mark.parametrize("name", list(FOLD_BENCH_MODELS))
+@pytest.mark.parametrize("f", [2, 3, 4])
+def test_folded_shapes_and_run(name, f):
+    model, size, classes = build(name)
+    folded = torchutil.fold(model, f).eval()
+    x = torch.randn(2 * f, 3, size, size)
+    with torch.inference_mode():
+        out = folded(x)
+    assert out.shape == (2 * f, classes)
+    assert folded.folded(x.reshape(2, 3 * f, size, size)).shape == (2, f * classes)
+    first = next(m for m in folded.modules() if isinstance(m, torch.nn.Conv2d))
+    assert first.in_channels == 3 * f
+    assert first.out_channels == folded_channels(next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d)).out_channels, f)
+    last = [m for m in folded.modules() if isinstance(m, torch.nn.Linear)][-1]
+    assert last.out_features == f * classes
+
+
+def test_fold_keeps_image_order():
+    """Output row i depends on image i only: the reshape stacks consecutive images."""
+    model = torchutil.fold(specialized_cnn((8, 16), classes=3), 2).eval()
+    x = torch.randn(4, 3, 16, 16)
+    with torch.inference_mode():
+        out = model(x)
+        y = x.clone()
+        y[3] = torch.randn(3, 16, 16)  # changes the second stacked input only
+        out2 = model(y)
+    torch.testing.assert_close(out[:2], out2[:2])
+    assert not torch.allclose(out[2:], out2[2:])
+
+
+def test_batch_must_divide():
+    folded = torchutil.fold(specialized_cnn(), 3).eval()
+    with pytest.raises(ValueError, match="divisible by 3, got 4 images"):
+        folded(torch.randn(4, 3, 32, 32))
+    with pytest.raises(ValueError, match="N x 3 x H x W"):
+        folded(torch.randn(3, 1, 32, 32))
+
+
+def test_fold_errors():
+    with pytest.raises(ValueError, match="positive int"):
+        torchutil.fold(specialized_cnn(), 0)
+    with pytest.raises(ValueError, match="at least one Conv2d"):
+        torchutil.fold(torch.nn.Sequential(torch.nn.Linear(3, 3)), 2)
+    grouped = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(8, 8, 3, groups=2),
+                                  torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 2))
+    with pytest.raises(NotImplementedError, match="groups=2"):
+        torchutil.fold(grouped, 2)
+    flat = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Flatten(), torch.nn.Linear(8 * 30 * 30, 2))
+    with pytest.raises(NotImplementedError, match="global pooling"):
+        torchutil.fold(flat, 2)
+
+
+def test_fold_does_not_touch_the_original():
+    model = specialized_cnn((8, 16))
+    before = [p.shape for p in model.parameters()]
+    torchutil.fold(model, 4)
+    assert [p.shape for p in model.parameters()] == before
+
+
+@pytest.mark.parametrize("name", ["spec_3conv_32", "resnet18_cifar"])
+@pytest.mark.parametrize("f", [2, 4])
+def test_per_image_flops(name, f):
+    """Inner layers: the same matrix FLOPs per image up to the floor of c x sqrt(f). First conv
+    and classifier: sqrt(f) times theirs (docs/roofline.md). Whole model: within those bounds."""
+    model, size, _ = build(name)
+    folded = torchutil.fold(model, f).eval()
+    n = 2 * f
+    x = torch.randn(n, 3, size, size)
+    orig = torchutil.profile(model, x, warmup=0, iters=1, peak_flops=PEAK)
+    fold = torchutil.profile(folded, x, warmup=0, iters=1, peak_flops=PEAK)
+    a, b = conv_matrix_flops(orig), conv_matrix_flops(fold)
+    convs = [n_ for n_, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    linears = [n_ for n_, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    edge = {convs[0], linears[-1]}
+    for module, flops in a.items():
+        folded_flops = b["folded." + module]
+        m = model.get_submodule(module)
+        if module in edge:
+            assert folded_flops == pytest.approx(flops * math.sqrt(f), rel=0.05), module
+            continue
+        c_in = m.in_channels if isinstance(m, torch.nn.Conv2d) else m.in_features
+        c_out = m.out_channels if isinstance(m, torch.nn.Conv2d) else m.out_features
+        expected = flops * folded_channels(c_in, f) * folded_channels(c_out, f) / (f * c_in * c_out)
+        assert folded_flops == pytest.approx(expected, rel=1e-9), module
+        assert expected <= flops and expected >= flops * (1 - 1 / (c_in * math.sqrt(f))) * (1 - 1 / (c_out * math.sqrt(f)))
+    edge_flops = sum(a[m] for m in edge)
+    total_a, total_b = orig.matrix_flops, fold.matrix_flops
+    assert total_b <= total_a + edge_flops * (math.sqrt(f) - 1) + 1
+    assert total_b >= 0.97 * total_a
+    # One activation map serves f images: fewer vector FLOPs per image.
+    assert fold.vector_flops < orig.vector_flops
+
+
+def test_fold_torchvision_resnet():
+    """Residual blocks with downsampling (torchvision's BasicBlock and Bottleneck)."""
+    for ctor in (torchvision.models.resnet18, torchvision.models.resnet50):
+        model = ctor(weights=None, num_classes=7).eval()
+        folded = torchutil.fold(model, 2).eval()
+        with torch.inference_mode():
+            assert folded(torch.randn(2, 3, 64, 64)).shape == (2, 7)
+
+
+def test_fold_depthwise():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.Conv2d(16, 16, 3, groups=16),
+                                torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(16, 5))
+    folded = torchutil.fold(model, 4).eval()
+    dw = folded.folded[1]
+    assert dw.groups == dw.in_channels == dw.out_channels == 32
+    with torch.inference_mode():
+        assert folded(torch.randn(8, 3, 12, 12)).shape == (8, 5)
+
+
+def test_fold_bench_cli(tmp_path):
+    from torchutil.cli import main
+
+    assert main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "12",
+                 "--warmup", "0", "--iters", "1", "--out", str(tmp_path)]) == 0
+    import json
+
+    rows = json.loads((tmp_path / "fold_bench.json").read_text())
+    assert [r["f"] for r in rows] == [1, 2, 3, 4]
+    assert rows[0]["throughput_gain"] == 1.0
+    assert (tmp_path / "fold_bench.csv").read_text().startswith("model,f,batch")
+    with pytest.raises(SystemExit, match="not divisible"):
+        main(["fold-bench", "--device", "cpu", "--batch", "10", "--f", "3", "--out", str(tmp_path)])

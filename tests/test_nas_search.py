@@ -1,0 +1,304 @@
+"""The NAS studies on CPU: the sweep into SQLite (resume, shards, merge, a 2-process gloo run),
+rank correlations against hand-computed values, the correlate and search commands on a
+synthetic db, and torchutil.nas.reward.
+
+Oracles: hand-computed Spearman / Kendall tau-b values with ties (and scipy where installed),
+natsbench.network for the pooled networks, the definition of Pareto dominance.
+"""
+from __future__ import annotations
+
+import math
+import socket
+
+import numpy as np
+import pytest
+import torch
+
+from torchutil import FIELDS
+from torchutil.cli import main
+from torchutil.nas import evaluate as ev
+from torchutil.nas import natsbench as nb
+from torchutil.nas import search as se
+from torchutil.nas import correlate as co
+from torchutil.nas import reward
+from torchutil.nas.stats import kendall, kendall_pairs, rankdata, spearman
+
+FAST = dict(dataset="ImageNet16-120", batch=1, dtype="float32", device="cpu", warmup=0, iters=1)
+
+
+def _synthetic_rows(indices, seed=0, **key):
+    """Rows of a plausible measurement: utilization grows with the cell's MACs, throughput falls."""
+    rng = np.random.default_rng(seed)
+    table = nb.load_accuracy_table()
+    config = {"dataset": "cifar10", "batch": 256, "dtype": "float16", "device": "cuda", "mode": "eager", **key}
+    rows = []
+    for i in indices:
+        r = table[i]
+        row = {"idx": i, **config, "arch": str(r.arch), "device_name": "synthetic"}
+        row.update({c: math.nan for c in ev.METRIC_COLUMNS})
+        row.update(utilization=1e-3 * (1 + r.flops_m / 25) * (0.9 + 0.2 * rng.random()),
+                   inputs_per_second=1e5 / (1 + r.flops_m / 20) * (0.8 + 0.4 * rng.random()),
+                   flops=2e6 * r.flops_m, params=1e6 * r.params_m, eval_seconds=0.03)
+        rows.append(row)
+    return rows
+
+
+def _write_db(path, rows):
+    con = ev.connect(path)
+    ev.insert_rows(con, rows)
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def full_db(tmp_path_factory):
+    return _write_db(tmp_path_factory.mktemp("nas") / "synthetic.sqlite", _synthetic_rows(range(nb.num_archs())))
+
+
+# --- evaluate ----------------------------------------------------------------------------------
+
+
+def test_parse_and_shard_indices(tmp_path):
+    assert ev.parse_indices("0:4,10,2") == [0, 1, 2, 3, 10]
+    assert ev.parse_indices(":3") == [0, 1, 2]
+    assert len(ev.parse_indices(None)) == nb.num_archs()
+    with pytest.raises(ValueError, match="outside"):
+        ev.parse_indices("15625")
+    indices = list(range(23))
+    shards = [ev.shard_indices(indices, r, 4) for r in range(4)]
+    assert sorted(i for s in shards for i in s) == indices
+    assert all(i % 4 == r for r, s in enumerate(shards) for i in s)
+    with pytest.raises(ValueError, match="rank"):
+        ev.shard_indices(indices, 4, 4)
+    assert ev.shard_path(tmp_path / "results.sqlite", 3) == tmp_path / "results.rank3.sqlite"
+
+
+@pytest.mark.parametrize("index", [0, 6111, 15624])
+def test_network_pool_is_the_network(index):
+    pool = ev.NetworkPool("ImageNet16-120", "cpu")
+    model = pool.get(index)
+    ref = nb.network(index, "ImageNet16-120")
+    assert str(model.arch) == str(ref.arch)
+    assert [(k, v.shape) for k, v in model.state_dict().items()] == [(k, v.shape) for k, v in ref.state_dict().items()]
+    assert nb.macs_and_params(model, "ImageNet16-120", device="cpu") == nb.macs_and_params(ref, "ImageNet16-120")
+    assert not model.training
+
+
+def test_evaluate_resumes(tmp_path, capsys):
+    db = tmp_path / "results.sqlite"
+    assert main(["nas", "evaluate", "--db", str(db), "--indices", "0:8", "--device", "cpu", "--batch", "1",
+                 "--dataset", "ImageNet16-120", "--warmup", "0", "--iters", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "evaluated 8 archs" in out and "projected full space" in out
+    rows = ev.read_rows(db)
+    assert [r["idx"] for r in rows] == list(range(8))
+    table = nb.load_accuracy_table()
+    for r in rows:
+        assert (r["dataset"], r["batch"], r["dtype"], r["device"], r["mode"]) == ("ImageNet16-120", 1, "float32", "cpu", "eager")
+        assert r["arch"] == str(table[r["idx"]].arch)
+        assert r["utilization"] > 0 and r["inputs_per_second"] > 0 and r["seconds"] > 0
+        assert math.isnan(r["kernel_seconds"]) and math.isnan(r["gpu_busy_fraction"])  # no GPU trace
+        arch = table[r["idx"]].arch
+        closed_form = 0.080456 + 0.24304 * arch.count("nor_conv_3x3") + 0.028 * arch.count("nor_conv_1x1")
+        assert r["params"] / 1e6 == pytest.approx(closed_form, abs=1e-6)
+    stats = ev.sweep(ev.EvalConfig(**FAST), ev.parse_indices("0:10"), db, progress=False)
+    assert (stats.evaluated, stats.skipped) == (2, 8)
+    assert len(ev.read_rows(db)) == 10
+    assert math.isfinite(stats.projected_full_space_seconds)
+    # Another config is another row.
+    ev.sweep(ev.EvalConfig(**{**FAST, "batch": 2}), [0], db, progress=False)
+    assert len(ev.read_rows(db)) == 11 and len(ev.read_rows(db, batch=2)) == 1
+
+
+def test_merge_shards(tmp_path, capsys):
+    db = tmp_path / "results.sqlite"
+    indices = list(range(10))
+    for rank in range(2):
+        _write_db(ev.shard_path(db, rank), _synthetic_rows(ev.shard_indices(indices, rank, 2)))
+    assert list(ev.iter_shards(db)) == [ev.shard_path(db, 0), ev.shard_path(db, 1)]
+    assert main(["nas", "merge", "--db", str(db)]) == 0
+    assert "merged 10 rows from 2 shard(s)" in capsys.readouterr().out
+    assert [r["idx"] for r in ev.read_rows(db)] == indices
+    assert ev.merge(db, [ev.shard_path(db, 0)]) == 5  # merging again replaces, adds nothing
+    assert len(ev.read_rows(db)) == 10
+    with pytest.raises(FileNotFoundError):
+        ev.merge(db, [tmp_path / "missing.sqlite"])
+
+
+def _free_loopback_port() -> int | None:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    except OSError:
+        return None
+
+
+def _sharded_worker(rank: int, world: int, port: int, db: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        ev.distributed_sweep(ev.EvalConfig(**FAST), list(range(4)), db, progress=False)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sharded_sweep_two_processes(tmp_path):
+    port = _free_loopback_port()
+    if port is None:
+        pytest.skip("cannot bind a loopback port")
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    db = tmp_path / "results.sqlite"
+    torch.multiprocessing.spawn(_sharded_worker, args=(2, port, str(db)), nprocs=2, join=True)
+    for rank in range(2):
+        assert [r["idx"] for r in ev.read_rows(ev.shard_path(db, rank))] == [rank, rank + 2]
+    assert [r["idx"] for r in ev.read_rows(db)] == [0, 1, 2, 3]
+
+
+# --- rank correlations -------------------------------------------------------------------------
+
+
+def test_rankdata_ties():
+    assert rankdata([10, 20, 20, 30]).tolist() == [1, 2.5, 2.5, 4]
+    assert rankdata([3, 3, 3]).tolist() == [2, 2, 2]
+
+
+@pytest.mark.parametrize("x, y, rho, tau", [
+    # No ties: sum d^2 = 2, rho = 1 - 6 * 2 / (4 * 15); one discordant pair of 6.
+    ([1, 2, 3, 4], [1, 3, 2, 4], 0.8, 4 / 6),
+    # A tie in y: ranks (1, 2, 3) and (1.5, 1.5, 3) give rho = 1.5 / sqrt(2 * 1.5);
+    # tau-b = (2 - 0) / sqrt(3 * (3 - 1)).
+    ([1, 2, 3], [1, 1, 2], math.sqrt(3) / 2, 2 / math.sqrt(6)),
+    # Ties in both, independent.
+    ([1, 1, 2, 2], [1, 2, 1, 2], 0.0, 0.0),
+    # Reversed, the same pair tied in both: n_c - n_d = -5, tau-b = -5 / sqrt(5 * 5).
+    ([1, 2, 2, 3], [3, 2, 2, 1], -1.0, -1.0),
+])
+def test_correlations_hand_computed(x, y, rho, tau):
+    assert spearman(x, y) == pytest.approx(rho, abs=1e-12)
+    assert kendall(x, y) == pytest.approx(tau, abs=1e-12)
+    assert kendall_pairs(x, y) == pytest.approx(tau, abs=1e-12)
+
+
+def test_correlations_degenerate_and_random():
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3])) and math.isnan(kendall([1, 1, 1], [1, 2, 3]))
+    assert math.isnan(kendall([1], [2]))
+    with pytest.raises(ValueError, match="same length"):
+        spearman([1, 2], [1, 2, 3])
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 6, 500).astype(float)
+    y = x + rng.integers(0, 4, 500)
+    assert kendall(x, y) == pytest.approx(kendall_pairs(x, y, block=64), abs=1e-12)
+    scipy_stats = pytest.importorskip("scipy.stats")
+    assert spearman(x, y) == pytest.approx(scipy_stats.spearmanr(x, y)[0], abs=1e-12)
+    assert kendall(x, y) == pytest.approx(scipy_stats.kendalltau(x, y)[0], abs=1e-12)
+
+
+def test_correlate_command(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    db = _write_db(tmp_path / "r.sqlite", _synthetic_rows(range(0, nb.num_archs(), 37)))
+    out = tmp_path / "out"
+    assert main(["nas", "correlate", "--db", str(db), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Spearman / Kendall" in printed and "ImageNet16-120" in printed
+    results, _ = co.correlate(db)
+    assert len(results) == 2 * 3 * 4  # subsets x accuracy datasets x metrics
+    assert all(-1 <= r["spearman"] <= 1 and -1 <= r["kendall"] <= 1 for r in results)
+    # The synthetic utilization grows with MACs: it ranks like FLOPs, up to its noise.
+    util = next(r for r in results if r["metric"] == "utilization" and r["subset"] == "all"
+                and r["accuracy_dataset"] == "cifar10")
+    assert util["spearman"] > 0.3
+    assert (out / "correlations.csv").read_text().count("\n") == 25
+    assert (out / "correlations.json").exists()
+    assert list(out.glob("scatter_*.png"))
+
+
+# --- search ------------------------------------------------------------------------------------
+
+
+def test_pareto_front():
+    acc = [90, 92, 91, 92, 85]
+    thr = [10, 5, 5, 4, 20]
+    assert se.pareto_front(acc, thr) == [1, 0, 4]
+
+
+def test_search_strategies(full_db):
+    space = se.SearchSpace.from_db(full_db)
+    strategies = se.default_strategies()
+    assert [s.name for s in strategies] == [
+        "acc", "acc/threshold", "acc/quantile",
+        "acc+utilization", "acc+utilization/threshold", "acc+utilization/quantile"]
+    runs = se.run_strategies(space, strategies, seeds=[0, 1], iterations=40, quantile_warmup=5)
+    summary = {s["strategy"]: s for s in se.summarize(runs, space)}
+    for s in strategies:
+        mine = [r for r in runs if r.strategy == s.name]
+        assert len(mine) == 2 and all(r.iterations == 40 for r in mine)
+        if s.filter == "none":
+            assert all(r.avoided_evaluations == 0 for r in mine)
+        else:
+            assert summary[s.name]["avoided_evaluations_mean"] > 0
+        for r in mine:
+            assert r.found_index in r.evaluated
+            assert r.found_accuracy == space.accuracy[r.found_index]
+            assert r.simulated_seconds >= sum(se.CostModel().full_evaluation(space.macs_m[i]) for i in r.evaluated)
+        # The front is non-dominated among everything the strategy evaluated.
+        evaluated = sorted({i for r in mine for i in r.evaluated})
+        front = summary[s.name]["pareto_front"]
+        assert front and set(front) <= set(evaluated)
+        for f in front:
+            assert not any(space.accuracy[i] >= space.accuracy[f] and space.throughput[i] >= space.throughput[f]
+                           and (space.accuracy[i], space.throughput[i]) != (space.accuracy[f], space.throughput[f])
+                           for i in evaluated)
+    # Same seed, same samples: the filter only removes trainings, so it costs less time.
+    plain = next(r for r in runs if r.strategy == "acc" and r.seed == 0)
+    filtered = next(r for r in runs if r.strategy == "acc/threshold" and r.seed == 0)
+    assert filtered.full_evaluations < plain.full_evaluations
+    # A time budget stops the search.
+    budget = se.run_search(space, strategies[0], 0, iterations=1000, time_budget=5000.0)
+    assert budget.iterations < 1000 and budget.simulated_seconds < 5000.0 + se.CostModel().full_evaluation(250)
+
+
+def test_search_command(full_db, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "search"
+    assert main(["nas", "search", "--db", str(full_db), "--seeds", "2", "--iterations", "15",
+                 "--strategies", "acc,acc+throughput/quantile", "--reward-metric", "throughput",
+                 "--quantile-warmup", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "acc+throughput/quantile" in printed
+    for name in ("runs.csv", "summary.csv", "summary.json", "pareto.csv", "pareto.png", "search_cost.png"):
+        assert (out / name).exists(), name
+    with pytest.raises(SystemExit, match="unknown strategies"):
+        main(["nas", "search", "--db", str(full_db), "--strategies", "nope", "--out", str(out)])
+
+
+def test_search_needs_one_config(tmp_path):
+    db = _write_db(tmp_path / "two.sqlite", _synthetic_rows(range(5)) + _synthetic_rows(range(5), batch=1))
+    with pytest.raises(ValueError, match="several configs"):
+        se.SearchSpace.from_db(db)
+    assert se.SearchSpace.from_db(db, batch=1).available.sum() == 5
+
+
+# --- reward ------------------------------------------------------------------------------------
+
+
+def test_reward():
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).eval()
+    x = torch.randn(8, 64)
+    r = reward(model, x, accuracy=0.9)
+    assert r.dim() == 0 and r.dtype == torch.float64 and torch.isfinite(r) and r.item() > 0.9
+
+    def summary(util: float, ips: float = 100.0) -> torch.Tensor:
+        s = torch.zeros(len(FIELDS), dtype=torch.float64)
+        s[FIELDS.index("utilization")] = util
+        s[FIELDS.index("inputs_per_second")] = ips
+        return s
+
+    low, high = (reward(None, None, summary=summary(u), accuracy=0.5, weight=2.0) for u in (0.1, 0.2))
+    assert high > low and (high - low).item() == pytest.approx(0.2)
+    with_thr = reward(None, None, summary=summary(0.1, 300.0), weight=1.0, throughput_weight=0.5, throughput_scale=100.0)
+    assert with_thr.item() == pytest.approx(0.1 + 1.5)
+    with pytest.raises(ValueError, match="summary"):
+        reward(None, None, summary=torch.zeros(3))

@@ -1,0 +1,121 @@
+"""python -m torchutil survey on the CPU: two small models end to end, every output file, the
+resume, the HTML report in a headless browser, and the tf32 flags."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import time
+
+import pytest
+import torch
+
+from torchutil import survey
+from torchutil.cli import main
+
+pytest.importorskip("matplotlib", reason="the survey's plots need matplotlib (pip install torchutil[plot])")
+
+MODELS = ["squeezenet1_1", "mobilenet_v3_small"]
+ARGS = ["survey", "--device", "cpu", "--models", *MODELS, "--batches", "1", "2", "--dtypes", "float32",
+        "--modes", "eager", "cuda_graph", "--image-size", "64", "--warmup", "1", "--iters", "2",
+        "--no-progress"]
+OUTPUTS = ["survey.jsonl", "survey.csv", "survey.json", "report.html", *survey.PLOTS,
+           *[survey.roofline_plot_name(m) for m in MODELS]]
+
+
+@pytest.fixture(scope="module")
+def survey_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("survey")
+    t0 = time.perf_counter()
+    assert main([*ARGS, "--out", str(out)]) == 0
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 120, f"the CPU survey of two small models took {elapsed:.0f} s"
+    return out
+
+
+def test_writes_every_output(survey_dir):
+    for name in OUTPUTS:
+        path = survey_dir / name
+        assert path.exists() and path.stat().st_size > 0, name
+    for name in [*survey.PLOTS, *[survey.roofline_plot_name(m) for m in MODELS]]:
+        assert (survey_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    rows = json.loads((survey_dir / "survey.json").read_text())
+    # cuda_graph cannot run on the CPU: 2 models x 2 batches x float32 x eager.
+    assert sorted(survey._key(r) for r in rows) == sorted(
+        (m, b, "float32", "eager") for m in MODELS for b in (1, 2))
+    assert all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
+    for r in rows:
+        assert 0 < r["summary"]["utilization"]
+        assert r["top1"] == pytest.approx(survey.imagenet_top1(r["model"]))
+        assert r["ops"] and sum(r["bounds"].values()) == len(r["ops"])
+    with open(survey_dir / "survey.csv") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 4 and float(table[0]["utilization"]) > 0
+    report = (survey_dir / "report.html").read_text()
+    for name in [*survey.PLOTS, survey.roofline_plot_name(MODELS[0])]:
+        assert f'src="{name}"' in report
+    assert "squeezenet1_1" in report and "CUDA-graph mode runs on CUDA only" in report
+
+
+def test_rerun_skips_finished_work(survey_dir, capsys):
+    before = (survey_dir / "survey.jsonl").read_text()
+    t0 = time.perf_counter()
+    assert main([*ARGS, "--out", str(survey_dir)]) == 0
+    assert (survey_dir / "survey.jsonl").read_text() == before  # nothing measured again
+    assert time.perf_counter() - t0 < 60
+    # One more batch size: only its configurations run.
+    assert main([*ARGS, "--batches", "1", "2", "3", "--models", "squeezenet1_1", "--out", str(survey_dir)]) == 0
+    lines = (survey_dir / "survey.jsonl").read_text().splitlines()
+    assert len(lines) == 5 and json.loads(lines[-1])["batch"] == 3
+
+
+def test_resume_drops_a_cut_line(tmp_path):
+    good = {"model": "m", "batch": 1, "dtype": "float32", "mode": "eager", "status": "ok"}
+    (tmp_path / survey.RESULTS).write_text(json.dumps(good) + "\n" + '{"model": "m", "bat')
+    assert survey.load_results(str(tmp_path)) == [good]
+
+
+def test_failed_configuration_is_recorded(tmp_path):
+    config = survey.SurveyConfig(models=["no_such_model"], batches=[1], dtypes=["float32"],
+                                 modes=["eager"], out=str(tmp_path), progress=False)
+    rows = survey.run_survey(config)
+    assert rows[0]["status"] == "error" and "unknown model" in rows[0]["error"]
+    survey.write_outputs(rows, config)
+    assert "Failed configurations" in (tmp_path / "report.html").read_text()
+
+
+def test_tf32_flags_restored():
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    for dtype, expected in (("tf32", True), ("float32", False)):
+        with survey.tf32_flags(dtype):
+            assert torch.backends.cuda.matmul.allow_tf32 is expected
+            assert torch.backends.cudnn.allow_tf32 is expected
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == saved
+    with pytest.raises(RuntimeError):
+        with survey.tf32_flags("tf32"):
+            raise RuntimeError("restored on errors too")
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == saved
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install chromium; "
+                    "scripts/install.sh does)")
+def test_report_renders_in_a_headless_browser(survey_dir, tmp_path):
+    from PIL import Image
+
+    shot = tmp_path / "report.png"
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+           f"--screenshot={shot}", "--window-size=1400,1800", (survey_dir / "report.html").as_uri()]
+    subprocess.run(cmd, check=True, timeout=120, capture_output=True)
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1400, 1800)
+    colors = image.getcolors(maxcolors=1 << 20)
+    assert colors is not None and len(colors) > 50, "the screenshot is (almost) a single color"
+    # The plots are drawn: the screenshot holds many non-white pixels below the table.
+    lower = image.crop((0, 600, 1400, 1800)).convert("L")
+    dark = sum(lower.histogram()[:200])
+    assert dark > 5000, f"only {dark} dark pixels where the plots should be"

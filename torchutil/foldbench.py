@@ -1,0 +1,92 @@
+"""FoldedCNN benchmark (RQ2): utilization and throughput of each model of
+torchutil.models.FOLD_BENCH_MODELS, original (f = 1) and folded (f = 2, 3, 4), at one batch.
+
+    python -m torchutil fold-bench --device cuda --dtype float16 --batch 1024 --out fold-bench/
+
+Writes OUT/fold_bench.csv and OUT/fold_bench.json. The folded networks have random weights:
+this measures speed, not accuracy.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from typing import Any, Sequence
+
+import torch
+
+from torchutil.folding import fold
+from torchutil.models import FOLD_BENCH_MODELS, build
+from torchutil.profiler import profile
+from torchutil.survey import TORCH_DTYPES, tf32_flags
+
+__all__ = ["COLUMNS", "format_table", "run_fold_bench", "write_outputs"]
+
+COLUMNS = ["model", "f", "batch", "dtype", "device", "image_size", "utilization",
+           "kernel_utilization", "inputs_per_second", "throughput_gain", "utilization_gain",
+           "flops_per_image", "matrix_flops_per_image", "arithmetic_intensity", "seconds",
+           "peak_flops_per_second", "peak_source"]
+
+
+def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Sequence[int] = (2, 3, 4),
+                   *, device: str = "cpu", batch: int = 1024, dtype: str = "float32",
+                   warmup: int = 3, iters: int = 10, channels_last: bool | None = None,
+                   cuda_graph: bool = False) -> list[dict[str, Any]]:
+    """One row per (model, f), f = 1 (the original) first; gains are relative to f = 1."""
+    dev = torch.device(device)
+    bad = [f for f in factors if batch % f != 0]
+    if bad:
+        raise ValueError(f"torchutil: batch {batch} is not divisible by folding factor(s) {bad}")
+    if channels_last is None:
+        channels_last = dev.type == "cuda"
+    rows = []
+    for name in models:
+        original, size, _classes = build(name)
+        base: dict[str, Any] | None = None
+        for f in (1, *[f for f in factors if f != 1]):
+            model = original if f == 1 else fold(original, f).eval()
+            model = model.to(device=dev, dtype=TORCH_DTYPES[dtype])
+            x = torch.randn(batch, 3, size, size, device=dev, dtype=TORCH_DTYPES[dtype])
+            if channels_last:
+                model = model.to(memory_format=torch.channels_last)
+                x = x.contiguous(memory_format=torch.channels_last)
+            with tf32_flags(dtype):
+                r = profile(model, x, warmup=warmup, iters=iters, cuda_graph=cuda_graph)
+            row = {
+                "model": name, "f": f, "batch": batch, "dtype": dtype, "device": str(dev),
+                "image_size": size, "utilization": r.utilization,
+                "kernel_utilization": r.kernel_utilization,
+                "inputs_per_second": r.inputs_per_second,
+                "flops_per_image": r.flops / batch, "matrix_flops_per_image": r.matrix_flops / batch,
+                "arithmetic_intensity": r.arithmetic_intensity, "seconds": r.seconds,
+                "peak_flops_per_second": r.peak_flops_per_second, "peak_source": r.peak_source,
+            }
+            base = base or row
+            row["throughput_gain"] = row["inputs_per_second"] / base["inputs_per_second"]
+            row["utilization_gain"] = row["utilization"] / base["utilization"]
+            rows.append(row)
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'model':<16} {'f':>2} {'util %':>8} {'x util':>7} {'images/s':>11} {'x thru':>7} "
+             f"{'MFLOP/img':>10} {'FLOP/B':>7}"]
+    for r in rows:
+        lines.append(f"{r['model']:<16} {r['f']:>2} {100 * r['utilization']:>8.3f} {r['utilization_gain']:>7.2f} "
+                     f"{r['inputs_per_second']:>11.1f} {r['throughput_gain']:>7.2f} "
+                     f"{r['flops_per_image'] / 1e6:>10.2f} {r['arithmetic_intensity']:>7.1f}")
+    return "\n".join(lines)
+
+
+def write_outputs(rows: list[dict[str, Any]], out: str) -> list[str]:
+    """OUT/fold_bench.csv and OUT/fold_bench.json (NaN written as null)."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "fold_bench.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()} for r in rows]
+    with open(os.path.join(out, "fold_bench.json"), "w") as f:
+        json.dump(clean, f, indent=1)
+    return ["fold_bench.csv", "fold_bench.json"]

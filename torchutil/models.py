@@ -1,0 +1,64 @@
+"""Small CNNs for the FoldedCNN experiments (RQ2).
+
+specialized_cnn: CNNs in the spirit of NoScope's specialized networks and those FoldedCNNs
+folds (Kosaian et al., ICML 2021): a few conv layers, small inputs (32x32 or 64x64), few
+classes. They are ours, not the papers' exact networks: conv-BN-ReLU blocks, each but the last
+followed by 2x2 max pooling, then global average pooling and one Linear.
+
+resnet18_cifar: ResNet-18 for CIFAR (32x32, 10 classes): torchvision's ResNet with BasicBlocks
+[2, 2, 2, 2], a 3x3 stride-1 stem and no stem max pooling (the usual CIFAR adaptation).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from torch import nn
+
+__all__ = ["FOLD_BENCH_MODELS", "SPECIALIZED", "build", "resnet18_cifar", "specialized_cnn"]
+
+
+def specialized_cnn(channels: Sequence[int] = (32, 64), classes: int = 2,
+                    in_channels: int = 3) -> nn.Sequential:
+    """conv3x3-BN-ReLU per entry of `channels` (2x2 max pooling after each but the last),
+    global average pooling, Linear(channels[-1], classes). Any input size works."""
+    if not channels:
+        raise ValueError("torchutil: specialized_cnn needs at least one conv layer, got channels=()")
+    layers: list[nn.Module] = []
+    c_in = in_channels
+    for i, c in enumerate(channels):
+        layers += [nn.Conv2d(c_in, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True)]
+        if i + 1 < len(channels):
+            layers.append(nn.MaxPool2d(2))
+        c_in = c
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c_in, classes)]
+    return nn.Sequential(*layers)
+
+
+def resnet18_cifar(classes: int = 10) -> nn.Module:
+    """ResNet-18 for 32x32 inputs (see the module docstring)."""
+    from torchvision.models.resnet import BasicBlock, ResNet
+
+    model = ResNet(BasicBlock, [2, 2, 2, 2], num_classes=classes)
+    model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    return model
+
+
+# name -> (constructor, image size, classes)
+SPECIALIZED: dict[str, tuple[Callable[[], nn.Module], int, int]] = {
+    "spec_2conv_32": (lambda: specialized_cnn((16, 32), classes=2), 32, 2),
+    "spec_3conv_32": (lambda: specialized_cnn((32, 64, 64), classes=2), 32, 2),
+    "spec_4conv_64": (lambda: specialized_cnn((32, 64, 128, 128), classes=4), 64, 4),
+}
+FOLD_BENCH_MODELS: dict[str, tuple[Callable[[], nn.Module], int, int]] = {
+    **SPECIALIZED,
+    "resnet18_cifar": (resnet18_cifar, 32, 10),
+}
+
+
+def build(name: str) -> tuple[nn.Module, int, int]:
+    """(model in eval mode, image size, classes) for a name of FOLD_BENCH_MODELS."""
+    if name not in FOLD_BENCH_MODELS:
+        raise ValueError(f"torchutil: unknown model {name!r}; choose from {', '.join(FOLD_BENCH_MODELS)}")
+    ctor, size, classes = FOLD_BENCH_MODELS[name]
+    return ctor().eval(), size, classes

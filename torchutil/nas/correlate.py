@@ -1,0 +1,134 @@
+"""RQ3: how measured utilization (and, for comparison, throughput, FLOPs and parameters) ranks
+the NATS-Bench cells against their accuracy.
+
+For every measurement config in a `nas evaluate` db (dataset of the measured network, batch,
+dtype, device, mode), every accuracy dataset of the table (cifar10, cifar100, ImageNet16-120)
+and every metric, Spearman's rho and Kendall's tau-b (ties handled; torchutil.nas.stats), over
+all measured cells and over the connected ones only (the 341 cells with no path from input to
+output train to chance level and would dominate the ranks of the cheapest cells).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from torchutil.nas import natsbench as nb
+from torchutil.nas.evaluate import read_rows
+from torchutil.nas.stats import kendall, spearman
+
+__all__ = ["ACCURACY_DATASETS", "METRICS", "correlate", "format_table", "write_outputs"]
+
+ACCURACY_DATASETS = {"cifar10": "cifar10_test_acc", "cifar100": "cifar100_test_acc",
+                     "ImageNet16-120": "imagenet16_test_acc"}
+# Metric name -> db column.
+METRICS = {"utilization": "utilization", "throughput": "inputs_per_second", "flops": "flops",
+           "params": "params"}
+_CONFIG = ("dataset", "batch", "dtype", "device", "mode")
+
+
+def _config_name(config: tuple[Any, ...]) -> str:
+    dataset, batch, dtype, device, mode = config
+    return f"{dataset} b{batch} {dtype} {device} {mode}"
+
+
+def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
+              metrics: Sequence[str] = tuple(METRICS)) -> tuple[list[dict[str, Any]], dict[tuple, dict[str, np.ndarray]]]:
+    """Correlation rows (one per config x subset x accuracy dataset x metric) and, per config,
+    the joined arrays (index, metrics, accuracies) the plots use."""
+    rows = read_rows(db)
+    if not rows:
+        raise ValueError(f"torchutil.nas: no measurements in {db}; run `nas evaluate` first")
+    table = nb.load_accuracy_table(table_csv)
+    connected = np.array([nb.is_connected(r.arch) for r in table])
+    by_config: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_config.setdefault(tuple(r[k] for k in _CONFIG), []).append(r)
+    results: list[dict[str, Any]] = []
+    joined: dict[tuple, dict[str, np.ndarray]] = {}
+    for config, crow in sorted(by_config.items()):
+        idx = np.array([r["idx"] for r in crow])
+        data = {"index": idx, "connected": connected[idx]}
+        for m in metrics:
+            data[m] = np.array([r[METRICS[m]] for r in crow])
+        for ds, column in ACCURACY_DATASETS.items():
+            data[ds] = np.array([getattr(table[i], column) for i in idx])
+        joined[config] = data
+        for subset in ("all", "connected"):
+            keep = np.ones(idx.size, dtype=bool) if subset == "all" else data["connected"]
+            for ds in ACCURACY_DATASETS:
+                for m in metrics:
+                    ok = keep & np.isfinite(data[m])
+                    x, y = data[m][ok], data[ds][ok]
+                    results.append({
+                        "config": _config_name(config), **dict(zip(_CONFIG, config)),
+                        "subset": subset, "accuracy_dataset": ds, "metric": m, "n": int(ok.sum()),
+                        "spearman": spearman(x, y) if ok.sum() >= 2 else math.nan,
+                        "kendall": kendall(x, y) if ok.sum() >= 2 else math.nan,
+                    })
+    return results, joined
+
+
+def format_table(results: Sequence[dict[str, Any]]) -> str:
+    lines = []
+    for config in dict.fromkeys(r["config"] for r in results):
+        for subset in ("all", "connected"):
+            mine = [r for r in results if r["config"] == config and r["subset"] == subset]
+            if not mine:
+                continue
+            lines.append(f"{config}, {subset} cells (n = {mine[0]['n']}): Spearman / Kendall tau-b with accuracy")
+            metrics = list(dict.fromkeys(r["metric"] for r in mine))
+            lines.append(f"  {'accuracy':<16}" + "".join(f"{m:>22}" for m in metrics))
+            for ds in dict.fromkeys(r["accuracy_dataset"] for r in mine):
+                cells = {r["metric"]: r for r in mine if r["accuracy_dataset"] == ds}
+                lines.append(f"  {ds:<16}" + "".join(
+                    f"{cells[m]['spearman']:>+11.3f} / {cells[m]['kendall']:<+7.3f}" for m in metrics))
+    return "\n".join(lines)
+
+
+def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]],
+                  joined: dict[tuple, dict[str, np.ndarray]], plots: bool = True) -> list[Path]:
+    """correlations.csv, correlations.json and (with plots) one scatter grid per config,
+    scatter_<config>.png: rows = metrics, columns = accuracy datasets."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "correlations.csv", out / "correlations.json"]
+    with open(written[0], "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(results[0]))
+        w.writeheader()
+        w.writerows(results)
+    clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in results]
+    written[1].write_text(json.dumps(clean, indent=2))
+    if not plots:
+        return written
+    from torchutil.nas.search import _require_matplotlib
+
+    plt = _require_matplotlib()
+    for config, data in joined.items():
+        metrics = [m for m in METRICS if m in data]
+        fig, axes = plt.subplots(len(metrics), len(ACCURACY_DATASETS), squeeze=False,
+                                 figsize=(4 * len(ACCURACY_DATASETS), 3 * len(metrics)))
+        colors = np.where(data["connected"], "tab:blue", "tab:red")
+        for r, m in enumerate(metrics):
+            for c, ds in enumerate(ACCURACY_DATASETS):
+                ax = axes[r][c]
+                ax.scatter(data[m], data[ds], s=2, c=colors, alpha=0.5)
+                rho = [x for x in results if x["config"] == _config_name(config) and x["subset"] == "all"
+                       and x["metric"] == m and x["accuracy_dataset"] == ds]
+                ax.set_title(f"{m} vs {ds}: rho {rho[0]['spearman']:+.3f}" if rho else ds, fontsize=8)
+                ax.set_xlabel(m, fontsize=8)
+                ax.set_ylabel(f"{ds} acc (%)", fontsize=8)
+                if m == "throughput":
+                    ax.set_xscale("log")
+        fig.suptitle(f"{_config_name(config)} (red: no input-output path)", fontsize=9)
+        fig.tight_layout()
+        path = out / f"scatter_{_config_name(config).replace(' ', '_')}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,437 @@
+"""The full-space sweep: utilization, throughput and cost of every NATS-Bench cell, into SQLite.
+
+    python -m torchutil nas evaluate --db results.sqlite --dataset cifar10 --batch 256
+    torchrun --nproc-per-node 8 -m torchutil nas evaluate --db results.sqlite   # sharded
+
+One row per (index, dataset, batch, dtype, device, mode) in the table `results`; a rerun skips
+the rows that are there. Under torchrun each rank takes the indices i with i % world_size ==
+rank, runs on cuda:local_rank and writes its own shard `<db stem>.rank<r>.sqlite`; after a
+barrier rank 0 merges the shards into the db (`nas merge` does the same by hand).
+
+What one arch costs: its network, one torch.ops.util.profile call (warmup forwards, one
+counted forward, `iters` timed forwards; the summary tensor only, no per-op tables, no kernel
+trace unless asked), and one row in SQLite. The input and the peak FLOP/s are made once per
+sweep. Building a TinyNetwork is ~340 nn.Module constructions (~20 ms of Python on a 2-core
+CPU, whatever the device), more than a profile of it on a GPU, so by default a sweep builds
+the network once and, per arch, only swaps the edge ops of its 15 cells from a pool of the
+15 x 6 x 5 edge modules made once on the device (NetworkPool: the same module tree as
+natsbench.network(arch), with random weights). rebuild=True builds every network afresh.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+import torchutil
+from torchutil.fields import FIELDS
+from torchutil.nas import natsbench as nb
+
+__all__ = [
+    "KEY_COLUMNS",
+    "METRIC_COLUMNS",
+    "EvalConfig",
+    "NetworkPool",
+    "SweepStats",
+    "connect",
+    "distributed_sweep",
+    "evaluate_arch",
+    "finished_indices",
+    "insert_rows",
+    "iter_shards",
+    "merge",
+    "parse_indices",
+    "read_rows",
+    "shard_indices",
+    "shard_path",
+    "sweep",
+]
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "float64": torch.float64}
+
+# A row's identity. `device` is the device type ("cuda", "cpu"): the shards of one sweep run on
+# cuda:0..cuda:7 and are one measurement; the GPU's name is in `device_name`.
+KEY_COLUMNS = ("idx", "dataset", "batch", "dtype", "device", "mode")
+# Copied from the profile summary (torchutil.FIELDS); kernel figures are NaN (NULL) untraced.
+SUMMARY_COLUMNS = ("utilization", "matrix_utilization", "flops", "matrix_flops", "bytes",
+                   "seconds", "inputs_per_second", "achieved_flops_per_second",
+                   "peak_flops_per_second", "kernels_per_forward", "kernel_seconds",
+                   "gpu_busy_fraction", "kernel_utilization")
+# params: trainable parameters of the network; eval_seconds: wall time of the whole
+# evaluation of the arch (construction + profile), what a sweep pays per arch.
+METRIC_COLUMNS = (*SUMMARY_COLUMNS, "params", "build_seconds", "eval_seconds")
+_FIELD_INDEX = {name: FIELDS.index(name) for name in SUMMARY_COLUMNS}
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS results (
+    idx INTEGER NOT NULL, dataset TEXT NOT NULL, batch INTEGER NOT NULL, dtype TEXT NOT NULL,
+    device TEXT NOT NULL, mode TEXT NOT NULL, arch TEXT NOT NULL, device_name TEXT,
+    {", ".join(f"{c} REAL" for c in METRIC_COLUMNS)},
+    PRIMARY KEY ({", ".join(KEY_COLUMNS)})
+)"""
+_COLUMNS = (*KEY_COLUMNS, "arch", "device_name", *METRIC_COLUMNS)
+
+
+def _error(message: str) -> ValueError:
+    return ValueError(f"torchutil.nas: {message}")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What one sweep measures. mode is "eager" or "cuda_graph"; trace=False skips CUPTI (the
+    kernel columns are then NULL) and is the fast default for a full-space sweep."""
+
+    dataset: str = "cifar10"
+    batch: int = 256
+    dtype: str = "float32"
+    device: str = "cpu"
+    warmup: int = 1
+    iters: int = 3
+    cuda_graph: bool = False
+    trace: bool = False
+    channels_last: bool = False
+
+    def __post_init__(self) -> None:
+        nb.input_shape(self.dataset)  # checks the name
+        if self.dtype not in DTYPES:
+            raise _error(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.batch < 1 or self.iters < 1 or self.warmup < 0:
+            raise _error(f"need batch >= 1, iters >= 1, warmup >= 0; got {self.batch}, {self.iters}, {self.warmup}")
+
+    @property
+    def mode(self) -> str:
+        return "cuda_graph" if self.cuda_graph else "eager"
+
+    @property
+    def device_type(self) -> str:
+        return torch.device(self.device).type
+
+    def key(self, index: int) -> tuple[Any, ...]:
+        return (index, self.dataset, self.batch, self.dtype, self.device_type, self.mode)
+
+
+def parse_indices(text: str | None) -> list[int]:
+    """'0:100' (a slice), '5' or '1,7,9:12' -> indices; None or '' -> the whole space."""
+    n = nb.num_archs()
+    if not text:
+        return list(range(n))
+    out: list[int] = []
+    for part in text.split(","):
+        if ":" in part:
+            lo, _, hi = part.partition(":")
+            out.extend(range(*slice(int(lo) if lo else None, int(hi) if hi else None).indices(n)))
+        else:
+            i = int(part)
+            if not 0 <= i < n:
+                raise _error(f"index {i} is outside [0, {n})")
+            out.append(i)
+    return list(dict.fromkeys(out))
+
+
+def shard_indices(indices: Sequence[int], rank: int, world_size: int) -> list[int]:
+    """The indices rank `rank` of `world_size` evaluates: those with i % world_size == rank."""
+    if not 0 <= rank < world_size:
+        raise _error(f"rank must be in [0, world_size={world_size}), got {rank}")
+    return [i for i in indices if i % world_size == rank]
+
+
+def shard_path(db: str | os.PathLike[str], rank: int) -> Path:
+    """results.sqlite -> results.rank3.sqlite."""
+    db = Path(db)
+    return db.with_name(f"{db.stem}.rank{rank}{db.suffix or '.sqlite'}")
+
+
+def connect(db: str | os.PathLike[str]) -> sqlite3.Connection:
+    """Opens (creating if needed) a results database."""
+    con = sqlite3.connect(str(db), timeout=60)
+    con.execute(_SCHEMA)
+    con.commit()
+    return con
+
+
+def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
+    """Indices already measured with this config."""
+    _, *key = config.key(0)
+    rows = con.execute(
+        "SELECT idx FROM results WHERE dataset=? AND batch=? AND dtype=? AND device=? AND mode=?", key)
+    return {r[0] for r in rows}
+
+
+def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> list[dict[str, Any]]:
+    """Rows of a results db as dicts (NULL -> NaN for metrics), filtered by key columns
+    given as keywords (dataset="cifar10", batch=256, ...; None means any)."""
+    con = db if isinstance(db, sqlite3.Connection) else connect(db)
+    try:
+        where = {k: v for k, v in where.items() if v is not None}
+        for k in where:
+            if k not in KEY_COLUMNS:
+                raise _error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
+        clause = " AND ".join(f"{k}=?" for k in where) or "1"
+        cur = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM results WHERE {clause} ORDER BY idx",
+                          tuple(where.values()))
+        rows = []
+        for values in cur:
+            row = dict(zip(_COLUMNS, values))
+            for c in METRIC_COLUMNS:
+                row[c] = math.nan if row[c] is None else float(row[c])
+            rows.append(row)
+        return rows
+    finally:
+        if con is not db:
+            con.close()
+
+
+def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]) -> int:
+    """Copies every row of the `sources` dbs into `dst` (a row with the same key is replaced)
+    and returns the number of rows copied."""
+    con = connect(dst)
+    copied = 0
+    try:
+        for i, src in enumerate(sources):
+            if not Path(src).exists():
+                raise FileNotFoundError(f"torchutil.nas: no results db at {src}")
+            alias = f"src{i}"
+            con.execute(f"ATTACH DATABASE ? AS {alias}", (str(src),))
+            try:
+                cols = ", ".join(_COLUMNS)
+                cur = con.execute(f"INSERT OR REPLACE INTO results ({cols}) SELECT {cols} FROM {alias}.results")
+                copied += cur.rowcount
+                con.commit()
+            finally:
+                con.execute(f"DETACH DATABASE {alias}")
+    finally:
+        con.close()
+    return copied
+
+
+def _make_input(config: EvalConfig, device: torch.device) -> torch.Tensor:
+    x = torch.randn(nb.input_shape(config.dataset, config.batch), device=device, dtype=DTYPES[config.dtype])
+    return x.contiguous(memory_format=torch.channels_last) if config.channels_last else x
+
+
+class NetworkPool:
+    """The NATS-Bench network of any arch in microseconds: one TinyNetwork built once on
+    `device`, whose cells' edge ops are swapped per arch from modules built once (for each cell
+    position, edge and op). get(index) returns that one network set to the arch: the same
+    module tree, parameter count and FLOPs as natsbench.network(index, dataset), with random
+    weights. Not thread-safe: get() changes the network in place."""
+
+    def __init__(self, dataset: str, device: torch.device | str, dtype: torch.dtype = torch.float32,
+                 channels_last: bool = False) -> None:
+        device = torch.device(device)
+        with device:
+            self.model = nb.network(0, dataset)
+            self.cells: list[nb.InferCell] = []
+            edges: list[list[dict[str, nn.Module]]] = []
+            channels = self.model.stem[0].out_channels
+            for cell in self.model.cells:
+                if isinstance(cell, nb.ResNetBasicblock):
+                    channels = cell.conv_b.op[1].out_channels
+                    continue
+                self.cells.append(cell)
+                edges.append([{op: nb._edge_op(op, channels) for op in nb.OPS} for _ in nb.EDGES])
+        self.pool = edges
+        # One holder so that dtype, memory format and eval mode reach every pooled module.
+        holder = nn.ModuleList([self.model, *(m for cell in edges for edge in cell for m in edge.values())])
+        holder.eval()
+        holder.to(dtype=dtype)
+        if channels_last:
+            holder.to(memory_format=torch.channels_last)
+
+    def get(self, arch: nb.Arch | str | int) -> nb.TinyNetwork:
+        arch = nb._as_arch(arch)
+        self.model.arch = arch
+        for cell, edges in zip(self.cells, self.pool):
+            cell.arch = arch
+            for k, op in enumerate(arch.ops):
+                cell.layers[k] = edges[k][op]
+        return self.model
+
+
+def _build(index: int, config: EvalConfig, device: torch.device) -> nn.Module:
+    # Parameters are created (and initialized) on the device: no host copy per arch.
+    with device:
+        model = nb.network(index, config.dataset)
+    model.eval()
+    if config.dtype != "float32":
+        model = model.to(DTYPES[config.dtype])
+    if config.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: float | None = None,
+                  device: torch.device | None = None, pool: NetworkPool | None = None) -> dict[str, Any]:
+    """Profiles the network of arch `index` on x (taken from `pool`, else built afresh on the
+    device): one result row."""
+    device = torch.device(config.device) if device is None else device
+    t0 = time.perf_counter()
+    model = pool.get(index) if pool is not None else _build(index, config, device)
+    params = sum(p.numel() for p in model.parameters())
+    t1 = time.perf_counter()
+    summary = torch.ops.util.profile(model, x, warmup=config.warmup, iters=config.iters,
+                                     cuda_graph=config.cuda_graph, peak_flops=peak_flops,
+                                     trace=config.trace).tolist()
+    t2 = time.perf_counter()
+    row: dict[str, Any] = dict(zip(KEY_COLUMNS, config.key(index)))
+    row["arch"] = str(nb.arch_of_index(index))
+    row["device_name"] = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    for c, i in _FIELD_INDEX.items():
+        row[c] = summary[i]
+    row["params"] = float(params)
+    row["build_seconds"] = t1 - t0
+    row["eval_seconds"] = t2 - t0
+    return row
+
+
+def insert_rows(con: sqlite3.Connection, rows: list[dict[str, Any]]) -> None:
+    """Writes result rows (dicts with every column; NaN -> NULL), replacing equal keys, and commits."""
+    def value(v: Any) -> Any:
+        return None if isinstance(v, float) and math.isnan(v) else v
+
+    con.executemany(
+        f"INSERT OR REPLACE INTO results ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+        [tuple(value(r[c]) for c in _COLUMNS) for r in rows])
+    con.commit()
+
+
+class _Progress:
+    """tqdm if it is installed, else one text line every `every` seconds on stderr."""
+
+    def __init__(self, total: int, desc: str, every: float = 10.0) -> None:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            tqdm = None
+        self._bar = tqdm(total=total, desc=desc, unit="arch") if tqdm is not None and total else None
+        self.total, self.desc, self.every = total, desc, every
+        self.done, self._t0, self._last = 0, time.perf_counter(), 0.0
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(n)
+            return
+        now = time.perf_counter()
+        if now - self._last >= self.every or self.done == self.total:
+            self._last = now
+            rate = (now - self._t0) / max(self.done, 1)
+            print(f"{self.desc}: {self.done}/{self.total} archs, {1e3 * rate:.1f} ms/arch, "
+                  f"{rate * (self.total - self.done):.0f} s left", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+@dataclass
+class SweepStats:
+    """What a sweep did. seconds_per_arch: wall time per evaluated arch (construction, profile
+    and the db write); projected_full_space_seconds: that times 15,625 / world_size."""
+
+    evaluated: int
+    skipped: int
+    seconds: float
+    seconds_per_arch: float
+    build_seconds_per_arch: float
+    projected_full_space_seconds: float
+    world_size: int = 1
+    rank: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *,
+          rank: int = 0, world_size: int = 1, commit_every: int = 64,
+          cudnn_benchmark: bool = False, progress: bool = True, rebuild: bool = False,
+          skip: Iterable[int] = ()) -> SweepStats:
+    """Evaluates `indices` (this rank's share of them) with `config` into `db`, skipping rows
+    that are already there (and the indices in `skip`), committing every `commit_every` archs.
+    rebuild: build every network afresh instead of swapping edge ops in one (NetworkPool)."""
+    device = torch.device(config.device)
+    if device.type == "cuda":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = cudnn_benchmark
+    mine = shard_indices(indices, rank, world_size)
+    con = connect(db)
+    try:
+        done = finished_indices(con, config) | set(skip)
+        todo = [i for i in mine if i not in done]
+        x = _make_input(config, device)
+        pool = None
+        if todo and not rebuild:
+            pool = NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
+        peak = None
+        if device.type != "meta":
+            peak, _ = torchutil.peak_flops(device, DTYPES[config.dtype])  # once, not per arch
+        bar = _Progress(len(todo), f"nas evaluate rank {rank}" if world_size > 1 else "nas evaluate") if progress else None
+        pending: list[dict[str, Any]] = []
+        build = 0.0
+        t0 = time.perf_counter()
+        for i in todo:
+            row = evaluate_arch(i, config, x, peak, device, pool)
+            build += row["build_seconds"]
+            pending.append(row)
+            if len(pending) >= commit_every:
+                insert_rows(con, pending)
+                pending.clear()
+            if bar is not None:
+                bar.update()
+        if pending:
+            insert_rows(con, pending)
+        seconds = time.perf_counter() - t0
+        if bar is not None:
+            bar.close()
+    finally:
+        con.close()
+    per_arch = seconds / len(todo) if todo else math.nan
+    return SweepStats(
+        evaluated=len(todo), skipped=len(mine) - len(todo), seconds=seconds, seconds_per_arch=per_arch,
+        build_seconds_per_arch=build / len(todo) if todo else math.nan,
+        projected_full_space_seconds=per_arch * nb.num_archs() / world_size,
+        world_size=world_size, rank=rank)
+
+
+def distributed_sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str],
+                      **kwargs: Any) -> SweepStats:
+    """sweep() on every rank of an initialized torch.distributed group: each rank writes its
+    shard (shard_path(db, rank)) on cuda:local_rank (the configured device elsewhere); after a
+    barrier rank 0 merges all shards into db. Indices db already holds are skipped."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if torch.device(config.device).type == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", rank % max(torch.cuda.device_count(), 1)))
+        config = EvalConfig(**{**asdict(config), "device": f"cuda:{local}"})
+    # Rows already merged into db (an earlier run) are not measured again.
+    done: set[int] = set()
+    if Path(db).exists():
+        con = connect(db)
+        try:
+            done = finished_indices(con, config)
+        finally:
+            con.close()
+    stats = sweep(config, indices, shard_path(db, rank), rank=rank, world_size=world, skip=done, **kwargs)
+    dist.barrier()
+    if rank == 0:
+        merge(db, [shard_path(db, r) for r in range(world)])
+    dist.barrier()
+    return stats
+
+
+def iter_shards(db: str | os.PathLike[str]) -> Iterator[Path]:
+    """The shard files of db that exist (results.rank*.sqlite next to results.sqlite)."""
+    db = Path(db)
+    yield from sorted(db.parent.glob(f"{db.stem}.rank*{db.suffix or '.sqlite'}"))

@@ -1,0 +1,107 @@
+"""The roofline of a profile: for each op, the FLOP/s its arithmetic intensity allows on the
+device (min(peak, intensity x memory bandwidth)), the utilization that allows, and whether the
+op is compute-, memory- or overhead-bound. The arithmetic and the classification are C++
+(csrc/core/Roofline.h, torch.ops.util._roofline_points); docs/roofline.md defines them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from torchutil import _ops  # noqa: F401  (registers the ops)
+from torchutil.profiler import ProfileResult
+
+__all__ = ["BANDWIDTH_SOURCES", "RooflineResult", "RooflineRow", "memory_bandwidth", "roofline",
+           "roofline_utilization"]
+
+BANDWIDTH_SOURCES = ("auto", "datasheet", "computed", "measured")
+
+
+def memory_bandwidth(device: torch.device | str = "cuda", source: str = "auto") -> tuple[float, str]:
+    """Memory bandwidth of `device` in bytes/s, and where the number comes from.
+
+    source: "auto" (datasheet, else computed, else measured), "datasheet" (NVIDIA's figure for
+    the GPUs of csrc/core/PeakTable.cpp), "computed" (2 x memory clock x bus width, CUDA) or
+    "measured" (best read + write rate of a large tensor copy; the only source on a CPU).
+    Same as torch.ops.util.memory_bandwidth.
+    """
+    return torch.ops.util.memory_bandwidth(torch.device(device), source)
+
+
+def roofline_utilization(flops: torch.Tensor, bytes: torch.Tensor, peak_flops: float,
+                         bandwidth: float) -> torch.Tensor:
+    """min(1, flops / bytes x bandwidth / peak_flops), elementwise: the utilization the
+    roofline allows (torch.ops.util.roofline). Units: FLOPs, bytes, FLOP/s, bytes/s."""
+    return torch.ops.util.roofline(flops, bytes, peak_flops, bandwidth)
+
+
+@dataclass(frozen=True)
+class RooflineRow:
+    """One op of a profile on the roofline (FLOPs, bytes and times per forward)."""
+
+    op: str
+    module: str
+    dtype: str
+    flops: int
+    bytes: int
+    intensity: float                    # FLOPs per byte
+    attainable_flops_per_second: float  # min(peak, intensity x bandwidth)
+    attainable_utilization: float       # attainable / peak
+    roofline_seconds: float             # max(flops / peak, bytes / bandwidth)
+    achieved_flops_per_second: float    # flops / kernel seconds (NaN without a kernel trace)
+    roofline_share: float               # roofline_seconds / kernel seconds (NaN without one)
+    bound: str                          # "compute-bound", "memory-bound", "overhead-bound", "unknown"
+
+
+@dataclass
+class RooflineResult:
+    """The device's roofline and every op of a profile on it."""
+
+    peak_flops_per_second: float
+    bandwidth: float          # bytes/s
+    bandwidth_source: str
+    ridge_intensity: float    # FLOPs per byte where the roofs meet: peak / bandwidth
+    rows: list[RooflineRow]
+
+    def counts(self) -> dict[str, int]:
+        """How many ops fall in each class."""
+        out: dict[str, int] = {}
+        for r in self.rows:
+            out[r.bound] = out.get(r.bound, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"peak_flops_per_second": self.peak_flops_per_second, "bandwidth": self.bandwidth,
+                "bandwidth_source": self.bandwidth_source, "ridge_intensity": self.ridge_intensity,
+                "rows": [asdict(r) for r in self.rows]}
+
+
+def roofline(result: ProfileResult, *, bandwidth: float | None = None,
+             source: str = "auto") -> RooflineResult:
+    """Places every op of `result` on the roofline of the device it ran on.
+
+    The peak is the profile's (result.peak_flops_per_second); the bandwidth is `bandwidth`
+    (bytes/s) when given, else memory_bandwidth(result.device, source). Ops whose measured
+    kernel time (CUDA with kernel tracing) is more than twice their roofline time are
+    overhead-bound; without a trace ops are classified by intensity alone.
+    """
+    peak = float(result.peak_flops_per_second)
+    if not (peak > 0 and math.isfinite(peak)):
+        raise ValueError(f"torchutil: this profile has no peak FLOP/s ({peak}); profile on a "
+                         "real device or pass peak_flops= to torchutil.profile")
+    if bandwidth is None:
+        bandwidth, bw_source = memory_bandwidth(result.device, source)
+    else:
+        bw_source = "given by the caller"
+    flops = torch.tensor([float(r.flops) for r in result.ops], dtype=torch.float64)
+    nbytes = torch.tensor([float(r.bytes) for r in result.ops], dtype=torch.float64)
+    seconds = torch.tensor([r.kernel_seconds for r in result.ops], dtype=torch.float64)
+    traced = bool(result.ops) and not bool(torch.isnan(seconds).all())
+    table, bounds = torch.ops.util._roofline_points(flops, nbytes, peak, float(bandwidth),
+                                                    seconds if traced else None)
+    rows = [RooflineRow(r.op, r.module, r.dtype, r.flops, r.bytes, *map(float, values), bound)
+            for r, values, bound in zip(result.ops, table.tolist(), bounds)]
+    return RooflineResult(peak, float(bandwidth), bw_source, peak / float(bandwidth), rows)

@@ -1,0 +1,479 @@
+"""The CNN utilization survey (RQ1): profiles classification models over batch sizes, dtypes
+and timing modes, and writes what it measured as CSV, JSON, PNG plots and one HTML report.
+
+    python -m torchutil survey --models resnet50 mobilenet_v3_large --batches 1 32 256 --out survey/
+
+Resumable: every finished (model, batch, dtype, mode) is appended to OUT/survey.jsonl at once,
+and a rerun skips what is there (failures included: they are recorded with their error).
+Plots need matplotlib (pip install torchutil[plot]); the progress bar uses tqdm when present.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import html
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+
+from torchutil.fields import FIELDS
+from torchutil.profiler import profile
+from torchutil.rooflines import memory_bandwidth, roofline
+
+__all__ = ["DTYPES", "MODES", "SurveyConfig", "build_classifier", "imagenet_top1", "run_survey",
+           "write_outputs"]
+
+DTYPES = ("float32", "tf32", "float16", "bfloat16")
+MODES = ("eager", "cuda_graph")
+TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
+                "bfloat16": torch.bfloat16}
+RESULTS = "survey.jsonl"
+PLOTS = ("util_vs_batch.png", "util_vs_throughput.png", "util_vs_top1.png")
+
+
+@dataclass
+class SurveyConfig:
+    """What a survey runs. models: torchvision names, or "timm:<name>" for timm models.
+    image_size None: 299 for inception_v3, else 224. channels_last None: on for CUDA."""
+
+    models: list[str]
+    batches: list[int]
+    dtypes: list[str]
+    modes: list[str]
+    device: str = "cpu"
+    out: str = "survey"
+    image_size: int | None = None
+    channels_last: bool | None = None
+    warmup: int = 3
+    iters: int = 10
+    peak: str = "auto"
+    progress: bool = True
+    skipped: list[str] = field(default_factory=list)  # filled by plan(): what cannot run here
+
+    def plan(self) -> list[tuple[str, int, str, str]]:
+        """The (model, batch, dtype, mode) configurations this device can run, in run order."""
+        on_cuda = torch.device(self.device).type == "cuda"
+        todo = []
+        for model, batch, dtype, mode in itertools.product(self.models, self.batches, self.dtypes, self.modes):
+            if not on_cuda and (mode == "cuda_graph" or dtype == "tf32"):
+                what = "CUDA-graph mode" if mode == "cuda_graph" else "tf32"
+                note = f"{what} runs on CUDA only: skipped on {self.device}"
+                if note not in self.skipped:
+                    self.skipped.append(note)
+                continue
+            todo.append((model, batch, dtype, mode))
+        return todo
+
+
+def build_classifier(name: str) -> torch.nn.Module:
+    """A classification model with random weights: a torchvision name, or "timm:<name>"."""
+    if name.startswith("timm:"):
+        try:
+            import timm
+        except ImportError:
+            raise ValueError(f"torchutil: {name} needs timm (pip install timm)") from None
+        return timm.create_model(name.removeprefix("timm:"), pretrained=False)
+    import torchvision
+
+    available = torchvision.models.list_models(module=torchvision.models)
+    if name not in available:
+        raise ValueError(f"torchutil: unknown model {name!r}; torchvision classification models "
+                         f"are: {', '.join(sorted(available))} (timm models: timm:<name>)")
+    # Their auxiliary heads only train; init_weights=False skips a slow scipy initialization.
+    kwargs = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
+    return torchvision.models.get_model(name, weights=None, **kwargs)
+
+
+def default_models() -> list[str]:
+    import torchvision
+
+    return sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+def imagenet_top1(name: str) -> float | None:
+    """ImageNet-1K top-1 (%) of the default torchvision weights, from torchvision's metadata
+    (nothing is downloaded); None for timm models and models without it."""
+    if name.startswith("timm:"):
+        return None
+    try:
+        import torchvision
+
+        return float(torchvision.models.get_model_weights(name).DEFAULT.meta["_metrics"]["ImageNet-1K"]["acc@1"])
+    except (KeyError, ValueError, AttributeError, ImportError):
+        return None
+
+
+@contextlib.contextmanager
+def tf32_flags(dtype: str) -> Iterator[None]:
+    """TF32 on for "tf32", off for "float32" (cuBLAS matmuls and cuDNN convolutions), untouched
+    otherwise; restored on exit."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        if dtype in ("float32", "tf32"):
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+            torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def _key(row: dict[str, Any]) -> tuple[str, int, str, str]:
+    return (row["model"], int(row["batch"]), row["dtype"], row["mode"])
+
+
+def load_results(out: str) -> list[dict[str, Any]]:
+    """The rows of OUT/survey.jsonl; a line cut short by a crash is dropped (and rerun)."""
+    path = os.path.join(out, RESULTS)
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+    return rows
+
+
+class _Progress:
+    """tqdm when installed, else one text line on stderr rewritten in place."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.enabled = total, 0, enabled
+        self._bar = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, desc="survey", unit="config")
+            except ImportError:
+                pass
+        self._t0 = time.perf_counter()
+
+    def update(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.set_postfix_str(label)
+            self._bar.update(1)
+            return
+        elapsed = time.perf_counter() - self._t0
+        eta = elapsed / self.done * (self.total - self.done)
+        sys.stderr.write(f"\rsurvey [{self.done}/{self.total}] {elapsed:.0f}s elapsed, ~{eta:.0f}s left: {label}\033[K")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self.enabled and self.total:
+            sys.stderr.write("\n")
+
+
+def _json_safe(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def _channels_last(config: SurveyConfig) -> bool:
+    if config.channels_last is None:
+        return torch.device(config.device).type == "cuda"
+    return config.channels_last
+
+
+def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batch: int, dtype: str,
+             mode: str, bandwidth: float) -> dict[str, Any]:
+    device = torch.device(config.device)
+    size = config.image_size or (299 if model_name == "inception_v3" else 224)
+    channels_last = _channels_last(config)
+    x = torch.randn(batch, 3, size, size, device=device, dtype=TORCH_DTYPES[dtype])
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    with tf32_flags(dtype):
+        result = profile(model, x, warmup=config.warmup, iters=config.iters,
+                         cuda_graph=mode == "cuda_graph", peak=config.peak)
+    roof = roofline(result, bandwidth=bandwidth)
+    return {
+        "image_size": size,
+        "channels_last": channels_last,
+        "summary": dict(zip(FIELDS, result.summary.tolist())),
+        "peak_source": result.peak_source,
+        "peak_dtype": result.peak_dtype,
+        "ridge_intensity": roof.ridge_intensity,
+        "bounds": roof.counts(),
+        # Per op: name, module, FLOPs, bytes, intensity, achieved kernel FLOP/s (NaN without a
+        # trace), attainable utilization, class.
+        "ops": [[r.op, r.module, r.flops, r.bytes, r.intensity, r.achieved_flops_per_second,
+                 r.attainable_utilization, r.bound] for r in roof.rows],
+    }
+
+
+def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
+    """Runs every configuration of `config` not yet in OUT/survey.jsonl, appending each as it
+    finishes, and returns all rows (old and new). Models are built once per (model, dtype)."""
+    os.makedirs(config.out, exist_ok=True)
+    rows = load_results(config.out)
+    done = {_key(r) for r in rows}
+    todo = [c for c in config.plan() if c not in done]
+    device = torch.device(config.device)
+    if not todo:
+        return rows
+    bandwidth, bandwidth_source = memory_bandwidth(device)
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    progress = _Progress(len(todo), config.progress)
+    built: tuple[tuple[str, str], torch.nn.Module | Exception] | None = None
+    try:
+        with open(os.path.join(config.out, RESULTS), "a") as sink:
+            for model_name, batch, dtype, mode in todo:
+                row: dict[str, Any] = {
+                    "model": model_name, "batch": batch, "dtype": dtype, "mode": mode,
+                    "device": str(device), "device_name": device_name,
+                    "top1": imagenet_top1(model_name), "bandwidth": bandwidth,
+                    "bandwidth_source": bandwidth_source,
+                }
+                t0 = time.perf_counter()
+                try:
+                    if built is None or built[0] != (model_name, dtype):
+                        built = None  # free the last model before building the next
+                        try:
+                            m = build_classifier(model_name).eval().to(device=device, dtype=TORCH_DTYPES[dtype])
+                            if _channels_last(config):
+                                m = m.to(memory_format=torch.channels_last)
+                            built = ((model_name, dtype), m)
+                        except Exception as e:  # noqa: BLE001  (recorded; every batch fails alike)
+                            built = ((model_name, dtype), e)
+                    if isinstance(built[1], Exception):
+                        raise built[1]
+                    row.update(_measure(config, model_name, built[1], batch, dtype, mode, bandwidth))
+                    row["status"] = "ok"
+                except Exception as e:  # noqa: BLE001  (one failure must not end the survey)
+                    row["status"] = "error"
+                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    if device.type == "cuda":
+                        torch.cuda.empty_cache()
+                row["config_seconds"] = time.perf_counter() - t0
+                sink.write(json.dumps(_json_safe(row)) + "\n")
+                sink.flush()
+                rows.append(_json_safe(row))
+                progress.update(f"{model_name} b{batch} {dtype} {mode}")
+    finally:
+        progress.close()
+    return rows
+
+
+# ---------------------------------------------------------------------------------- outputs
+
+CSV_COLUMNS = ["model", "batch", "dtype", "mode", "device", "device_name", "image_size", "status",
+               "error", "top1", *FIELDS, "peak_source", "peak_dtype", "bandwidth",
+               "bandwidth_source", "ridge_intensity", "compute_bound_ops", "memory_bound_ops",
+               "overhead_bound_ops", "config_seconds"]
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: row.get(k) for k in CSV_COLUMNS}
+    out.update(row.get("summary") or {})
+    bounds = row.get("bounds") or {}
+    out["compute_bound_ops"] = bounds.get("compute-bound", 0)
+    out["memory_bound_ops"] = bounds.get("memory-bound", 0)
+    out["overhead_bound_ops"] = bounds.get("overhead-bound", 0)
+    return out
+
+
+def _ok(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("status") == "ok" and r["summary"].get("utilization") is not None]
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def roofline_plot_name(model: str) -> str:
+    return f"roofline_{_safe_name(model)}.png"
+
+
+def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = _ok(rows)
+    written = []
+
+    def save(fig: Any, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+        written.append(name)
+
+    # Utilization vs batch size, one line per (model, dtype, mode).
+    fig, ax = plt.subplots(figsize=(8, 5))
+    series: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+    for r in ok:
+        series.setdefault((r["model"], r["dtype"], r["mode"]), []).append((r["batch"], 100 * r["summary"]["utilization"]))
+    for (model, dtype, mode), points in sorted(series.items()):
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{model} {dtype} {mode}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("utilization (% of peak FLOP/s)")
+    ax.set_title("Utilization vs batch size")
+    if series:
+        ax.legend(fontsize=7, ncol=2 if len(series) > 12 else 1)
+    ax.grid(alpha=0.3)
+    save(fig, PLOTS[0])
+
+    # Utilization vs throughput, every configuration.
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for model in sorted({r["model"] for r in ok}):
+        pts = [r for r in ok if r["model"] == model]
+        ax.scatter([r["summary"]["inputs_per_second"] for r in pts],
+                   [100 * r["summary"]["utilization"] for r in pts], label=model, s=18)
+    ax.set_xscale("log")
+    ax.set_xlabel("throughput (images/s)")
+    ax.set_ylabel("utilization (%)")
+    ax.set_title("Utilization vs throughput (all batches, dtypes, modes)")
+    if ok:
+        ax.legend(fontsize=7, ncol=2 if len(ok) > 24 else 1)
+    ax.grid(alpha=0.3)
+    save(fig, PLOTS[1])
+
+    # Utilization vs ImageNet top-1: each model's best utilization at its largest batch.
+    fig, ax = plt.subplots(figsize=(8, 5))
+    best: dict[str, dict[str, Any]] = {}
+    for r in ok:
+        if r.get("top1") is None:
+            continue
+        b = best.get(r["model"])
+        if b is None or (r["batch"], r["summary"]["utilization"]) > (b["batch"], b["summary"]["utilization"]):
+            best[r["model"]] = r
+    for model, r in sorted(best.items()):
+        ax.scatter(r["top1"], 100 * r["summary"]["utilization"], s=22)
+        ax.annotate(model, (r["top1"], 100 * r["summary"]["utilization"]), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    if not best:
+        ax.text(0.5, 0.5, "no model with ImageNet top-1 metadata", ha="center", transform=ax.transAxes)
+    ax.set_xlabel("ImageNet-1K top-1 (%) of the torchvision weights")
+    ax.set_ylabel("utilization (%) at the largest batch")
+    ax.set_title("Utilization vs accuracy")
+    ax.grid(alpha=0.3)
+    save(fig, PLOTS[2])
+
+    # Each model's ops on the device's roofline, at its largest batch (first dtype and mode).
+    for model in sorted({r["model"] for r in ok}):
+        r = max((x for x in ok if x["model"] == model), key=lambda x: x["batch"])
+        peak = r["summary"]["peak_flops_per_second"]
+        bandwidth = r["bandwidth"]
+        ops = [o for o in r["ops"] if o[4] is not None and o[4] > 0]
+        fig, ax = plt.subplots(figsize=(7, 5))
+        lo = min([o[4] for o in ops] + [r["ridge_intensity"] / 100])
+        hi = max([o[4] for o in ops] + [r["ridge_intensity"] * 100])
+        xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+        ax.plot(xs, [min(peak, x * bandwidth) for x in xs], color="black", lw=1.5,
+                label=f"roofline: {peak / 1e12:.3g} TFLOP/s, {bandwidth / 1e9:.3g} GB/s")
+        colors = {"compute-bound": "tab:blue", "memory-bound": "tab:orange", "overhead-bound": "tab:red", "unknown": "gray"}
+        traced = any(o[5] is not None for o in ops)
+        for bound, color in colors.items():
+            sel = [o for o in ops if o[7] == bound]
+            if not sel:
+                continue
+            # With a kernel trace, each op at its achieved kernel FLOP/s; without, at the roof.
+            ys = [o[5] if traced and o[5] is not None else o[6] * peak for o in sel]
+            sizes = [8 + 60 * math.sqrt(o[2] / max(1, max(p[2] for p in ops))) for o in sel]
+            ax.scatter([o[4] for o in sel], ys, s=sizes, color=color, alpha=0.6, label=f"{bound} ops ({len(sel)})")
+        s = r["summary"]
+        if s.get("arithmetic_intensity") and s.get("achieved_flops_per_second"):
+            ax.scatter([s["arithmetic_intensity"]], [s["achieved_flops_per_second"]], marker="*", s=160,
+                       color="green", label="whole forward (achieved)", zorder=5)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel("FLOP/s")
+        where = "achieved kernel FLOP/s" if traced else "attainable FLOP/s (no kernel trace)"
+        ax.set_title(f"{model}, batch {r['batch']}, {r['dtype']}, {r['mode']}: ops at {where}", fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, which="both")
+        save(fig, roofline_plot_name(model))
+    return written
+
+
+def _fmt(v: Any, scale: float = 1.0, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    return f"{v * scale:.{digits}g}" if isinstance(v, float) else html.escape(str(v))
+
+
+def _report(rows: list[dict[str, Any]], plots: list[str], config: SurveyConfig) -> str:
+    ok = _ok(rows)
+    errors = [r for r in rows if r.get("status") == "error"]
+    device = html.escape(rows[0]["device_name"] if rows else config.device)
+    head = ("<tr><th>model</th><th>batch</th><th>dtype</th><th>mode</th><th>utilization %</th>"
+            "<th>kernel util. %</th><th>images/s</th><th>GFLOP/image</th><th>FLOP/B</th>"
+            "<th>ms/forward</th><th>top-1 %</th><th>ops compute / memory / overhead</th></tr>")
+    body = []
+    for r in sorted(ok, key=_key):
+        s = r["summary"]
+        b = r.get("bounds") or {}
+        body.append(
+            f"<tr><td>{html.escape(r['model'])}</td><td>{r['batch']}</td><td>{r['dtype']}</td><td>{r['mode']}</td>"
+            f"<td>{_fmt(s['utilization'], 100)}</td><td>{_fmt(s.get('kernel_utilization'), 100)}</td>"
+            f"<td>{_fmt(s['inputs_per_second'], 1, 4)}</td><td>{_fmt(s['flops'] / r['batch'], 1e-9)}</td>"
+            f"<td>{_fmt(s['arithmetic_intensity'])}</td><td>{_fmt(s['seconds'], 1e3)}</td>"
+            f"<td>{_fmt(r.get('top1'))}</td><td>{b.get('compute-bound', 0)} / {b.get('memory-bound', 0)} / "
+            f"{b.get('overhead-bound', 0)}</td></tr>")
+    figures = "\n".join(f'<figure><img src="{html.escape(p)}" alt="{html.escape(p)}"><figcaption>{html.escape(p)}</figcaption></figure>'
+                        for p in plots)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in config.skipped)
+    err = "".join(f"<li>{html.escape(r['model'])} b{r['batch']} {r['dtype']} {r['mode']}: {html.escape(r.get('error', ''))}</li>"
+                  for r in errors)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>torchutil survey: {device}</title>
+<style>
+body {{ font-family: sans-serif; margin: 1.5em; color: #222; }}
+table {{ border-collapse: collapse; font-size: 13px; }}
+th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: right; }}
+th {{ background: #eef; }} td:first-child {{ text-align: left; }}
+figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 760px; border: 1px solid #ddd; }}
+</style></head><body>
+<h1>CNN utilization survey</h1>
+<p>Device: {device}. Utilization = achieved FLOP/s ÷ peak FLOP/s of the dtype in use
+(FLOPs = 2 × multiply-accumulates, counted by torchutil). {len(ok)} configurations measured,
+{len(errors)} failed.</p>
+{f"<ul>{notes}</ul>" if notes else ""}
+<h2>Results</h2>
+<table>{head}{"".join(body)}</table>
+<h2>Plots</h2>
+{figures}
+{f"<h2>Failed configurations</h2><ul>{err}</ul>" if err else ""}
+</body></html>
+"""
+
+
+def write_outputs(rows: list[dict[str, Any]], config: SurveyConfig, plots: bool = True) -> list[str]:
+    """Writes OUT/survey.csv, survey.json, the PNG plots (matplotlib) and report.html; returns
+    the file names written."""
+    out = config.out
+    with open(os.path.join(out, "survey.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow(_flat(r))
+    with open(os.path.join(out, "survey.json"), "w") as f:
+        json.dump(rows, f)
+    written = ["survey.csv", "survey.json"]
+    pngs = _plots(rows, out) if plots else []
+    with open(os.path.join(out, "report.html"), "w") as f:
+        f.write(_report(rows, pngs, config))
+    return written + pngs + ["report.html"]
