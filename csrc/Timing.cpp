@@ -25,6 +25,13 @@ void synchronizeDevice(c10::Device device) {
   impl->synchronizeDevice(device.index());
 }
 
+c10::Device concreteDevice(c10::Device device) {
+  if (device.is_cpu() || device.is_meta() || device.has_index()) {
+    return device;
+  }
+  return c10::impl::getDeviceGuardImpl(device.type())->getDevice();
+}
+
 std::vector<double> timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
                                  c10::Device device, TimingMode mode, int64_t warmup,
                                  int64_t iters, const std::function<void()>& beforeTimed) {

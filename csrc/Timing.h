@@ -24,4 +24,7 @@ std::vector<double> timeForwards(Forward& forward, const std::vector<at::Tensor>
 // Blocks until the device has finished all queued work (no-op on the CPU).
 void synchronizeDevice(c10::Device device);
 
+// The device with its index: torch.device("cuda") has none and means the current device.
+c10::Device concreteDevice(c10::Device device);
+
 }  // namespace torchutil

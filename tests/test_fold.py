@@ -153,5 +153,10 @@ def test_fold_bench_cli(tmp_path):
     assert [r["f"] for r in rows] == [1, 2, 3, 4]
     assert rows[0]["throughput_gain"] == 1.0
     assert (tmp_path / "fold_bench.csv").read_text().startswith("model,f,batch")
-    with pytest.raises(SystemExit, match="not divisible"):
-        main(["fold-bench", "--device", "cpu", "--batch", "10", "--f", "3", "--out", str(tmp_path)])
+    # A factor that does not divide the batch runs at the largest batch it divides.
+    assert main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "10",
+                 "--f", "3", "--warmup", "0", "--iters", "1", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "fold_bench.json").read_text())
+    assert [(r["f"], r["batch"]) for r in rows] == [(1, 10), (3, 9)]
+    with pytest.raises(SystemExit, match="batch >= every factor"):
+        main(["fold-bench", "--device", "cpu", "--batch", "2", "--f", "3", "--out", str(tmp_path)])

@@ -33,11 +33,16 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
                    *, device: str = "cpu", batch: int = 1024, dtype: str = "float32",
                    warmup: int = 3, iters: int = 10, channels_last: bool | None = None,
                    cuda_graph: bool = False) -> list[dict[str, Any]]:
-    """One row per (model, f), f = 1 (the original) first; gains are relative to f = 1."""
+    """One row per (model, f), f = 1 (the original) first; gains are relative to f = 1.
+
+    A folded model takes a batch that f divides: each f runs at the largest such batch not
+    above `batch` (1023 for f = 3 at batch 1024; the row's `batch` says which), and every figure
+    compared is per image.
+    """
     dev = torch.device(device)
-    bad = [f for f in factors if batch % f != 0]
-    if bad:
-        raise ValueError(f"torchutil: batch {batch} is not divisible by folding factor(s) {bad}")
+    if any(f < 1 for f in factors) or batch < max((1, *factors)):
+        raise ValueError(f"torchutil: need folding factors >= 1 and batch >= every factor, got "
+                         f"factors {list(factors)} and batch {batch}")
     if channels_last is None:
         channels_last = dev.type == "cuda"
     rows = []
@@ -47,18 +52,19 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
         for f in (1, *[f for f in factors if f != 1]):
             model = original if f == 1 else fold(original, f).eval()
             model = model.to(device=dev, dtype=TORCH_DTYPES[dtype])
-            x = torch.randn(batch, 3, size, size, device=dev, dtype=TORCH_DTYPES[dtype])
+            n = batch - batch % f
+            x = torch.randn(n, 3, size, size, device=dev, dtype=TORCH_DTYPES[dtype])
             if channels_last:
                 model = model.to(memory_format=torch.channels_last)
                 x = x.contiguous(memory_format=torch.channels_last)
             with tf32_flags(dtype):
                 r = profile(model, x, warmup=warmup, iters=iters, cuda_graph=cuda_graph)
             row = {
-                "model": name, "f": f, "batch": batch, "dtype": dtype, "device": str(dev),
+                "model": name, "f": f, "batch": n, "dtype": dtype, "device": str(dev),
                 "image_size": size, "utilization": r.utilization,
                 "kernel_utilization": r.kernel_utilization,
                 "inputs_per_second": r.inputs_per_second,
-                "flops_per_image": r.flops / batch, "matrix_flops_per_image": r.matrix_flops / batch,
+                "flops_per_image": r.flops / n, "matrix_flops_per_image": r.matrix_flops / n,
                 "arithmetic_intensity": r.arithmetic_intensity, "seconds": r.seconds,
                 "peak_flops_per_second": r.peak_flops_per_second, "peak_source": r.peak_source,
             }

@@ -5,6 +5,7 @@
 #include "DevicePeak.h"
 #include "OpCounter.h"
 #include "Profile.h"
+#include "Timing.h"
 #include "core/FormulaRegistry.h"
 #include "core/KernelTrace.h"
 #include "core/Metrics.h"
@@ -138,7 +139,8 @@ FullResult countEndOp(c10::Device device, int64_t batchSize, double seconds, std
                       std::optional<double> peakFlops) {
   CountResult counted = OpCounter::end();
   return toFullResult(
-      summarizeCount(std::move(counted.table), device, batchSize, seconds, peak, peakFlops));
+      summarizeCount(std::move(counted.table), concreteDevice(device), batchSize, seconds, peak,
+                     peakFlops));
 }
 
 std::tuple<double, std::string> peakFlopsOp(c10::Device device, std::string dtype,
@@ -146,7 +148,7 @@ std::tuple<double, std::string> peakFlopsOp(c10::Device device, std::string dtyp
   const auto d = parsePeakDtype(dtype);
   TORCH_CHECK_VALUE(d.has_value(), "torchutil: unknown dtype '", dtype,
                     "'; use float64, float32, tf32, float16, bfloat16, float8 or int8");
-  Peak p = devicePeak(device, *d, source);
+  Peak p = devicePeak(concreteDevice(device), *d, source);
   return {p.flopsPerSecond, p.source};
 }
 

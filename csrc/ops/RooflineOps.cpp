@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "DeviceBandwidth.h"
+#include "Timing.h"
 #include "core/Roofline.h"
 
 namespace torchutil {
@@ -80,7 +81,7 @@ std::tuple<at::Tensor, std::vector<std::string>> rooflinePointsOp(
 }
 
 std::tuple<double, std::string> memoryBandwidthOp(c10::Device device, std::string source) {
-  Bandwidth bw = deviceBandwidth(device, source);
+  Bandwidth bw = deviceBandwidth(concreteDevice(device), source);
   return {bw.bytesPerSecond, bw.source};
 }
 
