@@ -4,9 +4,6 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
-#include <chrono>
-#include <map>
-#include <mutex>
 #include <sstream>
 
 #include "Timing.h"
@@ -26,44 +23,15 @@ double timeCopy(c10::Device device) {
   const auto opts = at::TensorOptions().device(device).dtype(at::kByte);
   at::Tensor src = at::empty({bytes}, opts).fill_(1);
   at::Tensor dst = at::empty({bytes}, opts);
-  const int perRep = device.is_cpu() ? 1 : 10;
-  double best = 0.0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-  for (int rep = 0; rep < 12; ++rep) {
-    synchronizeDevice(device);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < perRep; ++i) {
-      dst.copy_(src);
-    }
-    synchronizeDevice(device);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rep > 0) {  // the first copy pays for page faults
-      best = std::max(best, 2.0 * static_cast<double>(bytes) * perRep / s);  // read + write
-    }
-    if (rep >= 3 && std::chrono::steady_clock::now() > deadline) {
-      break;
-    }
-  }
-  return best;
+  // Every copy reads and writes `bytes`.
+  return bestRate(device, [&] { dst.copy_(src); }, device.is_cpu() ? 1 : 10,
+                  2.0 * static_cast<double>(bytes));
 }
 
 }  // namespace
 
 double measuredCopyBandwidth(c10::Device device) {
-  static std::mutex mutex;
-  static std::map<std::string, double> cache;
-  const std::string key = device.str();
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) {
-      return it->second;
-    }
-  }
-  const double value = timeCopy(device);
-  std::lock_guard<std::mutex> lock(mutex);
-  cache[key] = value;
-  return value;
+  return memoized("copy " + device.str(), [&] { return timeCopy(device); });
 }
 
 Bandwidth deviceBandwidth(c10::Device device, std::string_view source) {

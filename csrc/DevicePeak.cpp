@@ -6,11 +6,8 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
-#include <chrono>
 #include <cmath>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <sstream>
 
 #include "Timing.h"
@@ -59,60 +56,41 @@ double timeGemm(c10::Device device, PeakDtype dtype) {
   const auto opts = at::TensorOptions().device(device).dtype(*type);
   const at::Tensor a = at::randn({n, n}, opts);
   const at::Tensor b = at::randn({n, n}, opts);
-  const double flops = 2.0 * static_cast<double>(n) * n * n;
-  double best = 0.0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-  for (int rep = 0; rep < 12; ++rep) {
-    synchronizeDevice(device);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < (device.is_cpu() ? 1 : 10); ++i) {
-      at::mm(a, b);
-    }
-    synchronizeDevice(device);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rep > 0) {  // the first run pays for library initialization
-      best = std::max(best, flops * (device.is_cpu() ? 1 : 10) / s);
-    }
-    if (rep >= 3 && std::chrono::steady_clock::now() > deadline) {
-      break;
-    }
-  }
-  return best;
+  return bestRate(device, [&] { at::mm(a, b); }, device.is_cpu() ? 1 : 10,
+                  2.0 * static_cast<double>(n) * n * n);
 }
 
 }  // namespace
 
 double measuredGemmPeak(c10::Device device, PeakDtype dtype) {
-  static std::mutex mutex;
-  static std::map<std::pair<std::string, int>, double> cache;
-  const auto key = std::make_pair(device.str(), static_cast<int>(dtype));
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) {
-      return it->second;
-    }
-  }
-  const double value = timeGemm(device, dtype);
-  std::lock_guard<std::mutex> lock(mutex);
-  cache[key] = value;
-  return value;
+  return memoized("gemm " + device.str() + " " + peakDtypeName(dtype),
+                  [&] { return timeGemm(device, dtype); });
 }
 
 std::string deviceName(c10::Device device) {
 #ifdef TORCHUTIL_WITH_CUDA
   if (device.is_cuda()) {
-    return cuda::deviceInfo(device.index() < 0 ? 0 : device.index()).name;
+    return cuda::deviceInfo(concreteDevice(device).index()).name;
   }
 #endif
   return device.str();
 }
 
-Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source) {
+void checkPeakRequest(std::string_view source, std::optional<double> peakOverride) {
+  if (peakOverride.has_value()) {
+    TORCH_CHECK_VALUE(*peakOverride > 0 && std::isfinite(*peakOverride),
+                      "torchutil: peak_flops must be a positive number of FLOP/s, got ",
+                      *peakOverride);
+    return;
+  }
   TORCH_CHECK_VALUE(source == "auto" || source == "datasheet" || source == "computed" ||
                         source == "measured",
                     "torchutil: peak must be one of 'auto', 'datasheet', 'computed', "
                     "'measured', got '", std::string(source), "'");
+}
+
+Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source) {
+  checkPeakRequest(source, std::nullopt);
   const std::string dtypeName = peakDtypeName(dtype);
   if (device.is_meta()) {
     return {kNaN, "none: nothing runs on the meta device", dtypeName};
@@ -152,10 +130,8 @@ Peak peakForCount(c10::Device device, const CountTable& table, std::string_view 
   const bool tf32Matmul = device.is_cuda() && ctx.allowTF32CuBLAS();
   const bool tf32Conv = device.is_cuda() && ctx.allowTF32CuDNN();
   const PeakDtype dtype = dominantPeakDtype(table, tf32Matmul, tf32Conv).value_or(PeakDtype::FP32);
+  checkPeakRequest(source, peakOverride);
   if (peakOverride.has_value()) {
-    TORCH_CHECK_VALUE(*peakOverride > 0 && std::isfinite(*peakOverride),
-                      "torchutil: peak_flops must be a positive number of FLOP/s, got ",
-                      *peakOverride);
     return {*peakOverride, "given by the caller", peakDtypeName(dtype)};
   }
   return devicePeak(device, dtype, source);

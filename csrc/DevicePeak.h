@@ -22,6 +22,10 @@ struct Peak {
 // "measured". Throws c10::ValueError for another source or when the asked one is unavailable.
 Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source);
 
+// Checks a peak request before anything runs: source is one of the four above, a given peak
+// is a positive finite FLOP/s. Throws c10::ValueError naming the value otherwise.
+void checkPeakRequest(std::string_view source, std::optional<double> peakOverride);
+
 // The peak for what a count ran: its dominant dtype (dominantPeakDtype) on device, or the
 // user's number when peakOverride is set.
 Peak peakForCount(c10::Device device, const CountTable& table, std::string_view source,

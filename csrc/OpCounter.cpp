@@ -23,6 +23,7 @@ struct ThreadState {
   struct CachedEntry {
     std::string name;
     const FormulaEntry* entry;
+    bool isOperator;  // a dispatcher op, not a RecordFunction that marks a region of code
   };
   std::unordered_map<const char*, CachedEntry> entries;
   at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
@@ -51,16 +52,20 @@ std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
   const char* name = fn.name();
   auto it = tls.entries.find(name);
   if (it == tls.entries.end() || it->second.name != name) {
-    it = tls.entries.insert_or_assign(name, ThreadState::CachedEntry{name, s->registry().find(name)})
-             .first;
+    const ThreadState::CachedEntry entry{name, s->registry().find(name),
+                                         fn.operator_name().has_value()};
+    it = tls.entries.insert_or_assign(name, entry).first;
   }
   const bool counted = s->enter(name, it->second.entry);
   if (tls.hooks != nullptr && s->currentEvent() >= 0) {
     tls.hooks->push(static_cast<uint64_t>(s->currentEvent()) + 1);
   }
+  if (s->topIsInside()) {
+    return nullptr;  // most ops of a forward: an implementation detail of a counted op
+  }
   // A RecordFunction without an operator marks code, not tensor work (torch.compile's
   // "TorchDynamo Cache Lookup"): neither counted nor reported; the ops inside follow the rules.
-  if (!fn.operator_name().has_value()) {
+  if (!it->second.isOperator) {
     s->markOpaque();
     return nullptr;
   }

@@ -70,17 +70,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     TORCH_CHECK_VALUE(device.is_cuda(), "torchutil: cuda_graph=True needs CUDA inputs, got ",
                       device.str());
   }
-  // Validate the peak request before running anything.
-  if (options.peakFlops.has_value()) {
-    TORCH_CHECK_VALUE(*options.peakFlops > 0 && std::isfinite(*options.peakFlops),
-                      "torchutil: peak_flops must be a positive number of FLOP/s, got ",
-                      *options.peakFlops);
-  } else {
-    TORCH_CHECK_VALUE(options.peak == "auto" || options.peak == "datasheet" ||
-                          options.peak == "computed" || options.peak == "measured",
-                      "torchutil: peak must be one of 'auto', 'datasheet', 'computed', "
-                      "'measured', got '", options.peak, "'");
-  }
+  checkPeakRequest(options.peak, options.peakFlops);  // before anything runs
 
   c10::InferenceMode inference;
   // Warm-up first, so that lazy initialization and torch.compile's tracing stay out of the

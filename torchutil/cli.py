@@ -16,11 +16,10 @@ from typing import Sequence
 
 import torch
 
+from torchutil.models import DTYPES, build_classifier
 from torchutil.profiler import profile
 
 DEFAULT_MODEL = "resnet50"
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64}
 
 
 def _pick_device(name: str) -> torch.device:
@@ -33,19 +32,11 @@ def _pick_device(name: str) -> torch.device:
 
 
 def build_model(name: str) -> torch.nn.Module:
-    """A torchvision classification model by name, with random weights (weights=None)."""
+    """build_classifier for the command line: an unknown name ends the program with the list."""
     try:
-        import torchvision
-    except ImportError:
-        raise SystemExit("torchutil: model names come from torchvision; pip install torchvision") from None
-    available = torchvision.models.list_models(module=torchvision.models)
-    if name not in available:
-        raise SystemExit(
-            f"torchutil: unknown model {name!r}; torchvision classification models are: "
-            + ", ".join(sorted(available))
-        )
-    kwargs = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
-    return torchvision.models.get_model(name, weights=None, **kwargs)
+        return build_classifier(name)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def _profile_command(args: argparse.Namespace) -> int:

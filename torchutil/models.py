@@ -1,4 +1,10 @@
-"""Small CNNs for the FoldedCNN experiments (RQ2).
+"""The models torchutil's commands build.
+
+build_classifier: a torchvision classification model by name (or a timm model as "timm:<name>"),
+with random weights, as the profile command, the survey and the benchmarks use it; DTYPES: the
+dtype names they accept.
+
+Small CNNs for the FoldedCNN experiments (RQ2):
 
 specialized_cnn: CNNs in the spirit of NoScope's specialized networks and those FoldedCNNs
 folds (Kosaian et al., ICML 2021): a few conv layers, small inputs (32x32 or 64x64), few
@@ -12,9 +18,34 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import torch
 from torch import nn
 
-__all__ = ["FOLD_BENCH_MODELS", "SPECIALIZED", "build", "resnet18_cifar", "specialized_cnn"]
+__all__ = ["DTYPES", "FOLD_BENCH_MODELS", "SPECIALIZED", "build", "build_classifier",
+           "resnet18_cifar", "specialized_cnn"]
+
+#: dtype names the commands accept (the survey adds "tf32": float32 with TF32 allowed).
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+
+
+def build_classifier(name: str) -> nn.Module:
+    """A classification model with random weights: a torchvision name, or "timm:<name>"."""
+    if name.startswith("timm:"):
+        try:
+            import timm
+        except ImportError:
+            raise ValueError(f"torchutil: {name} needs timm (pip install timm)") from None
+        return timm.create_model(name.removeprefix("timm:"), pretrained=False)
+    import torchvision
+
+    available = torchvision.models.list_models(module=torchvision.models)
+    if name not in available:
+        raise ValueError(f"torchutil: unknown model {name!r}; torchvision classification models "
+                         f"are: {', '.join(sorted(available))} (timm models: timm:<name>)")
+    # Their auxiliary heads only train; init_weights=False skips a slow scipy initialization.
+    kwargs = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
+    return torchvision.models.get_model(name, weights=None, **kwargs)
 
 
 def specialized_cnn(channels: Sequence[int] = (32, 64), classes: int = 2,

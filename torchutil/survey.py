@@ -24,6 +24,7 @@ from typing import Any, Iterator
 import torch
 
 from torchutil.fields import FIELDS
+from torchutil.models import DTYPES as DTYPES_BY_NAME, build_classifier
 from torchutil.profiler import profile
 from torchutil.rooflines import memory_bandwidth, roofline
 
@@ -32,8 +33,9 @@ __all__ = ["DTYPES", "MODES", "SurveyConfig", "build_classifier", "imagenet_top1
 
 DTYPES = ("float32", "tf32", "float16", "bfloat16")
 MODES = ("eager", "cuda_graph")
-TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
-                "bfloat16": torch.bfloat16}
+# tf32 is float32 run with TF32 allowed (tf32_flags).
+TORCH_DTYPES = {**{d: DTYPES_BY_NAME[d] for d in ("float32", "float16", "bfloat16")},
+                "tf32": torch.float32}
 RESULTS = "survey.jsonl"
 PLOTS = ("util_vs_batch.png", "util_vs_throughput.png", "util_vs_top1.png")
 
@@ -70,25 +72,6 @@ class SurveyConfig:
                 continue
             todo.append((model, batch, dtype, mode))
         return todo
-
-
-def build_classifier(name: str) -> torch.nn.Module:
-    """A classification model with random weights: a torchvision name, or "timm:<name>"."""
-    if name.startswith("timm:"):
-        try:
-            import timm
-        except ImportError:
-            raise ValueError(f"torchutil: {name} needs timm (pip install timm)") from None
-        return timm.create_model(name.removeprefix("timm:"), pretrained=False)
-    import torchvision
-
-    available = torchvision.models.list_models(module=torchvision.models)
-    if name not in available:
-        raise ValueError(f"torchutil: unknown model {name!r}; torchvision classification models "
-                         f"are: {', '.join(sorted(available))} (timm models: timm:<name>)")
-    # Their auxiliary heads only train; init_weights=False skips a slow scipy initialization.
-    kwargs = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
-    return torchvision.models.get_model(name, weights=None, **kwargs)
 
 
 def default_models() -> list[str]:

@@ -104,6 +104,9 @@ class CountSession {
   void exit(const Args& outputs);
   // Whether the innermost open op is counted and so wants its outputs.
   bool topIsCounted() const;
+  // Whether the innermost open op runs inside a counted one (it is never counted or reported,
+  // so nothing about its inputs matters).
+  bool topIsInside() const { return !frames_.empty() && frames_.back().inside; }
 
   // Module paths are pushed whole ("layer1.0.conv1"), not joined to the enclosing one.
   // Keeps an OpEvent per op call, timed with clock (nanoseconds), from now on.

@@ -33,6 +33,7 @@ from torch import nn
 
 import torchutil
 from torchutil.fields import FIELDS
+from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
 
 __all__ = [
@@ -55,8 +56,6 @@ __all__ = [
     "sweep",
 ]
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64}
 
 # A row's identity. `device` is the device type ("cuda", "cpu"): the shards of one sweep run on
 # cuda:0..cuda:7 and are one measurement; the GPU's name is in `device_name`.
