@@ -160,3 +160,65 @@ def test_fold_bench_cli(tmp_path):
     assert [(r["f"], r["batch"]) for r in rows] == [(1, 10), (3, 9)]
     with pytest.raises(SystemExit, match="batch >= every factor"):
         main(["fold-bench", "--device", "cpu", "--batch", "2", "--f", "3", "--out", str(tmp_path)])
+
+
+def test_folded_channels_multiple_of():
+    # floor(32 sqrt(2)) = 45 -> 48; floor(16 sqrt(2)) = 22 -> 24; floor(32 sqrt(3)) = 55 -> 56
+    assert [folded_channels(c, f, 8) for c, f in ((32, 2), (16, 2), (32, 3), (32, 4), (1, 2))] == [48, 24, 56, 64, 8]
+    assert folded_channels(45, 1, 10) == 50  # halves round up
+    for bad in (0, -8, 2.0, True):
+        with pytest.raises(ValueError, match="multiple_of must be a positive int"):
+            folded_channels(32, 2, bad)
+    with pytest.raises(ValueError, match="multiple_of must be a positive int, got 0"):
+        torchutil.fold(specialized_cnn((8, 16)), 2, multiple_of=0)
+
+
+def test_fold_multiple_of_widths():
+    model = specialized_cnn((16, 32), classes=2)
+    folded = torchutil.fold(model, 2, multiple_of=8).eval()
+    convs = [m for m in folded.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.in_channels, c.out_channels) for c in convs] == [(6, 24), (24, 48)]
+    bns = [m.num_features for m in folded.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert bns == [24, 48]
+    last = [m for m in folded.modules() if isinstance(m, torch.nn.Linear)][-1]
+    assert (last.in_features, last.out_features) == (48, 4)
+    with torch.inference_mode():
+        assert folded(torch.randn(6, 3, 16, 16)).shape == (6, 2)
+
+
+@pytest.mark.parametrize("name", ["spec_3conv_32", "resnet18_cifar"])
+def test_fuse_batchnorm_same_outputs_fewer_ops(name):
+    from torchutil.foldbench import fuse_batchnorm
+
+    model, size, _ = build(name)
+    # Non-trivial BatchNorm statistics, so that fusing them is checked.
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+    x = torch.randn(4, 3, size, size)
+    for net in (model, torchutil.fold(model, 2).eval()):
+        fused = fuse_batchnorm(net)
+        assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in fused.modules())
+        assert any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())  # untouched
+        with torch.inference_mode():
+            torch.testing.assert_close(fused(x), net(x), rtol=1e-4, atol=1e-4)
+        ops = {r.op for r in torchutil.profile(fused, x, warmup=0, iters=1, peak_flops=PEAK).ops}
+        assert not any("batch_norm" in op for op in ops), ops
+
+
+def test_fold_bench_cli_variants(tmp_path):
+    from torchutil.cli import main
+    import json
+
+    assert main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "8",
+                 "--f", "2", "--fuse-bn", "--multiple-of", "8", "--warmup", "0", "--iters", "1",
+                 "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "fold_bench.json").read_text())
+    assert [(r["f"], r["mode"], r["fuse_bn"], r["multiple_of"]) for r in rows] == [
+        (1, "eager", True, 8), (2, "eager", True, 8)]
+    with pytest.raises(SystemExit, match="multiple_of must be a positive int, got 0"):
+        main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "8",
+              "--f", "2", "--multiple-of", "0", "--out", str(tmp_path)])

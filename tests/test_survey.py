@@ -70,6 +70,36 @@ def test_rerun_skips_finished_work(survey_dir, capsys):
     assert len(lines) == 5 and json.loads(lines[-1])["batch"] == 3
 
 
+def test_report_only_measures_nothing(survey_dir, tmp_path, capsys):
+    out = tmp_path / "copy"
+    out.mkdir()
+    shutil.copy(survey_dir / survey.RESULTS, out / survey.RESULTS)
+    before = (out / survey.RESULTS).read_text()
+    assert main(["survey", "--out", str(out), "--report-only", "--no-progress"]) == 0
+    assert (out / survey.RESULTS).read_text() == before
+    for name in ["survey.csv", "survey.json", "report.html", *survey.PLOTS]:
+        assert (out / name).stat().st_size > 0, name
+    with pytest.raises(SystemExit, match="no results in"):
+        main(["survey", "--out", str(tmp_path / "empty"), "--report-only"])
+
+
+def test_plots_with_many_models(survey_dir, tmp_path):
+    """A survey of many models (as on a GPU: every torchvision model, two modes) still plots."""
+    row = json.loads((survey_dir / "survey.json").read_text())[0]
+    rows = []
+    for i in range(3 * survey.LABELLED):
+        for mode in survey.MODES:
+            for batch in (1, 8):
+                r = json.loads(json.dumps(row))
+                r.update(model=f"net{i}", mode=mode, batch=batch)
+                r["summary"]["utilization"] = 0.01 * (i + 1) * batch
+                rows.append(r)
+    config = survey.SurveyConfig(models=[], batches=[], dtypes=[], modes=[], out=str(tmp_path))
+    written = survey.write_outputs(rows, config)
+    assert set(survey.PLOTS) <= set(written)
+    assert len([w for w in written if w.startswith("roofline_")]) == 3 * survey.LABELLED
+
+
 def test_resume_drops_a_cut_line(tmp_path):
     good = {"model": "m", "batch": 1, "dtype": "float32", "mode": "eager", "status": "ok"}
     (tmp_path / survey.RESULTS).write_text(json.dumps(good) + "\n" + '{"model": "m", "bat')

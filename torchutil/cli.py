@@ -250,7 +250,12 @@ def _survey_command(args: argparse.Namespace) -> int:
         device=str(device), out=args.out, image_size=args.image_size,
         channels_last=args.channels_last, warmup=args.warmup, iters=args.iters, peak=args.peak,
         progress=not args.no_progress)
-    rows = survey.run_survey(config)
+    if args.report_only:
+        rows = survey.load_results(args.out)
+        if not rows:
+            raise SystemExit(f"torchutil: --report-only: no results in {os.path.join(args.out, survey.RESULTS)}")
+    else:
+        rows = survey.run_survey(config)
     for note in config.skipped:
         print(f"note: {note}")
     try:
@@ -273,10 +278,13 @@ def _fold_bench_command(args: argparse.Namespace) -> int:
     try:
         rows = foldbench.run_fold_bench(args.models or list(FOLD_BENCH_MODELS), args.f, device=str(device),
                                         batch=args.batch, dtype=dtype, warmup=args.warmup, iters=args.iters,
-                                        cuda_graph=args.cuda_graph)
+                                        cuda_graph=args.cuda_graph, fuse_bn=args.fuse_bn,
+                                        multiple_of=args.multiple_of)
     except ValueError as e:
         raise SystemExit(str(e)) from None
-    print(f"fold-bench: batch {args.batch}, {dtype}, on {device}")
+    print(f"fold-bench: batch {args.batch}, {dtype}, on {device}, "
+          f"{'CUDA graph' if args.cuda_graph else 'eager'}{', BatchNorm fused' if args.fuse_bn else ''}"
+          f"{f', widths rounded to multiples of {args.multiple_of}' if args.multiple_of > 1 else ''}")
     print(foldbench.format_table(rows))
     written = foldbench.write_outputs(rows, args.out)
     print(f"wrote {', '.join(written)} in {args.out}")
@@ -304,6 +312,8 @@ def _add_survey_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--iters", type=int, default=10)
     s.add_argument("--peak", default="auto", choices=["auto", "datasheet", "computed", "measured"])
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--report-only", action="store_true",
+                   help="measure nothing: write the CSV, JSON, plots and report from OUT/survey.jsonl")
     s.set_defaults(func=_survey_command)
 
     b = sub.add_parser("fold-bench", help="original versus FoldedCNN utilization and throughput")
@@ -317,6 +327,10 @@ def _add_survey_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--warmup", type=int, default=3)
     b.add_argument("--iters", type=int, default=10)
     b.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
+    b.add_argument("--fuse-bn", action="store_true",
+                   help="fuse each BatchNorm into the conv before it (original and folded alike)")
+    b.add_argument("--multiple-of", type=int, default=1,
+                   help="round folded widths to a multiple of this (default 1: floor(C sqrt(f)))")
     b.add_argument("--out", default="fold-bench", help="output folder (default ./fold-bench)")
     b.set_defaults(func=_fold_bench_command)
 

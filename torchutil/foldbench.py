@@ -4,7 +4,10 @@ torchutil.models.FOLD_BENCH_MODELS, original (f = 1) and folded (f = 2, 3, 4), a
     python -m torchutil fold-bench --device cuda --dtype float16 --batch 1024 --out fold-bench/
 
 Writes OUT/fold_bench.csv and OUT/fold_bench.json. The folded networks have random weights:
-this measures speed, not accuracy.
+this measures speed, not accuracy. Variants, each applied to the original and the folded
+network alike: cuda_graph (time CUDA-graph replays: no host launch cost), fuse_bn (fold each
+eval-mode BatchNorm into the conv before it, as inference engines such as TensorRT do;
+torch.fx's fuse) and multiple_of (round folded widths, see torchutil.folding).
 """
 from __future__ import annotations
 
@@ -16,14 +19,15 @@ from typing import Any, Sequence
 
 import torch
 
-from torchutil.folding import fold
+from torchutil.folding import FoldedModel, fold
 from torchutil.models import FOLD_BENCH_MODELS, build
 from torchutil.profiler import profile
 from torchutil.survey import TORCH_DTYPES, tf32_flags
 
-__all__ = ["COLUMNS", "format_table", "run_fold_bench", "write_outputs"]
+__all__ = ["COLUMNS", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
 
-COLUMNS = ["model", "f", "batch", "dtype", "device", "image_size", "utilization",
+COLUMNS = ["model", "f", "batch", "dtype", "device", "mode", "fuse_bn", "multiple_of", "image_size",
+           "utilization",
            "kernel_utilization", "inputs_per_second", "throughput_gain", "utilization_gain",
            "flops_per_image", "matrix_flops_per_image", "arithmetic_intensity", "seconds",
            "peak_flops_per_second", "peak_source"]
@@ -32,7 +36,8 @@ COLUMNS = ["model", "f", "batch", "dtype", "device", "image_size", "utilization"
 def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Sequence[int] = (2, 3, 4),
                    *, device: str = "cpu", batch: int = 1024, dtype: str = "float32",
                    warmup: int = 3, iters: int = 10, channels_last: bool | None = None,
-                   cuda_graph: bool = False) -> list[dict[str, Any]]:
+                   cuda_graph: bool = False, fuse_bn: bool = False,
+                   multiple_of: int = 1) -> list[dict[str, Any]]:
     """One row per (model, f), f = 1 (the original) first; gains are relative to f = 1.
 
     A folded model takes a batch that f divides: each f runs at the largest such batch not
@@ -50,7 +55,9 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
         original, size, _classes = build(name)
         base: dict[str, Any] | None = None
         for f in (1, *[f for f in factors if f != 1]):
-            model = original if f == 1 else fold(original, f).eval()
+            model = original if f == 1 else fold(original, f, multiple_of).eval()
+            if fuse_bn:
+                model = fuse_batchnorm(model)
             model = model.to(device=dev, dtype=TORCH_DTYPES[dtype])
             n = batch - batch % f
             x = torch.randn(n, 3, size, size, device=dev, dtype=TORCH_DTYPES[dtype])
@@ -61,6 +68,8 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
                 r = profile(model, x, warmup=warmup, iters=iters, cuda_graph=cuda_graph)
             row = {
                 "model": name, "f": f, "batch": n, "dtype": dtype, "device": str(dev),
+                "mode": "cuda_graph" if cuda_graph else "eager", "fuse_bn": fuse_bn,
+                "multiple_of": multiple_of,
                 "image_size": size, "utilization": r.utilization,
                 "kernel_utilization": r.kernel_utilization,
                 "inputs_per_second": r.inputs_per_second,
@@ -73,6 +82,17 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
             row["utilization_gain"] = row["utilization"] / base["utilization"]
             rows.append(row)
     return rows
+
+
+def fuse_batchnorm(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of an eval-mode model with each Conv2d -> BatchNorm2d pair fused into one Conv2d
+    (torch.fx.experimental.optimization.fuse); a FoldedModel keeps its wrapper and has its
+    folded network fused."""
+    from torch.fx.experimental.optimization import fuse
+
+    if isinstance(model, FoldedModel):
+        return FoldedModel(fuse(model.folded), model.f, model.in_channels, model.classes)
+    return fuse(model)
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:

@@ -11,6 +11,10 @@ arithmetic intensity rises by up to sqrt(f). Exceptions, as in the paper: the fi
 each do sqrt(f) times their original FLOPs per image, and elementwise layers (BatchNorm,
 activations, pooling) do 1 / sqrt(f) of theirs, since one activation map serves f images.
 
+multiple_of (default 1: the paper's floor) rounds each folded inner width to the nearest
+multiple, at least one multiple: tensor-core convolutions in float16 want channel counts that are
+multiples of 8, and floor(32 x sqrt(2)) = 45 is not.
+
 The folded network has new, untrained weights: it is an architecture, to be trained.
 """
 from __future__ import annotations
@@ -24,9 +28,15 @@ from torch import nn
 __all__ = ["FoldedModel", "fold", "folded_channels"]
 
 
-def folded_channels(c: int, f: int) -> int:
-    """floor(c x sqrt(f)), computed exactly (math.isqrt), at least 1."""
-    return max(1, math.isqrt(c * c * f))
+def folded_channels(c: int, f: int, multiple_of: int = 1) -> int:
+    """floor(c x sqrt(f)), computed exactly (math.isqrt), at least 1; with multiple_of > 1,
+    rounded to the nearest multiple of it (halves up), at least multiple_of."""
+    if isinstance(multiple_of, bool) or not isinstance(multiple_of, int) or multiple_of < 1:
+        raise ValueError(f"torchutil: multiple_of must be a positive int, got {multiple_of!r}")
+    n = max(1, math.isqrt(c * c * f))
+    if multiple_of > 1:
+        n = max(multiple_of, (n + multiple_of // 2) // multiple_of * multiple_of)
+    return n
 
 
 def _like(new: nn.Module, old: nn.Module) -> nn.Module:
@@ -36,9 +46,9 @@ def _like(new: nn.Module, old: nn.Module) -> nn.Module:
     return new.to(device=p.device, dtype=p.dtype) if p is not None else new
 
 
-def _fold_conv(conv: nn.Conv2d, f: int, first: bool) -> nn.Conv2d:
-    c_in = conv.in_channels * f if first else folded_channels(conv.in_channels, f)
-    c_out = folded_channels(conv.out_channels, f)
+def _fold_conv(conv: nn.Conv2d, f: int, first: bool, multiple_of: int) -> nn.Conv2d:
+    c_in = conv.in_channels * f if first else folded_channels(conv.in_channels, f, multiple_of)
+    c_out = folded_channels(conv.out_channels, f, multiple_of)
     groups = conv.groups
     if groups != 1:
         if not (groups == conv.in_channels == conv.out_channels and not first):
@@ -51,8 +61,8 @@ def _fold_conv(conv: nn.Conv2d, f: int, first: bool) -> nn.Conv2d:
     return _like(new, conv)
 
 
-def _fold_batchnorm(bn: nn.BatchNorm2d, f: int) -> nn.BatchNorm2d:
-    new = nn.BatchNorm2d(folded_channels(bn.num_features, f), bn.eps, bn.momentum, bn.affine,
+def _fold_batchnorm(bn: nn.BatchNorm2d, f: int, multiple_of: int) -> nn.BatchNorm2d:
+    new = nn.BatchNorm2d(folded_channels(bn.num_features, f, multiple_of), bn.eps, bn.momentum, bn.affine,
                          bn.track_running_stats)
     return _like(new, bn)
 
@@ -62,7 +72,7 @@ def _replace(root: nn.Module, name: str, new: nn.Module) -> None:
     setattr(root.get_submodule(parent_name) if parent_name else root, child, new)
 
 
-def fold(model: nn.Module, f: int) -> "FoldedModel":
+def fold(model: nn.Module, f: int, multiple_of: int = 1) -> "FoldedModel":
     """The FoldedCNN of `model` with folding factor f, wrapped so that it takes and returns
     what `model` does: N x C x H x W images in, N x classes out (N divisible by f).
 
@@ -71,9 +81,13 @@ def fold(model: nn.Module, f: int) -> "FoldedModel":
     order reads the image and whose last Linear is the classifier. Linear layers must read
     channels (after global pooling), as in ResNets; other modules with channel counts
     (GroupNorm, attention, ...) are refused.
+
+    multiple_of: round every folded inner width (not the input's f x C channels, nor the
+    classifier's f x classes outputs) to a multiple of this (see the module docstring).
     """
-    if not isinstance(f, int) or f < 1:
+    if isinstance(f, bool) or not isinstance(f, int) or f < 1:
         raise ValueError(f"torchutil: the folding factor f must be a positive int, got {f!r}")
+    folded_channels(1, 1, multiple_of)  # checks multiple_of
     folded = copy.deepcopy(model)
     named = list(folded.named_modules())
     convs = [n for n, m in named if isinstance(m, nn.Conv2d)]
@@ -89,18 +103,18 @@ def fold(model: nn.Module, f: int) -> "FoldedModel":
         if isinstance(m, nn.Conv2d):
             if type(m) is not nn.Conv2d:
                 raise NotImplementedError(f"torchutil: fold cannot fold {type(m).__name__} at {name!r}")
-            _replace(folded, name, _fold_conv(m, f, first=name == convs[0]))
+            _replace(folded, name, _fold_conv(m, f, name == convs[0], multiple_of))
             last_channels = m.out_channels
         elif isinstance(m, nn.BatchNorm2d):
-            _replace(folded, name, _fold_batchnorm(m, f))
+            _replace(folded, name, _fold_batchnorm(m, f, multiple_of))
         elif isinstance(m, nn.Linear):
             if name == linears[0] and m.in_features != last_channels:
                 raise NotImplementedError(
                     f"torchutil: fold needs the first Linear ({name!r}) to read channels after "
                     f"global pooling: it has {m.in_features} inputs, the last conv "
                     f"{last_channels} channels")
-            out = classes * f if name == linears[-1] else folded_channels(m.out_features, f)
-            _replace(folded, name, _like(nn.Linear(folded_channels(m.in_features, f), out,
+            out = classes * f if name == linears[-1] else folded_channels(m.out_features, f, multiple_of)
+            _replace(folded, name, _like(nn.Linear(folded_channels(m.in_features, f, multiple_of), out,
                                                    m.bias is not None), m))
         elif isinstance(m, (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm,
                             nn.MultiheadAttention, nn.ConvTranspose2d, nn.Conv1d, nn.Conv3d)):

@@ -38,6 +38,7 @@ TORCH_DTYPES = {**{d: DTYPES_BY_NAME[d] for d in ("float32", "float16", "bfloat1
                 "tf32": torch.float32}
 RESULTS = "survey.jsonl"
 PLOTS = ("util_vs_batch.png", "util_vs_throughput.png", "util_vs_top1.png")
+LABELLED = 12  # models named in a panel of util_vs_batch.png when it has more
 
 
 @dataclass
@@ -203,6 +204,18 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
     }
 
 
+def _build_on(name: str, device: torch.device) -> torch.nn.Module:
+    """build_classifier with its parameters created and initialized on `device` (seconds for the
+    largest models on a GPU, where a CPU takes minutes); on the CPU if that fails."""
+    if device.type == "cpu":
+        return build_classifier(name)
+    try:
+        with device:
+            return build_classifier(name)
+    except (RuntimeError, NotImplementedError):
+        return build_classifier(name)
+
+
 def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
     """Runs every configuration of `config` not yet in OUT/survey.jsonl, appending each as it
     finishes, and returns all rows (old and new). Models are built once per (model, dtype)."""
@@ -231,7 +244,7 @@ def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
                     if built is None or built[0] != (model_name, dtype):
                         built = None  # free the last model before building the next
                         try:
-                            m = build_classifier(model_name).eval().to(device=device, dtype=TORCH_DTYPES[dtype])
+                            m = _build_on(model_name, device).eval().to(device=device, dtype=TORCH_DTYPES[dtype])
                             if _channels_last(config):
                                 m = m.to(memory_format=torch.channels_last)
                             built = ((model_name, dtype), m)
@@ -301,35 +314,55 @@ def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
         plt.close(fig)
         written.append(name)
 
-    # Utilization vs batch size, one line per (model, dtype, mode).
-    fig, ax = plt.subplots(figsize=(8, 5))
-    series: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
-    for r in ok:
-        series.setdefault((r["model"], r["dtype"], r["mode"]), []).append((r["batch"], 100 * r["summary"]["utilization"]))
-    for (model, dtype, mode), points in sorted(series.items()):
-        points.sort()
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{model} {dtype} {mode}")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size")
-    ax.set_ylabel("utilization (% of peak FLOP/s)")
-    ax.set_title("Utilization vs batch size")
-    if series:
-        ax.legend(fontsize=7, ncol=2 if len(series) > 12 else 1)
-    ax.grid(alpha=0.3)
+    # Utilization vs batch size: one panel per (dtype, mode), one line per model. With many
+    # models only the LABELLED best at the largest batch are named (at their line's end).
+    panels = sorted({(r["dtype"], r["mode"]) for r in ok}) or [("", "")]
+    cols = min(2, len(panels))
+    rows_n = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(7 * cols, 4.2 * rows_n), squeeze=False)
+    for ax, (dtype, mode) in zip(axes.flat, panels):
+        series: dict[str, list[tuple[int, float]]] = {}
+        for r in ok:
+            if (r["dtype"], r["mode"]) == (dtype, mode):
+                series.setdefault(r["model"], []).append((r["batch"], 100 * r["summary"]["utilization"]))
+        for points in series.values():
+            points.sort()
+        many = len(series) > LABELLED
+        named = sorted(series, key=lambda m: series[m][-1][1], reverse=True)[:LABELLED]
+        for model, points in sorted(series.items()):
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=3,
+                    lw=1.6 if model in named or not many else 0.7, alpha=1.0 if model in named or not many else 0.35,
+                    label=model if (model in named or not many) else None)
+        if many:
+            for model in named:
+                b, u = series[model][-1]
+                ax.annotate(model, (b, u), fontsize=6, xytext=(3, 0), textcoords="offset points")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("utilization (% of peak FLOP/s)")
+        ax.set_title(f"{dtype} {mode}" + (f" ({len(series)} models, best {LABELLED} named)" if many else ""), fontsize=9)
+        if series and not many:
+            ax.legend(fontsize=6)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle("Utilization vs batch size")
     save(fig, PLOTS[0])
 
-    # Utilization vs throughput, every configuration.
+    # Utilization vs throughput, every configuration: colour = dtype, marker = mode.
     fig, ax = plt.subplots(figsize=(8, 5))
-    for model in sorted({r["model"] for r in ok}):
-        pts = [r for r in ok if r["model"] == model]
+    markers = {"eager": "o", "cuda_graph": "^"}
+    for dtype, mode in sorted({(r["dtype"], r["mode"]) for r in ok}):
+        pts = [r for r in ok if (r["dtype"], r["mode"]) == (dtype, mode)]
         ax.scatter([r["summary"]["inputs_per_second"] for r in pts],
-                   [100 * r["summary"]["utilization"] for r in pts], label=model, s=18)
+                   [100 * r["summary"]["utilization"] for r in pts], label=f"{dtype} {mode}", s=14,
+                   marker=markers.get(mode, "o"), alpha=0.7)
     ax.set_xscale("log")
     ax.set_xlabel("throughput (images/s)")
     ax.set_ylabel("utilization (%)")
-    ax.set_title("Utilization vs throughput (all batches, dtypes, modes)")
+    ax.set_title(f"Utilization vs throughput ({len({r['model'] for r in ok})} models, all batches)")
     if ok:
-        ax.legend(fontsize=7, ncol=2 if len(ok) > 24 else 1)
+        ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     save(fig, PLOTS[1])
 
