@@ -8,6 +8,7 @@
 #          then the survey on both GPUs until the time is up
 #   nas1   GPU 0: the full-space NAS sweep on one GPU; GPU 1: the survey, until the time is up
 #   nas2   both GPUs: the full-space NAS sweep sharded with torchrun; then the survey on both
+#   fold   one GPU: fold-bench of every model, CUDA graph (twice), eager, CUDA graph with fused BN
 #
 # Everything lands in h200-work/ (git-ignored), which is also packed into $OUT/h200-work.tgz;
 # a later phase resumes from it (carry it back if the machine was given back meanwhile). The
@@ -73,6 +74,14 @@ PY
   ) &
   wait
   grep -E "passed|failed" "$W/pytest.txt" | tail -2
+  ;;
+fold)
+  for v in "graph_rep1:--cuda-graph" "graph_rep2:--cuda-graph" "eager_rep1:" "graph_fused_rep1:--cuda-graph --fuse-bn"; do
+    python3 -m torchutil fold-bench --device cuda --dtype float16 --batch 1024 --f 2 3 4 \
+      --iters 30 ${v#*:} --out "$W/fold_all/${v%%:*}" 2>&1 | tee -a "$W/fold_all.log"
+  done
+  tar czf "$OUT/fold_all.tgz" "$W/fold_all" "$W/fold_all.log"
+  exit 0
   ;;
 nas1)
   ( t0=$(now); CUDA_VISIBLE_DEVICES=0 timeout "$(left)" python3 -m torchutil nas evaluate \

@@ -78,9 +78,10 @@ def fold(model: nn.Module, f: int, multiple_of: int = 1) -> "FoldedModel":
 
     model: a CNN of Conv2d (dense or depthwise), BatchNorm2d, activations, pooling and Linear
     layers, sequential or residual (torchvision ResNet blocks), whose first Conv2d in module
-    order reads the image and whose last Linear is the classifier. Linear layers must read
-    channels (after global pooling), as in ResNets; other modules with channel counts
-    (GroupNorm, attention, ...) are refused.
+    order reads the image and whose last Linear is the classifier. The first Linear reads the
+    last conv's channels after global pooling (ResNets), or its flattened C x H x W map
+    (NoScope's networks): then it reads floor(C sqrt(f)) x H x W. Other modules with channel
+    counts (GroupNorm, attention, ...) are refused.
 
     multiple_of: round every folded inner width (not the input's f x C channels, nor the
     classifier's f x classes outputs) to a multiple of this (see the module docstring).
@@ -108,14 +109,19 @@ def fold(model: nn.Module, f: int, multiple_of: int = 1) -> "FoldedModel":
         elif isinstance(m, nn.BatchNorm2d):
             _replace(folded, name, _fold_batchnorm(m, f, multiple_of))
         elif isinstance(m, nn.Linear):
-            if name == linears[0] and m.in_features != last_channels:
-                raise NotImplementedError(
-                    f"torchutil: fold needs the first Linear ({name!r}) to read channels after "
-                    f"global pooling: it has {m.in_features} inputs, the last conv "
-                    f"{last_channels} channels")
+            if name == linears[0]:
+                # Channels after global pooling, or a flattened C x H x W map (channel-major, as
+                # nn.Flatten of NCHW gives): each of the H x W positions keeps its channels.
+                if m.in_features % last_channels != 0:
+                    raise NotImplementedError(
+                        f"torchutil: fold needs the first Linear ({name!r}) to read the last conv's "
+                        f"{last_channels} channels, after global pooling or flattened, got "
+                        f"{m.in_features} inputs")
+                c_in = folded_channels(last_channels, f, multiple_of) * (m.in_features // last_channels)
+            else:
+                c_in = folded_channels(m.in_features, f, multiple_of)
             out = classes * f if name == linears[-1] else folded_channels(m.out_features, f, multiple_of)
-            _replace(folded, name, _like(nn.Linear(folded_channels(m.in_features, f, multiple_of), out,
-                                                   m.bias is not None), m))
+            _replace(folded, name, _like(nn.Linear(c_in, out, m.bias is not None), m))
         elif isinstance(m, (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm,
                             nn.MultiheadAttention, nn.ConvTranspose2d, nn.Conv1d, nn.Conv3d)):
             raise NotImplementedError(f"torchutil: fold cannot fold {type(m).__name__} at {name!r}")

@@ -11,6 +11,12 @@ folds (Kosaian et al., ICML 2021): a few conv layers, small inputs (32x32 or 64x
 classes. They are ours, not the papers' exact networks: conv-BN-ReLU blocks, each but the last
 followed by 2x2 max pooling, then global average pooling and one Linear.
 
+noscope_cnn: NoScope's own specialized networks (Kang et al., VLDB 2017; generate_conv_net in
+its repository's noscope/Models.py, which FoldedCNNs folds): 50x50 inputs; one to three stages
+of two conv3x3-ReLU layers (nb_filters, 2x, 4x) each ending in 2x2 max pooling; then Flatten,
+Linear(nb_dense)-ReLU and Linear(classes). Its Dropout layers are left out (no-ops at inference).
+NoScope searched nb_filters in {16, 32}, stages in {1, 2}, nb_dense in {32, 64, 128}.
+
 resnet18_cifar: ResNet-18 for CIFAR (32x32, 10 classes): torchvision's ResNet with BasicBlocks
 [2, 2, 2, 2], a 3x3 stride-1 stem and no stem max pooling (the usual CIFAR adaptation).
 """
@@ -22,7 +28,7 @@ import torch
 from torch import nn
 
 __all__ = ["DTYPES", "FOLD_BENCH_MODELS", "SPECIALIZED", "build", "build_classifier",
-           "resnet18_cifar", "specialized_cnn"]
+           "noscope_cnn", "resnet18_cifar", "specialized_cnn"]
 
 #: dtype names the commands accept (the survey adds "tf32": float32 with TF32 allowed).
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
@@ -65,6 +71,23 @@ def specialized_cnn(channels: Sequence[int] = (32, 64), classes: int = 2,
     return nn.Sequential(*layers)
 
 
+def noscope_cnn(nb_filters: int = 16, stages: int = 1, nb_dense: int = 128, classes: int = 2,
+                image_size: int = 50, in_channels: int = 3) -> nn.Sequential:
+    """NoScope's generate_conv_net (see the module docstring) for image_size x image_size inputs."""
+    if not 1 <= stages <= 3:
+        raise ValueError(f"torchutil: noscope_cnn has 1 to 3 stages, got {stages}")
+    layers: list[nn.Module] = []
+    c_in, size = in_channels, image_size
+    for i in range(stages):
+        c = nb_filters * 2 ** i
+        layers += [nn.Conv2d(c_in, c, 3, padding=1), nn.ReLU(inplace=True),
+                   nn.Conv2d(c, c, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2)]
+        c_in, size = c, size // 2
+    layers += [nn.Flatten(), nn.Linear(c_in * size * size, nb_dense), nn.ReLU(inplace=True),
+               nn.Linear(nb_dense, classes)]
+    return nn.Sequential(*layers)
+
+
 def resnet18_cifar(classes: int = 10) -> nn.Module:
     """ResNet-18 for 32x32 inputs (see the module docstring)."""
     from torchvision.models.resnet import BasicBlock, ResNet
@@ -80,6 +103,9 @@ SPECIALIZED: dict[str, tuple[Callable[[], nn.Module], int, int]] = {
     "spec_2conv_32": (lambda: specialized_cnn((16, 32), classes=2), 32, 2),
     "spec_3conv_32": (lambda: specialized_cnn((32, 64, 64), classes=2), 32, 2),
     "spec_4conv_64": (lambda: specialized_cnn((32, 64, 128, 128), classes=4), 64, 4),
+    "noscope_16x1": (lambda: noscope_cnn(16, 1, 128), 50, 2),
+    "noscope_32x1": (lambda: noscope_cnn(32, 1, 128), 50, 2),
+    "noscope_32x2": (lambda: noscope_cnn(32, 2, 128), 50, 2),
 }
 FOLD_BENCH_MODELS: dict[str, tuple[Callable[[], nn.Module], int, int]] = {
     **SPECIALIZED,
