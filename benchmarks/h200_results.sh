@@ -9,6 +9,8 @@
 #   nas1   GPU 0: the full-space NAS sweep on one GPU; GPU 1: the survey, until the time is up
 #   nas2   both GPUs: the full-space NAS sweep sharded with torchrun; then the survey on both
 #   fold   one GPU: fold-bench of every model, CUDA graph (twice), eager, CUDA graph with fused BN
+#   tuned  one GPU: fold-bench of every model, CUDA graph with cuDNN autotuning (twice), and with
+#          widths rounded to multiples of 8
 #
 # Everything lands in h200-work/ (git-ignored), which is also packed into $OUT/h200-work.tgz;
 # a later phase resumes from it (carry it back if the machine was given back meanwhile). The
@@ -81,6 +83,15 @@ fold)
       --iters 30 ${v#*:} --out "$W/fold_all/${v%%:*}" 2>&1 | tee -a "$W/fold_all.log"
   done
   tar czf "$OUT/fold_all.tgz" "$W/fold_all" "$W/fold_all.log"
+  exit 0
+  ;;
+tuned)
+  for v in "graph_tuned_rep1:--cuda-graph --cudnn-benchmark" "graph_tuned_rep2:--cuda-graph --cudnn-benchmark" \
+           "graph_tuned_m8_rep1:--cuda-graph --cudnn-benchmark --multiple-of 8"; do
+    python3 -m torchutil fold-bench --device cuda --dtype float16 --batch 1024 --f 2 3 4 \
+      --iters 30 ${v#*:} --out "$W/fold_tuned/${v%%:*}" 2>&1 | tee -a "$W/fold_tuned.log"
+  done
+  tar czf "$OUT/fold_tuned.tgz" "$W/fold_tuned" "$W/fold_tuned.log"
   exit 0
   ;;
 nas1)

@@ -221,8 +221,13 @@ def test_fold_bench_cli_variants(tmp_path):
                  "--f", "2", "--fuse-bn", "--multiple-of", "8", "--warmup", "0", "--iters", "1",
                  "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "fold_bench.json").read_text())
-    assert [(r["f"], r["mode"], r["fuse_bn"], r["multiple_of"]) for r in rows] == [
-        (1, "eager", True, 8), (2, "eager", True, 8)]
+    assert [(r["f"], r["mode"], r["fuse_bn"], r["multiple_of"], r["cudnn_benchmark"]) for r in rows] == [
+        (1, "eager", True, 8, False), (2, "eager", True, 8, False)]
+    saved = torch.backends.cudnn.benchmark
+    assert main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "4",
+                 "--f", "2", "--cudnn-benchmark", "--warmup", "0", "--iters", "1", "--out", str(tmp_path)]) == 0
+    assert [r["cudnn_benchmark"] for r in json.loads((tmp_path / "fold_bench.json").read_text())] == [True, True]
+    assert torch.backends.cudnn.benchmark == saved  # restored
     with pytest.raises(SystemExit, match="multiple_of must be a positive int, got 0"):
         main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "8",
               "--f", "2", "--multiple-of", "0", "--out", str(tmp_path)])

@@ -279,11 +279,12 @@ def _fold_bench_command(args: argparse.Namespace) -> int:
         rows = foldbench.run_fold_bench(args.models or list(FOLD_BENCH_MODELS), args.f, device=str(device),
                                         batch=args.batch, dtype=dtype, warmup=args.warmup, iters=args.iters,
                                         cuda_graph=args.cuda_graph, fuse_bn=args.fuse_bn,
-                                        multiple_of=args.multiple_of)
+                                        multiple_of=args.multiple_of, cudnn_benchmark=args.cudnn_benchmark)
     except ValueError as e:
         raise SystemExit(str(e)) from None
     print(f"fold-bench: batch {args.batch}, {dtype}, on {device}, "
           f"{'CUDA graph' if args.cuda_graph else 'eager'}{', BatchNorm fused' if args.fuse_bn else ''}"
+          f"{', cuDNN autotuned' if args.cudnn_benchmark else ''}"
           f"{f', widths rounded to multiples of {args.multiple_of}' if args.multiple_of > 1 else ''}")
     print(foldbench.format_table(rows))
     written = foldbench.write_outputs(rows, args.out)
@@ -329,6 +330,8 @@ def _add_survey_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
     b.add_argument("--fuse-bn", action="store_true",
                    help="fuse each BatchNorm into the conv before it (original and folded alike)")
+    b.add_argument("--cudnn-benchmark", action="store_true",
+                   help="let cuDNN time its algorithms per shape (torch.backends.cudnn.benchmark)")
     b.add_argument("--multiple-of", type=int, default=1,
                    help="round folded widths to a multiple of this (default 1: floor(C sqrt(f)))")
     b.add_argument("--out", default="fold-bench", help="output folder (default ./fold-bench)")

@@ -7,15 +7,18 @@ Writes OUT/fold_bench.csv and OUT/fold_bench.json. The folded networks have rand
 this measures speed, not accuracy. Variants, each applied to the original and the folded
 network alike: cuda_graph (time CUDA-graph replays: no host launch cost), fuse_bn (fold each
 eval-mode BatchNorm into the conv before it, as inference engines such as TensorRT do;
-torch.fx's fuse) and multiple_of (round folded widths, see torchutil.folding).
+torch.fx's fuse), multiple_of (round folded widths, see torchutil.folding) and cudnn_benchmark
+(let cuDNN time its algorithms for each shape, as TensorRT tunes its kernels; the warm-up
+forwards absorb the tuning).
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
 import os
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -24,9 +27,10 @@ from torchutil.models import FOLD_BENCH_MODELS, build
 from torchutil.profiler import profile
 from torchutil.survey import TORCH_DTYPES, tf32_flags
 
-__all__ = ["COLUMNS", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
+__all__ = ["COLUMNS", "cudnn_autotune", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
 
-COLUMNS = ["model", "f", "batch", "dtype", "device", "mode", "fuse_bn", "multiple_of", "image_size",
+COLUMNS = ["model", "f", "batch", "dtype", "device", "mode", "fuse_bn", "multiple_of", "cudnn_benchmark",
+           "image_size",
            "utilization",
            "kernel_utilization", "inputs_per_second", "throughput_gain", "utilization_gain",
            "flops_per_image", "matrix_flops_per_image", "arithmetic_intensity", "seconds",
@@ -37,7 +41,7 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
                    *, device: str = "cpu", batch: int = 1024, dtype: str = "float32",
                    warmup: int = 3, iters: int = 10, channels_last: bool | None = None,
                    cuda_graph: bool = False, fuse_bn: bool = False,
-                   multiple_of: int = 1) -> list[dict[str, Any]]:
+                   multiple_of: int = 1, cudnn_benchmark: bool = False) -> list[dict[str, Any]]:
     """One row per (model, f), f = 1 (the original) first; gains are relative to f = 1.
 
     A folded model takes a batch that f divides: each f runs at the largest such batch not
@@ -64,12 +68,12 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
             if channels_last:
                 model = model.to(memory_format=torch.channels_last)
                 x = x.contiguous(memory_format=torch.channels_last)
-            with tf32_flags(dtype):
+            with tf32_flags(dtype), cudnn_autotune(cudnn_benchmark):
                 r = profile(model, x, warmup=warmup, iters=iters, cuda_graph=cuda_graph)
             row = {
                 "model": name, "f": f, "batch": n, "dtype": dtype, "device": str(dev),
                 "mode": "cuda_graph" if cuda_graph else "eager", "fuse_bn": fuse_bn,
-                "multiple_of": multiple_of,
+                "multiple_of": multiple_of, "cudnn_benchmark": cudnn_benchmark,
                 "image_size": size, "utilization": r.utilization,
                 "kernel_utilization": r.kernel_utilization,
                 "inputs_per_second": r.inputs_per_second,
@@ -82,6 +86,17 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
             row["utilization_gain"] = row["utilization"] / base["utilization"]
             rows.append(row)
     return rows
+
+
+@contextlib.contextmanager
+def cudnn_autotune(on: bool) -> Iterator[None]:
+    """torch.backends.cudnn.benchmark = on inside the block; restored on exit."""
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = on
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = saved
 
 
 def fuse_batchnorm(model: torch.nn.Module) -> torch.nn.Module:
