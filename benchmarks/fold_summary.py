@@ -1,7 +1,8 @@
 """Collects fold-bench runs (one folder per variant/repeat, each with fold_bench.csv) into one
 CSV and one plot: utilization gain against the folding factor, per model, per variant.
 
-    python benchmarks/fold_summary.py h200-work/fold h200-work/fold_all --out docs/results/fold
+    python benchmarks/fold_summary.py h200-work/fold h200-work/fold_all h200-work/fold_tuned \
+        --out docs/results/fold
 
 A folder's name is <variant>_rep<k> (as benchmarks/h200_results.sh writes them); repeats of a
 variant are listed apart in the CSV and shown as their median in the plot.
@@ -38,8 +39,12 @@ def plot(rows: list[dict[str, str]], path: str, variants: list[str]) -> None:
 
     models = list(dict.fromkeys(r["model"] for r in rows))  # one colour per model in every panel
     colors = {m: f"C{i}" for i, m in enumerate(models)}
-    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4.2), squeeze=False, sharey=True)
-    for ax, variant in zip(axes[0], variants):
+    cols = min(3, len(variants))
+    nrows = -(-len(variants) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.0 * nrows), squeeze=False, sharey=True)
+    for ax in axes.flat[len(variants):]:
+        ax.axis("off")
+    for ax, variant in zip(axes.flat, variants):
         gains: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in rows:
             if r["variant"] == variant:
@@ -53,8 +58,9 @@ def plot(rows: list[dict[str, str]], path: str, variants: list[str]) -> None:
         ax.set_xlabel("folding factor f")
         ax.set_title(variant, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("utilization gain over f = 1")
-    axes[0][-1].legend(fontsize=7)
+    for row in axes:
+        row[0].set_ylabel("utilization gain over f = 1")
+    axes.flat[len(variants) - 1].legend(fontsize=7)
     fig.suptitle("FoldedCNN utilization gain, batch 1024, float16 (median of repeats; dashed: 1.5x)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -64,14 +70,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("roots", nargs="+", help="folders holding one folder per fold-bench run")
     p.add_argument("--out", required=True)
-    p.add_argument("--variants", nargs="+", default=["eager", "graph", "graph_m8", "graph_fused"])
+    p.add_argument("--variants", nargs="+", default=["eager", "graph", "graph_m8", "graph_tuned", "graph_tuned_m8"])
     args = p.parse_args()
     rows = collect(args.roots)
     if not rows:
         raise SystemExit(f"no fold_bench.csv under {args.roots}")
     os.makedirs(args.out, exist_ok=True)
+    # Runs made before fold-bench had --cudnn-benchmark ran with torch's default (off).
+    for r in rows:
+        r.setdefault("cudnn_benchmark", "False")
+    fields = list(dict.fromkeys(k for r in rows for k in r))
     with open(os.path.join(args.out, "fold_runs.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
     variants = [v for v in args.variants if any(r["variant"] == v for r in rows)]
