@@ -46,6 +46,17 @@ survey() {  # survey GPU
     --modes eager cuda_graph --out "$W/survey_gpu$g" >> "$W/survey_gpu$g.log" 2>&1
 }
 
+# fold-bench (batch 1024, fp16, f = 2 3 4) once per NAME:FLAGS, into $W/DIR/NAME, logged to
+# $W/DIR.log and printed.
+fold_bench() {  # fold_bench DIR NAME:FLAGS...
+  local dir=$1 v
+  shift
+  for v in "$@"; do
+    python3 -m torchutil fold-bench --device cuda --dtype float16 --batch 1024 --f 2 3 4 \
+      --iters 30 ${v#*:} --out "$W/$dir/${v%%:*}" 2>&1 | tee -a "$W/$dir.log"
+  done
+}
+
 case "$PHASE" in
 tests)
   ( CUDA_VISIBLE_DEVICES=0 timeout "$(left)" python3 -m pytest tests -q -p no:cacheprovider -rs \
@@ -53,12 +64,10 @@ tests)
   (
     export CUDA_VISIBLE_DEVICES=1
     for rep in 1 2; do
-      for v in "eager:" "graph:--cuda-graph" "eager_fused:--fuse-bn" "graph_fused:--cuda-graph --fuse-bn" \
-               "eager_m8:--multiple-of 8" "graph_m8:--cuda-graph --multiple-of 8" \
-               "graph_fused_m8:--cuda-graph --fuse-bn --multiple-of 8"; do
-        python3 -m torchutil fold-bench --device cuda --dtype float16 --batch 1024 --f 2 3 4 \
-          --iters 30 ${v#*:} --out "$W/fold/${v%%:*}_rep$rep" >> "$W/fold.log" 2>&1
-      done
+      fold_bench fold "eager_rep$rep:" "graph_rep$rep:--cuda-graph" "eager_fused_rep$rep:--fuse-bn" \
+        "graph_fused_rep$rep:--cuda-graph --fuse-bn" "eager_m8_rep$rep:--multiple-of 8" \
+        "graph_m8_rep$rep:--cuda-graph --multiple-of 8" \
+        "graph_fused_m8_rep$rep:--cuda-graph --fuse-bn --multiple-of 8" > /dev/null
     done
     # Where the time goes, per op, original vs f = 4 (CUDA graph, kernel trace).
     python3 - >> "$W/fold_ops.txt" 2>&1 <<'PY'
@@ -78,19 +87,15 @@ PY
   grep -E "passed|failed" "$W/pytest.txt" | tail -2
   ;;
 fold)
-  for v in "graph_rep1:--cuda-graph" "graph_rep2:--cuda-graph" "eager_rep1:" "graph_fused_rep1:--cuda-graph --fuse-bn"; do
-    python3 -m torchutil fold-bench --device cuda --dtype float16 --batch 1024 --f 2 3 4 \
-      --iters 30 ${v#*:} --out "$W/fold_all/${v%%:*}" 2>&1 | tee -a "$W/fold_all.log"
-  done
+  fold_bench fold_all "graph_rep1:--cuda-graph" "graph_rep2:--cuda-graph" "eager_rep1:" \
+    "graph_fused_rep1:--cuda-graph --fuse-bn"
   tar czf "$OUT/fold_all.tgz" "$W/fold_all" "$W/fold_all.log"
   exit 0
   ;;
 tuned)
-  for v in "graph_tuned_rep1:--cuda-graph --cudnn-benchmark" "graph_tuned_rep2:--cuda-graph --cudnn-benchmark" \
-           "graph_tuned_m8_rep1:--cuda-graph --cudnn-benchmark --multiple-of 8"; do
-    python3 -m torchutil fold-bench --device cuda --dtype float16 --batch 1024 --f 2 3 4 \
-      --iters 30 ${v#*:} --out "$W/fold_tuned/${v%%:*}" 2>&1 | tee -a "$W/fold_tuned.log"
-  done
+  fold_bench fold_tuned "graph_tuned_rep1:--cuda-graph --cudnn-benchmark" \
+    "graph_tuned_rep2:--cuda-graph --cudnn-benchmark" \
+    "graph_tuned_m8_rep1:--cuda-graph --cudnn-benchmark --multiple-of 8"
   tar czf "$OUT/fold_tuned.tgz" "$W/fold_tuned" "$W/fold_tuned.log"
   exit 0
   ;;

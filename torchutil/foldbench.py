@@ -30,9 +30,7 @@ from torchutil.survey import TORCH_DTYPES, tf32_flags
 __all__ = ["COLUMNS", "cudnn_autotune", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
 
 COLUMNS = ["model", "f", "batch", "dtype", "device", "mode", "fuse_bn", "multiple_of", "cudnn_benchmark",
-           "image_size",
-           "utilization",
-           "kernel_utilization", "inputs_per_second", "throughput_gain", "utilization_gain",
+           "image_size", "utilization", "kernel_utilization", "inputs_per_second", "throughput_gain", "utilization_gain",
            "flops_per_image", "matrix_flops_per_image", "arithmetic_intensity", "seconds",
            "peak_flops_per_second", "peak_source"]
 
