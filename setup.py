@@ -87,7 +87,7 @@ def _cupti():
 
 
 def _sources(with_cuda, with_cupti):
-    patterns = ["csrc/core/*.cpp", "csrc/*.cpp", "csrc/ops/*.cpp", "csrc/python/*.cpp"]
+    patterns = ["csrc/core/*.cpp", "csrc/libtorch/*.cpp", "csrc/ops/*.cpp", "csrc/python/*.cpp"]
     if with_cuda:
         patterns.append("csrc/cuda/*.cpp")
     if with_cupti:

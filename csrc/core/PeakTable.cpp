@@ -156,4 +156,24 @@ std::optional<PeakValue> computedPeak(int major, int minor, int multiprocessors,
   return PeakValue{peak, src.str()};
 }
 
+const char* rateSourceName(RateSource s) {
+  switch (s) {
+    case RateSource::Auto: return "auto";
+    case RateSource::Datasheet: return "datasheet";
+    case RateSource::Computed: return "computed";
+    case RateSource::Measured: return "measured";
+  }
+  return "?";
+}
+
+std::optional<RateSource> parseRateSource(std::string_view name) {
+  for (RateSource s : {RateSource::Auto, RateSource::Datasheet, RateSource::Computed,
+                       RateSource::Measured}) {
+    if (name == rateSourceName(s)) {
+      return s;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace torchutil

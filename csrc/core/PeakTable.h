@@ -22,6 +22,14 @@ std::optional<PeakDtype> parsePeakDtype(std::string_view name);
 // "highest").
 std::optional<PeakDtype> peakDtypeOfTensorDtype(std::string_view c10Name, bool tf32Allowed);
 
+// Where a peak FLOP/s or a memory bandwidth comes from. Auto: the datasheet, else computed,
+// else measured.
+enum class RateSource : uint8_t { Auto, Datasheet, Computed, Measured };
+
+const char* rateSourceName(RateSource s);
+// "auto", "datasheet", "computed" or "measured"; nullopt for anything else.
+std::optional<RateSource> parseRateSource(std::string_view name);
+
 struct DatasheetEntry {
   const char* name;              // as in the vendor's datasheet
   double tflops[static_cast<int>(PeakDtype::kCount)];  // dense; 0 = not supported

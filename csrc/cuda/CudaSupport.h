@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "Forward.h"
+#include "libtorch/Forward.h"
 
 namespace torchutil::cuda {
 

@@ -2,10 +2,10 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "DevicePeak.h"
-#include "OpCounter.h"
-#include "Profile.h"
-#include "Timing.h"
+#include "libtorch/DevicePeak.h"
+#include "libtorch/OpCounter.h"
+#include "libtorch/Profile.h"
+#include "libtorch/Timing.h"
 #include "core/FormulaRegistry.h"
 #include "core/KernelTrace.h"
 #include "core/Metrics.h"
@@ -103,7 +103,7 @@ ProfileOptions options(int64_t warmup, int64_t iters, bool cudaGraph, std::strin
   o.warmup = warmup;
   o.iters = iters;
   o.cudaGraph = cudaGraph;
-  o.peak = std::move(peak);
+  o.peak = rateSourceArgument(peak, "peak");
   o.peakFlops = peakFlops;
   return o;
 }
@@ -138,9 +138,8 @@ void countAbortOp() {
 FullResult countEndOp(c10::Device device, int64_t batchSize, double seconds, std::string peak,
                       std::optional<double> peakFlops) {
   CountResult counted = OpCounter::end();
-  return toFullResult(
-      summarizeCount(std::move(counted.table), concreteDevice(device), batchSize, seconds, peak,
-                     peakFlops));
+  return toFullResult(summarizeCount(std::move(counted.table), concreteDevice(device), batchSize,
+                                     seconds, rateSourceArgument(peak, "peak"), peakFlops));
 }
 
 std::tuple<double, std::string> peakFlopsOp(c10::Device device, std::string dtype,
@@ -148,7 +147,7 @@ std::tuple<double, std::string> peakFlopsOp(c10::Device device, std::string dtyp
   const auto d = parsePeakDtype(dtype);
   TORCH_CHECK_VALUE(d.has_value(), "torchutil: unknown dtype '", dtype,
                     "'; use float64, float32, tf32, float16, bfloat16, float8 or int8");
-  Peak p = devicePeak(concreteDevice(device), *d, source);
+  Peak p = devicePeak(concreteDevice(device), *d, rateSourceArgument(source, "source"));
   return {p.flopsPerSecond, p.source};
 }
 

@@ -6,8 +6,9 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "DeviceBandwidth.h"
-#include "Timing.h"
+#include "libtorch/DeviceBandwidth.h"
+#include "libtorch/DevicePeak.h"
+#include "libtorch/Devices.h"
 #include "core/Roofline.h"
 
 namespace torchutil {
@@ -81,7 +82,8 @@ std::tuple<at::Tensor, std::vector<std::string>> rooflinePointsOp(
 }
 
 std::tuple<double, std::string> memoryBandwidthOp(c10::Device device, std::string source) {
-  Bandwidth bw = deviceBandwidth(concreteDevice(device), source);
+  Bandwidth bw =
+      deviceBandwidth(concreteDevice(device), rateSourceArgument(source, "bandwidth source"));
   return {bw.bytesPerSecond, bw.source};
 }
 

@@ -2,7 +2,7 @@
 // the few things the dispatcher cannot carry (boxing a Python callable, module scopes).
 #include <torch/python.h>
 
-#include "OpCounter.h"
+#include "libtorch/OpCounter.h"
 #include "core/Metrics.h"
 #include "python/PyModule.h"
 

@@ -5,8 +5,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include "Forward.h"
-#include "OpCounter.h"
+#include "libtorch/Forward.h"
+#include "libtorch/OpCounter.h"
 
 namespace py = pybind11;
 

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "Forward.h"
+#include "libtorch/Forward.h"
 
 namespace torchutil {
 

@@ -1,6 +1,6 @@
 // OpCounter through the real dispatcher: RecordFunction callbacks, boxed inputs converted by
 // IValueArgs, CountSession's rules applied to torch's own op nesting.
-#include "OpCounter.h"
+#include "libtorch/OpCounter.h"
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>

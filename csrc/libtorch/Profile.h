@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "DevicePeak.h"
-#include "Timing.h"
+#include "libtorch/DevicePeak.h"
+#include "libtorch/Timing.h"
 #include "core/CountSession.h"
 #include "core/KernelTrace.h"
 
@@ -19,7 +19,7 @@ struct ProfileOptions {
   int64_t warmup = 3;
   int64_t iters = 10;
   bool cudaGraph = false;
-  std::string peak = "auto";
+  RateSource peak = RateSource::Auto;
   std::optional<double> peakFlops;
   bool trace = true;         // record GPU kernels with CUPTI (CUDA only)
   bool chromeTrace = false;  // also build the Chrome trace JSON
@@ -48,7 +48,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
 
 // Builds the output of a count that the caller timed itself (torchutil.Profiler).
 ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batchSize,
-                             double seconds, const std::string& peakSource,
+                             double seconds, RateSource peakSource,
                              std::optional<double> peakFlops);
 
 }  // namespace torchutil

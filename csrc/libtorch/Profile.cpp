@@ -1,4 +1,4 @@
-#include "Profile.h"
+#include "libtorch/Profile.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "Forward.h"
-#include "KernelTracing.h"
-#include "OpCounter.h"
+#include "libtorch/Forward.h"
+#include "libtorch/KernelTracing.h"
+#include "libtorch/OpCounter.h"
 #include "core/Metrics.h"
 
 namespace torchutil {
@@ -33,7 +33,7 @@ c10::Device checkInputs(const std::vector<at::Tensor>& inputs) {
 }  // namespace
 
 ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batchSize,
-                             double seconds, const std::string& peakSource,
+                             double seconds, RateSource peakSource,
                              std::optional<double> peakFlops) {
   ProfileOutput out;
   out.peak = peakForCount(device, table, peakSource, peakFlops);
@@ -70,7 +70,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     TORCH_CHECK_VALUE(device.is_cuda(), "torchutil: cuda_graph=True needs CUDA inputs, got ",
                       device.str());
   }
-  checkPeakRequest(options.peak, options.peakFlops);  // before anything runs
+  checkPeakOverride(options.peakFlops);  // before anything runs
 
   c10::InferenceMode inference;
   // Warm-up first, so that lazy initialization and torch.compile's tracing stay out of the

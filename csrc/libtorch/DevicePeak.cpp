@@ -1,4 +1,4 @@
-#include "DevicePeak.h"
+#include "libtorch/DevicePeak.h"
 
 #include <ATen/Context.h>
 #include <ATen/ops/mm.h>
@@ -10,7 +10,8 @@
 #include <limits>
 #include <sstream>
 
-#include "Timing.h"
+#include "libtorch/MeasuredRate.h"
+#include "libtorch/Devices.h"
 #include "core/Metrics.h"
 
 #ifdef TORCHUTIL_WITH_CUDA
@@ -76,21 +77,23 @@ std::string deviceName(c10::Device device) {
   return device.str();
 }
 
-void checkPeakRequest(std::string_view source, std::optional<double> peakOverride) {
+RateSource rateSourceArgument(std::string_view source, std::string_view argument) {
+  const std::optional<RateSource> parsed = parseRateSource(source);
+  TORCH_CHECK_VALUE(parsed.has_value(), "torchutil: ", std::string(argument),
+                    " must be one of 'auto', 'datasheet', 'computed', 'measured', got '",
+                    std::string(source), "'");
+  return *parsed;
+}
+
+void checkPeakOverride(std::optional<double> peakOverride) {
   if (peakOverride.has_value()) {
     TORCH_CHECK_VALUE(*peakOverride > 0 && std::isfinite(*peakOverride),
                       "torchutil: peak_flops must be a positive number of FLOP/s, got ",
                       *peakOverride);
-    return;
   }
-  TORCH_CHECK_VALUE(source == "auto" || source == "datasheet" || source == "computed" ||
-                        source == "measured",
-                    "torchutil: peak must be one of 'auto', 'datasheet', 'computed', "
-                    "'measured', got '", std::string(source), "'");
 }
 
-Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source) {
-  checkPeakRequest(source, std::nullopt);
+Peak devicePeak(c10::Device device, PeakDtype dtype, RateSource source) {
   const std::string dtypeName = peakDtypeName(dtype);
   if (device.is_meta()) {
     return {kNaN, "none: nothing runs on the meta device", dtypeName};
@@ -98,24 +101,24 @@ Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source) {
 #ifdef TORCHUTIL_WITH_CUDA
   if (device.is_cuda()) {
     const cuda::DeviceInfo info = cuda::deviceInfo(device.index());
-    if (source == "auto" || source == "datasheet") {
+    if (source == RateSource::Auto || source == RateSource::Datasheet) {
       if (auto p = datasheetPeak(info.name, dtype)) {
         return {p->flopsPerSecond, p->source, dtypeName};
       }
-      TORCH_CHECK_VALUE(source == "auto", "torchutil: no datasheet peak for ", info.name, " in ",
+      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: no datasheet peak for ", info.name, " in ",
                         dtypeName, "; use peak='computed' or 'measured'");
     }
-    if (source == "auto" || source == "computed") {
+    if (source == RateSource::Auto || source == RateSource::Computed) {
       if (auto p = computedPeak(info.major, info.minor, info.multiprocessors, info.clockHz, dtype)) {
         return {p->flopsPerSecond, p->source, dtypeName};
       }
-      TORCH_CHECK_VALUE(source == "auto", "torchutil: no FLOP/clock figure for sm_", info.major,
+      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: no FLOP/clock figure for sm_", info.major,
                         info.minor, " in ", dtypeName, "; use peak='measured'");
     }
   }
 #endif
-  if (source == "datasheet" || source == "computed") {
-    TORCH_CHECK_VALUE(false, "torchutil: a ", std::string(source), " peak exists only for CUDA "
+  if (source == RateSource::Datasheet || source == RateSource::Computed) {
+    TORCH_CHECK_VALUE(false, "torchutil: a ", rateSourceName(source), " peak exists only for CUDA "
                       "GPUs, not for ", device.str(), "; use peak='measured' or 'auto'");
   }
   const double measured = measuredGemmPeak(device, dtype);
@@ -124,13 +127,13 @@ Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source) {
   return {measured, src.str(), dtypeName};
 }
 
-Peak peakForCount(c10::Device device, const CountTable& table, std::string_view source,
+Peak peakForCount(c10::Device device, const CountTable& table, RateSource source,
                   std::optional<double> peakOverride) {
   auto& ctx = at::globalContext();
   const bool tf32Matmul = device.is_cuda() && ctx.allowTF32CuBLAS();
   const bool tf32Conv = device.is_cuda() && ctx.allowTF32CuDNN();
   const PeakDtype dtype = dominantPeakDtype(table, tf32Matmul, tf32Conv).value_or(PeakDtype::FP32);
-  checkPeakRequest(source, peakOverride);
+  checkPeakOverride(peakOverride);
   if (peakOverride.has_value()) {
     return {*peakOverride, "given by the caller", peakDtypeName(dtype)};
   }

@@ -1,4 +1,4 @@
-#include "OpCounter.h"
+#include "libtorch/OpCounter.h"
 
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
@@ -9,7 +9,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "IValueArgs.h"
+#include "libtorch/IValueArgs.h"
 
 namespace torchutil {
 namespace {

@@ -1,6 +1,6 @@
-#include "KernelTracing.h"
+#include "libtorch/KernelTracing.h"
 
-#include "Timing.h"
+#include "libtorch/Devices.h"
 
 #ifdef TORCHUTIL_WITH_CUPTI
 #include "cupti/CuptiTracer.h"

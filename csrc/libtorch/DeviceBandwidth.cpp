@@ -1,4 +1,4 @@
-#include "DeviceBandwidth.h"
+#include "libtorch/DeviceBandwidth.h"
 
 #include <ATen/ops/empty.h>
 #include <c10/core/InferenceMode.h>
@@ -6,7 +6,8 @@
 
 #include <sstream>
 
-#include "Timing.h"
+#include "libtorch/MeasuredRate.h"
+#include "libtorch/Devices.h"
 #include "core/PeakTable.h"
 
 #ifdef TORCHUTIL_WITH_CUDA
@@ -34,33 +35,29 @@ double measuredCopyBandwidth(c10::Device device) {
   return memoized("copy " + device.str(), [&] { return timeCopy(device); });
 }
 
-Bandwidth deviceBandwidth(c10::Device device, std::string_view source) {
-  TORCH_CHECK_VALUE(source == "auto" || source == "datasheet" || source == "computed" ||
-                        source == "measured",
-                    "torchutil: bandwidth source must be one of 'auto', 'datasheet', "
-                    "'computed', 'measured', got '", std::string(source), "'");
+Bandwidth deviceBandwidth(c10::Device device, RateSource source) {
 #ifdef TORCHUTIL_WITH_CUDA
   if (device.is_cuda()) {
     const cuda::DeviceInfo info = cuda::deviceInfo(device.index());
-    if (source == "auto" || source == "datasheet") {
+    if (source == RateSource::Auto || source == RateSource::Datasheet) {
       const DatasheetEntry* e = findDatasheet(info.name);
       if (e != nullptr && e->memoryGBps > 0) {
         return {e->memoryGBps * 1e9, std::string("datasheet: ") + e->name};
       }
-      TORCH_CHECK_VALUE(source == "auto", "torchutil: no datasheet bandwidth for ", info.name,
+      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: no datasheet bandwidth for ", info.name,
                         "; use source='computed' or 'measured'");
     }
-    if (source == "auto" || source == "computed") {
+    if (source == RateSource::Auto || source == RateSource::Computed) {
       if (info.memoryBytesPerSecond > 0) {
         return {info.memoryBytesPerSecond, "computed: 2 x memory clock x bus width of " + info.name};
       }
-      TORCH_CHECK_VALUE(source == "auto", "torchutil: ", info.name,
+      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: ", info.name,
                         " reports no memory clock; use source='measured'");
     }
   }
 #endif
-  TORCH_CHECK_VALUE(source == "auto" || source == "measured", "torchutil: a ",
-                    std::string(source), " bandwidth exists only for CUDA GPUs, not for ",
+  TORCH_CHECK_VALUE(source == RateSource::Auto || source == RateSource::Measured, "torchutil: a ",
+                    rateSourceName(source), " bandwidth exists only for CUDA GPUs, not for ",
                     device.str(), "; use source='measured' or 'auto'");
   std::ostringstream src;
   src << "measured: best copy of a large tensor on " << device.str() << " (read + write)";

@@ -18,17 +18,19 @@ struct Peak {
   std::string dtype;      // peakDtypeName()
 };
 
-// source: "auto" (datasheet, else computed, else measured), "datasheet", "computed" or
-// "measured". Throws c10::ValueError for another source or when the asked one is unavailable.
-Peak devicePeak(c10::Device device, PeakDtype dtype, std::string_view source);
+// The source a user asked for by name ("auto", "datasheet", "computed", "measured"); throws
+// c10::ValueError naming `argument` and the value for anything else.
+RateSource rateSourceArgument(std::string_view source, std::string_view argument);
 
-// Checks a peak request before anything runs: source is one of the four above, a given peak
-// is a positive finite FLOP/s. Throws c10::ValueError naming the value otherwise.
-void checkPeakRequest(std::string_view source, std::optional<double> peakOverride);
+// Throws c10::ValueError when the asked source is unavailable on device.
+Peak devicePeak(c10::Device device, PeakDtype dtype, RateSource source);
+
+// Checks that a user's peak is a positive finite FLOP/s, before anything runs.
+void checkPeakOverride(std::optional<double> peakOverride);
 
 // The peak for what a count ran: its dominant dtype (dominantPeakDtype) on device, or the
 // user's number when peakOverride is set.
-Peak peakForCount(c10::Device device, const CountTable& table, std::string_view source,
+Peak peakForCount(c10::Device device, const CountTable& table, RateSource source,
                   std::optional<double> peakOverride);
 
 // The device's name for people: the GPU's name on CUDA, else the device string.

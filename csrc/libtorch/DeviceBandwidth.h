@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/PeakTable.h"
+
 namespace torchutil {
 
 struct Bandwidth {
@@ -13,10 +15,10 @@ struct Bandwidth {
   std::string source;
 };
 
-// source: "auto" (datasheet, else computed, else measured), "datasheet", "computed" (CUDA:
-// 2 x memory clock x bus width) or "measured" (the only source on a CPU). Throws
-// c10::ValueError for another source or when the asked one is unavailable.
-Bandwidth deviceBandwidth(c10::Device device, std::string_view source);
+// Datasheet, computed (CUDA: 2 x memory clock x bus width) or measured (the only source on a
+// CPU); Auto takes the first that exists. Throws c10::ValueError when the asked one is
+// unavailable on device.
+Bandwidth deviceBandwidth(c10::Device device, RateSource source);
 
 // Times copies of a large tensor (256 MiB on CPUs, 2 GiB on GPUs: far beyond the caches) and
 // returns the best read + write bytes/s; cached per device for the life of the process.

@@ -1,4 +1,4 @@
-#include "IValueArgs.h"
+#include "libtorch/IValueArgs.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>

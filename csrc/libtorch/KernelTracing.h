@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "OpCounter.h"
+#include "libtorch/OpCounter.h"
 #include "core/KernelTrace.h"
 
 namespace torchutil {

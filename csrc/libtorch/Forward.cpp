@@ -1,4 +1,4 @@
-#include "Forward.h"
+#include "libtorch/Forward.h"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
