@@ -44,7 +44,9 @@ int64_t biasFlops(const Args& in, int biasIdx, const TensorInfo& out) {
 }
 
 // ---- matrix products: 2 * (output elements) * (contracted length) ------------------------
-// A is the index of the left operand; the contracted length is its last dimension.
+// A is the index of the left operand; the contracted length is its last dimension. BiasIdx is
+// the index of the bias (added once per output element), kNoBias where there is none.
+constexpr int kNoBias = -1;
 template <int A, int BiasIdx>
 Cost contraction(const Args& in, const Args& out) {
   const TensorInfo* a = tensorAt(in, A);
@@ -71,6 +73,12 @@ Cost addbmm(const Args& in, const Args& out) {
 // kTransposedArg: index of the `transposed` flag, or kNever / kAlways.
 constexpr int kNever = -1;
 constexpr int kAlways = -2;
+// The schemas' own positions, named once. aten::convolution(input, weight, bias, stride,
+// padding, dilation, transposed, ...); the slow CPU kernels take (self, weight, kernel_size,
+// bias, ...).
+constexpr int kConvBias = 2;
+constexpr int kConvTransposed = 6;
+constexpr int kSlowConvBias = 3;
 
 template <int BiasIdx, int kTransposedArg>
 Cost convolution(const Args& in, const Args& out) {
@@ -253,33 +261,38 @@ void registerAllFormulas(FormulaRegistry& r) {
 
   // Matrix products (left operand index, bias index).
   addAll(r, {"aten::mm", "aten::bmm", "aten::_int_mm", "aten::mv", "aten::dot", "aten::vdot"},
-         C::Matrix, &contraction<0, -1>);
-  r.add("aten::_scaled_mm", C::Matrix, &contraction<0, 4>);
-  r.add("mkldnn::_linear_pointwise", C::Matrix, &mkldnnPointwise<&contraction<0, 2>>);
+         C::Matrix, &contraction</*A=*/0, kNoBias>);
+  // _scaled_mm(self, mat2, scale_a, scale_b, bias, ...)
+  r.add("aten::_scaled_mm", C::Matrix, &contraction</*A=*/0, /*BiasIdx=*/4>);
+  // _linear_pointwise(X, W, B, ...)
+  r.add("mkldnn::_linear_pointwise", C::Matrix,
+        &mkldnnPointwise<&contraction</*A=*/0, /*BiasIdx=*/2>>);
+  // addmm(self, mat1, mat2, ...): self is the bias.
   addAll(r, {"aten::addmm", "aten::baddbmm", "aten::addmv", "aten::_addmm_activation"}, C::Matrix,
-         &contraction<1, 0>);
+         &contraction</*A=*/1, /*BiasIdx=*/0>);
   r.add("aten::addbmm", C::Matrix, &addbmm);
 
   // Convolutions, by where each variant keeps its bias and its `transposed` flag.
   addAll(r, {"aten::convolution", "aten::_convolution", "aten::convolution_overrideable"},
-         C::Matrix, &convolution<2, 6>);
+         C::Matrix, &convolution<kConvBias, kConvTransposed>);
   addAll(r, {"aten::mkldnn_convolution", "aten::miopen_convolution",
              "aten::miopen_depthwise_convolution", "aten::cudnn_convolution_relu",
              "aten::_nnpack_spatial_convolution"},
-         C::Matrix, &convolution<2, kNever>);
-  r.add("mkldnn::_convolution_pointwise", C::Matrix, &mkldnnPointwise<&convolution<2, kNever>>);
+         C::Matrix, &convolution<kConvBias, kNever>);
+  r.add("mkldnn::_convolution_pointwise", C::Matrix,
+        &mkldnnPointwise<&convolution<kConvBias, kNever>>);
   // (self, weight, z, alpha, bias, ...): z, the tensor added before the relu, is not a bias.
-  r.add("aten::cudnn_convolution_add_relu", C::Matrix, &convolution<4, kNever>);
+  r.add("aten::cudnn_convolution_add_relu", C::Matrix, &convolution</*BiasIdx=*/4, kNever>);
   addAll(r, {"aten::miopen_convolution_transpose", "mkldnn::_convolution_transpose_pointwise"},
-         C::Matrix, &convolution<2, kAlways>);
-  r.add("aten::cudnn_convolution", C::Matrix, &convolution<-1, kNever>);
-  r.add("aten::cudnn_convolution_transpose", C::Matrix, &convolution<-1, kAlways>);
+         C::Matrix, &convolution<kConvBias, kAlways>);
+  r.add("aten::cudnn_convolution", C::Matrix, &convolution<kNoBias, kNever>);
+  r.add("aten::cudnn_convolution_transpose", C::Matrix, &convolution<kNoBias, kAlways>);
   addAll(r, {"aten::_slow_conv2d_forward", "aten::thnn_conv2d", "aten::slow_conv3d",
              "aten::slow_conv3d_forward", "aten::_conv_depthwise2d", "aten::conv_depthwise3d",
              "aten::slow_conv_dilated2d", "aten::slow_conv_dilated3d"},
-         C::Matrix, &convolution<3, kNever>);
+         C::Matrix, &convolution<kSlowConvBias, kNever>);
   addAll(r, {"aten::slow_conv_transpose2d", "aten::slow_conv_transpose3d"}, C::Matrix,
-         &convolution<3, kAlways>);
+         &convolution<kSlowConvBias, kAlways>);
 
   // Attention, every backend of scaled_dot_product_attention.
   addAll(r, {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math",
@@ -291,8 +304,8 @@ void registerAllFormulas(FormulaRegistry& r) {
              "aten::_scaled_dot_product_fused_attention_overrideable"},
          C::Matrix, &attentionBHLE);
   // Cumulative sequence lengths at 3 (flash) or, after the bias, at 4 (efficient).
-  r.add("aten::_flash_attention_forward", C::Matrix, &attentionBLHE<3>);
-  r.add("aten::_efficient_attention_forward", C::Matrix, &attentionBLHE<4>);
+  r.add("aten::_flash_attention_forward", C::Matrix, &attentionBLHE</*CuSeqArg=*/3>);
+  r.add("aten::_efficient_attention_forward", C::Matrix, &attentionBLHE</*CuSeqArg=*/4>);
   r.add("aten::_native_multi_head_attention", C::Matrix, &nativeMultiHeadAttention);
 
   // Elementwise arithmetic and activations: 1 FLOP per output element.
@@ -368,7 +381,7 @@ void registerAllFormulas(FormulaRegistry& r) {
          &perOutput<16>);
 
   // Data movement: bytes, no FLOPs.
-  addAll(r, {"aten::copy_", "aten::clone", "aten::_to_copy", "aten::cat", "aten::_cat",
+  addAll(r, {"aten::copy_", "aten::clone", "aten::_to_copy", "aten::cat",
              "aten::stack", "aten::constant_pad_nd", "aten::reflection_pad1d",
              "aten::reflection_pad2d", "aten::reflection_pad3d", "aten::replication_pad1d",
              "aten::replication_pad2d", "aten::replication_pad3d", "aten::index_select",
@@ -412,9 +425,9 @@ void registerAllFormulas(FormulaRegistry& r) {
              "aten::_has_compatible_shallow_copy_type", "aten::_shape_as_tensor",
              "aten::broadcast_tensors", "aten::_nested_tensor_from_mask_left_aligned",
              "aten::_assert_async", "aten::_assert_tensor_metadata", "aten::_functional_assert_async",
-             "aten::record_stream", "aten::align_to", "aten::refine_names", "aten::rename",
+             "aten::record_stream",
              "aten::flatten_dense_tensors", "aten::unflatten_dense_tensors",
-             "aten::_version", "aten::retain_grad", "aten::requires_grad", "aten::output_nr",
+             "aten::_version", "aten::retain_grad", "aten::requires_grad_", "aten::output_nr",
              "aten::_fw_primal", "aten::_make_dual", "aten::_unpack_dual", "aten::pad"},
          C::Transparent);
 }
