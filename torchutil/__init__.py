@@ -12,22 +12,26 @@ multiply-accumulate; matrix versus vector FLOPs) is documented in docs/counting.
 """
 from torchutil import _ops  # noqa: F401  (loads torchutil._C and the util:: ops)
 from torchutil._ops import build_info
-from torchutil.fields import FIELDS, KERNEL_FIELDS, OP_FIELDS, field
+from torchutil.fields import (FIELDS, KERNEL_FIELDS, OP_FIELDS, ROOFLINE_FIELDS, TEXT_FIELDS, FieldSpec,
+                              field, schema)
 from torchutil.folding import FoldedModel, fold
 from torchutil.peaks import peak_flops
-from torchutil.profiler import OpRow, ProfileResult, Profiler, profile, utilization
+from torchutil.profiler import KernelRow, OpRow, ProfileResult, Profiler, UnknownOp, profile, utilization
 from torchutil.rooflines import (RooflineResult, RooflineRow, memory_bandwidth, roofline,
                                  roofline_utilization)
 
 __all__ = [
     "FIELDS",
+    "FieldSpec",
     "FoldedModel",
     "KERNEL_FIELDS",
+    "KernelRow",
     "OP_FIELDS",
     "OpRow",
     "ProfileResult",
     "Profiler",
     "RooflineResult",
+    "ROOFLINE_FIELDS",
     "RooflineRow",
     "build_info",
     "field",
@@ -37,6 +41,9 @@ __all__ = [
     "profile",
     "roofline",
     "roofline_utilization",
+    "schema",
+    "TEXT_FIELDS",
+    "UnknownOp",
     "utilization",
 ]
 __version__ = "0.1.0"

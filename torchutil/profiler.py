@@ -8,43 +8,32 @@ from __future__ import annotations
 import csv
 import json
 import time
-from dataclasses import asdict, dataclass, field as dataclass_field
+from dataclasses import asdict, dataclass, field as dataclass_field, fields
 from typing import Any, Sequence
 
 import torch
 
 from torchutil import _C, _ops  # noqa: F401  (registers the ops)
-from torchutil.fields import FIELDS, KERNEL_FIELDS, OP_FIELDS
+from torchutil.fields import FIELDS, TEXT_FIELDS, output_rows, row_class
 
-__all__ = ["OpRow", "ProfileResult", "Profiler", "profile", "utilization"]
+__all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "profile", "utilization"]
 
 
-@dataclass(frozen=True)
-class OpRow:
-    """One row of the per-op table: an op, called from one module, in one dtype.
+OpRow = row_class(
+    "OpRow", "ops",
+    "One row of the per-op table: an op, called from one module, in one dtype. FLOPs and bytes\n"
+    "are totals over the `calls` calls of one forward; kernel figures (NaN when nothing was\n"
+    "traced) are per forward.",
+    namespace={"flops": property(lambda self: self.matrix_flops + self.vector_flops,
+                                 doc="matrix_flops + vector_flops")},
+)
 
-    FLOPs and bytes are totals over the `calls` calls of one forward.
-    """
+KernelRow = row_class(
+    "KernelRow", "kernels",
+    "One traced GPU kernel, memcpy or memset, with the op that accounts for it.",
+)
 
-    op: str
-    module: str
-    dtype: str
-    op_class: str  # "matrix", "vector" or "memory"
-    calls: int
-    matrix_flops: int
-    vector_flops: int
-    bytes: int
-    arithmetic_intensity: float  # FLOPs per byte
-    # From the kernel trace (NaN when kernels were not traced); times are per forward.
-    kernels: float = float("nan")
-    kernel_seconds: float = float("nan")
-    kernel_flops_per_second: float = float("nan")
-    kernel_utilization: float = float("nan")  # kernel_flops_per_second / peak
-    lost_seconds: float = float("nan")  # kernel_seconds - flops / peak
-
-    @property
-    def flops(self) -> int:
-        return self.matrix_flops + self.vector_flops
+UnknownOp = row_class("UnknownOp", "unknown_ops", "An op with no FLOP formula.")
 
 
 @dataclass
@@ -54,66 +43,60 @@ class ProfileResult:
     summary: float64 tensor, one value per name in torchutil.FIELDS (the tensor
         torch.ops.util.profile returns). Each field is also an attribute: result.utilization.
     op_table: float64 tensor [len(ops), len(OP_FIELDS)], the numbers of `ops` as a tensor.
-    ops: per-op rows in first-call order.
+    ops: per-op rows (OpRow) in first-call order.
     unknown_ops: ops with no FLOP formula and no counted callee: name -> calls per forward.
-    peak_source / peak_dtype: where the peak FLOP/s came from and which arithmetic it is for.
-    timing_mode: "eager", "cuda_graph", "wall" (a Profiler block) or "none" (meta device).
-    trace_status: "on", or "off: <why>" (CPU, trace=False, torch.profiler running, no CUPTI).
-    kernel_table: float64 tensor [kernels, len(KERNEL_FIELDS)] of every traced GPU kernel,
-        memcpy and memset (counted forward first, forward == -1; then the timed forwards);
-        kernel_names / kernel_ops / kernel_modules: its name, the op that accounts for it and
-        that op's module ("" when no op launched it).
-    chrome_trace: the Chrome/Perfetto trace JSON when profile(..., chrome_trace=True).
+    kernel_table: float64 tensor [len(kernels), len(KERNEL_FIELDS)], the numbers of `kernels`.
+    kernels: every traced GPU kernel, memcpy and memset (KernelRow): the counted forward's
+        (timed == 0), then the timed forwards'.
+    texts: the result's texts by name (torchutil.TEXT_FIELDS), also attributes:
+        result.peak_source, .peak_dtype, .timing_mode, .device, .trace_status,
+        .kernel_attribution, .chrome_trace.
     """
 
     summary: torch.Tensor
     op_table: torch.Tensor
-    ops: list[OpRow]
+    ops: list[Any]
     unknown_ops: dict[str, int]
-    peak_source: str
-    peak_dtype: str
-    timing_mode: str
-    device: str
-    trace_status: str = "off"
-    kernel_table: torch.Tensor | None = None
-    kernel_names: list[str] = dataclass_field(default_factory=list)
-    kernel_ops: list[str] = dataclass_field(default_factory=list)
-    kernel_modules: list[str] = dataclass_field(default_factory=list)
-    chrome_trace: str = ""
+    kernel_table: torch.Tensor
+    kernels: list[Any]
+    texts: dict[str, str]
     _values: dict[str, float] = dataclass_field(default_factory=dict, repr=False)
 
     @classmethod
-    def _from_op(cls, raw: Sequence[Any]) -> "ProfileResult":
-        (summary, table, names, modules, dtypes, classes, unknown, unknown_calls, peak_source,
-         peak_dtype, timing_mode, device, kernel_table, kernel_names, kernel_ops, kernel_modules,
-         trace_status, chrome_trace) = raw
-        rows = table.tolist()
-        ops = [
-            OpRow(n, m, d, c, int(r[0]), int(r[1]), int(r[2]), int(r[3]), *map(float, r[4:]))
-            for n, m, d, c, r in zip(names, modules, dtypes, classes, rows)
-        ]
+    def _from_output(cls, output: Any) -> "ProfileResult":
+        """From a util.ProfileOutput script object (torch.ops.util._profile, _count_end)."""
+        summary = output.summary()
+        op_table, ops = output_rows(OpRow, output, "ops")
+        kernel_table, kernels = output_rows(KernelRow, output, "kernels")
+        _, unknown = output_rows(UnknownOp, output, "unknown_ops")
         return cls(
             summary=summary,
-            op_table=table,
+            op_table=op_table,
             ops=ops,
-            unknown_ops=dict(zip(unknown, unknown_calls)),
-            peak_source=peak_source,
-            peak_dtype=peak_dtype,
-            timing_mode=timing_mode,
-            device=device,
-            trace_status=trace_status,
+            unknown_ops={u.op: u.calls for u in unknown},
             kernel_table=kernel_table,
-            kernel_names=list(kernel_names),
-            kernel_ops=list(kernel_ops),
-            kernel_modules=list(kernel_modules),
-            chrome_trace=chrome_trace,
+            kernels=kernels,
+            texts={name: output.text(name) for name in TEXT_FIELDS},
             _values=dict(zip(FIELDS, summary.tolist())),
         )
 
-    def __getattr__(self, name: str) -> float:
-        values = self.__dict__.get("_values", {})
-        if name in values:
-            return values[name]
+    @property
+    def kernel_names(self) -> list[str]:
+        return [k.name for k in self.kernels]
+
+    @property
+    def kernel_ops(self) -> list[str]:
+        return [k.op for k in self.kernels]
+
+    @property
+    def kernel_modules(self) -> list[str]:
+        return [k.module for k in self.kernels]
+
+    def __getattr__(self, name: str) -> Any:
+        for part in ("_values", "texts"):
+            values = self.__dict__.get(part, {})
+            if name in values:
+                return values[name]
         raise AttributeError(f"ProfileResult has no attribute {name!r}")
 
     def top_ops(self, n: int = 10, by: str = "flops") -> list[OpRow]:
@@ -137,36 +120,19 @@ class ProfileResult:
 
     def ops_to_csv(self, path: str) -> None:
         """The per-op table as CSV, one row per (op, module, dtype)."""
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["op", "module", "dtype", "op_class", *OP_FIELDS])
-            for r, values in zip(self.ops, self.op_table.tolist()):
-                w.writerow([r.op, r.module, r.dtype, r.op_class, *values])
+        _rows_to_csv(path, self.ops, OpRow)
 
     def kernels_to_csv(self, path: str) -> None:
         """The per-kernel table as CSV (empty but for the header when nothing was traced)."""
-        rows = self.kernel_table.tolist() if self.kernel_table is not None else []
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["name", "op", "module", *KERNEL_FIELDS])
-            for name, op, module, values in zip(self.kernel_names, self.kernel_ops, self.kernel_modules, rows):
-                w.writerow([name, op, module, *values])
+        _rows_to_csv(path, self.kernels, KernelRow)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "summary": dict(self._values),
             "ops": [asdict(r) for r in self.ops],
             "unknown_ops": dict(self.unknown_ops),
-            "peak_source": self.peak_source,
-            "peak_dtype": self.peak_dtype,
-            "timing_mode": self.timing_mode,
-            "device": self.device,
-            "trace_status": self.trace_status,
-            "kernels": [
-                {"name": n, "op": o, "module": m, **dict(zip(KERNEL_FIELDS, values))}
-                for n, o, m, values in zip(self.kernel_names, self.kernel_ops, self.kernel_modules,
-                                           self.kernel_table.tolist() if self.kernel_table is not None else [])
-            ],
+            **{name: text for name, text in self.texts.items() if name != "chrome_trace"},
+            "kernels": [asdict(k) for k in self.kernels],
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -219,6 +185,16 @@ class ProfileResult:
         return self.format()
 
 
+def _rows_to_csv(path: str, rows: list[Any], cls: type) -> None:
+    """One CSV row per row of the dataclass cls, the columns in field order."""
+    names = [f.name for f in fields(cls)]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(names)
+        for r in rows:
+            w.writerow([getattr(r, n) for n in names])
+
+
 def _as_inputs(x: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor]:
     if isinstance(x, torch.Tensor):
         return [x]
@@ -259,9 +235,9 @@ def profile(
     them the rows' module is ""). torch.ops.util.profile, which returns the summary only, never
     records them.
     """
-    raw = torch.ops.util._profile(model, _as_inputs(x), warmup, iters, cuda_graph, peak, peak_flops,
-                                  trace, chrome_trace, module_paths)
-    return ProfileResult._from_op(raw)
+    output = torch.ops.util._profile(model, _as_inputs(x), warmup, iters, cuda_graph, peak,
+                                     peak_flops, trace, chrome_trace, module_paths)
+    return ProfileResult._from_output(output)
 
 
 def utilization(flops: torch.Tensor, seconds: torch.Tensor, peak_flops_per_second: torch.Tensor) -> torch.Tensor:
@@ -343,8 +319,9 @@ class Profiler:
                 return
             _synchronize(self.device)
             seconds = time.perf_counter() - self._t0
-            raw = torch.ops.util._count_end(self.device, self.batch_size, seconds, self.peak, self.peak_flops)
-            self.result = ProfileResult._from_op(raw)
+            output = torch.ops.util._count_end(self.device, self.batch_size, seconds, self.peak,
+                                               self.peak_flops)
+            self.result = ProfileResult._from_output(output)
         finally:
             torch.ops.util._count_abort()  # no-op unless _count_end failed
             if self._scope is not None:

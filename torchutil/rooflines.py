@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from torchutil import _ops  # noqa: F401  (registers the ops)
+from torchutil.fields import build_rows, row_class
 from torchutil.profiler import ProfileResult
 
 __all__ = ["BANDWIDTH_SOURCES", "RooflineResult", "RooflineRow", "memory_bandwidth", "roofline",
@@ -38,22 +39,12 @@ def roofline_utilization(flops: torch.Tensor, bytes: torch.Tensor, peak_flops: f
     return torch.ops.util.roofline(flops, bytes, peak_flops, bandwidth)
 
 
-@dataclass(frozen=True)
-class RooflineRow:
-    """One op of a profile on the roofline (FLOPs, bytes and times per forward)."""
-
-    op: str
-    module: str
-    dtype: str
-    flops: int
-    bytes: int
-    intensity: float                    # FLOPs per byte
-    attainable_flops_per_second: float  # min(peak, intensity x bandwidth)
-    attainable_utilization: float       # attainable / peak
-    roofline_seconds: float             # max(flops / peak, bytes / bandwidth)
-    achieved_flops_per_second: float    # flops / kernel seconds (NaN without a kernel trace)
-    roofline_share: float               # roofline_seconds / kernel seconds (NaN without one)
-    bound: str                          # "compute-bound", "memory-bound", "overhead-bound", "unknown"
+RooflineRow = row_class(
+    "RooflineRow", "roofline",
+    "One op of a profile on the roofline (FLOPs, bytes and times per forward): the op's name,\n"
+    "module, dtype, FLOPs and bytes, then its roofline point.",
+    prefix=[("op", str), ("module", str), ("dtype", str), ("flops", int), ("bytes", int)],
+)
 
 
 @dataclass
@@ -102,6 +93,9 @@ def roofline(result: ProfileResult, *, bandwidth: float | None = None,
     traced = bool(result.ops) and not bool(torch.isnan(seconds).all())
     table, bounds = torch.ops.util._roofline_points(flops, nbytes, peak, float(bandwidth),
                                                     seconds if traced else None)
-    rows = [RooflineRow(r.op, r.module, r.dtype, r.flops, r.bytes, *map(float, values), bound)
-            for r, values, bound in zip(result.ops, table.tolist(), bounds)]
+    ops = result.ops
+    rows = build_rows(RooflineRow, "roofline", table, {"bound": bounds},
+                      op=[r.op for r in ops], module=[r.module for r in ops],
+                      dtype=[r.dtype for r in ops], flops=[r.flops for r in ops],
+                      bytes=[r.bytes for r in ops])
     return RooflineResult(peak, float(bandwidth), bw_source, peak / float(bandwidth), rows)

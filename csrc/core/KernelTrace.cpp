@@ -44,7 +44,7 @@ uint64_t unionLength(std::vector<Interval> v) {
 void attributeCounted(std::vector<KernelRecord>& kernels,
                       const std::unordered_map<uint32_t, uint64_t>& externalIdOf) {
   for (KernelRecord& k : kernels) {
-    k.forward = -1;
+    k.timed = false;
     auto it = externalIdOf.find(k.correlationId);
     k.opEvent = it != externalIdOf.end() && it->second > 0 ? static_cast<int64_t>(it->second) - 1 : -1;
   }
@@ -225,7 +225,9 @@ std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<Op
       << ",\"name\":" << str(k.name) << ",\"ts\":" << micros(k.startNs, origin)
       << ",\"dur\":" << micros(k.endNs, k.startNs) << ",\"args\":{\"op\":" << str(op)
       << ",\"module\":" << str(module) << ",\"forward\":"
-      << (k.forward < 0 ? std::string("\"counted\"") : std::to_string(k.forward))
+      << (!k.timed            ? std::string("\"counted\"")
+          : k.forward.has_value() ? std::to_string(*k.forward)
+                                  : std::string("\"timed, not split by forward\""))
       << ",\"device\":" << k.device << ",\"correlation\":" << k.correlationId;
     if (k.kind == KernelRecord::Kind::Kernel) {
       o << ",\"grid\":[" << k.grid[0] << "," << k.grid[1] << "," << k.grid[2] << "],\"block\":["
@@ -245,34 +247,48 @@ std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<Op
   return o.str();
 }
 
-std::vector<std::string> kernelFieldNames() {
-  return {
-#define TORCHUTIL_KERNEL_FIELD_NAME(name, doc) #name,
-      TORCHUTIL_KERNEL_FIELDS(TORCHUTIL_KERNEL_FIELD_NAME)
-#undef TORCHUTIL_KERNEL_FIELD_NAME
-  };
-}
-
-std::vector<double> kernelRow(const KernelRecord& k, uint64_t originNs, int64_t opRow) {
+void addKernelRows(ResultTable& table, const std::vector<KernelRecord>& kernels,
+                   const std::vector<OpEvent>& events) {
+  uint64_t origin = std::numeric_limits<uint64_t>::max();
+  for (const KernelRecord& k : kernels) {
+    origin = std::min(origin, k.startNs);
+  }
   const auto d = [](auto v) { return static_cast<double>(v); };
-  return {d(k.forward),
-          d(static_cast<int>(k.kind)),
-          k.startNs >= originNs ? d(k.startNs - originNs) / 1e3 : 0.0,
-          d(k.durationNs()) / 1e3,
-          d(k.device),
-          d(k.stream),
-          d(k.grid[0]),
-          d(k.grid[1]),
-          d(k.grid[2]),
-          d(k.block[0]),
-          d(k.block[1]),
-          d(k.block[2]),
-          d(k.registersPerThread),
-          d(k.staticSharedBytes),
-          d(k.dynamicSharedBytes),
-          d(k.bytes),
-          d(opRow),
-          d(k.graphId)};
+  for (const KernelRecord& k : kernels) {
+    const size_t row = table.addRow();
+    if (k.opEvent >= 0 && static_cast<size_t>(k.opEvent) < events.size()) {
+      const OpEvent* e = &events[static_cast<size_t>(k.opEvent)];
+      if (e->row >= 0) {
+        table.set(row, KernelField::op_row, d(e->row));
+      }
+      if (e->owner >= 0 && static_cast<size_t>(e->owner) < events.size()) {
+        e = &events[static_cast<size_t>(e->owner)];
+      }
+      table.setText(row, KernelField::op, e->op);
+      table.setText(row, KernelField::module, e->module);
+    }
+    table.setText(row, KernelField::name, k.name);
+    table.set(row, KernelField::timed, k.timed ? 1.0 : 0.0);
+    if (k.forward.has_value()) {
+      table.set(row, KernelField::forward, d(*k.forward));
+    }
+    table.set(row, KernelField::kind, d(static_cast<int>(k.kind)));
+    table.set(row, KernelField::start_us, d(k.startNs - origin) / 1e3);
+    table.set(row, KernelField::duration_us, d(k.durationNs()) / 1e3);
+    table.set(row, KernelField::device, d(k.device));
+    table.set(row, KernelField::stream, d(k.stream));
+    table.set(row, KernelField::grid_x, d(k.grid[0]));
+    table.set(row, KernelField::grid_y, d(k.grid[1]));
+    table.set(row, KernelField::grid_z, d(k.grid[2]));
+    table.set(row, KernelField::block_x, d(k.block[0]));
+    table.set(row, KernelField::block_y, d(k.block[1]));
+    table.set(row, KernelField::block_z, d(k.block[2]));
+    table.set(row, KernelField::registers_per_thread, d(k.registersPerThread));
+    table.set(row, KernelField::static_shared_bytes, d(k.staticSharedBytes));
+    table.set(row, KernelField::dynamic_shared_bytes, d(k.dynamicSharedBytes));
+    table.set(row, KernelField::bytes, d(k.bytes));
+    table.set(row, KernelField::graph_id, d(k.graphId));
+  }
 }
 
 }  // namespace torchutil

@@ -3,11 +3,13 @@
 // them, their attribution to the ops that launched them, interval arithmetic, and the Chrome
 // trace writer. The CUPTI side that fills the records is csrc/cupti/CuptiTracer.cpp.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/CountSession.h"
+#include "core/ResultSchema.h"
 
 namespace torchutil {
 
@@ -27,9 +29,13 @@ struct KernelRecord {
   int32_t dynamicSharedBytes = 0;
   uint64_t bytes = 0;    // memcpy / memset size
   uint32_t graphId = 0;  // non-zero for a kernel replayed from a CUDA graph
+  // Which forward launched it: the counted one, or one of the timed ones (set when the trace
+  // is split by time); forward is the timed forward's index, known once attributeByPosition
+  // has split the timed kernels into forwards.
+  bool timed = false;
+  std::optional<int32_t> forward;
   // Attribution (attributeCounted / attributeByPosition):
   int64_t opEvent = -1;  // index into the counted forward's OpEvents; -1: launched by no op
-  int32_t forward = -1;  // -1: the counted forward; 0.. : the timed forwards
 
   uint64_t durationNs() const { return endNs > startNs ? endNs - startNs : 0; }
 };
@@ -46,13 +52,14 @@ uint64_t unionLength(std::vector<Interval> intervals);
 
 // Kernels of the counted forward: CUPTI's external-correlation records map the launching API
 // call's correlation id to the external id torchutil pushed for the innermost open op
-// (OpEvent index + 1). Sets opEvent and forward = -1.
+// (OpEvent index + 1). Sets opEvent; the kernels are the counted forward's (timed = false).
 void attributeCounted(std::vector<KernelRecord>& kernels,
                       const std::unordered_map<uint32_t, uint64_t>& externalIdOf);
 
 // Kernels of `forwards` timed forwards (eager or graph replays) launch the same sequence as the
-// counted forward. Sorts timed by start, splits it into `forwards` runs and copies opEvent by
-// position, checking names. Returns false (and attributes nothing) when the sequence differs.
+// counted forward. Sorts timed by start, splits it into `forwards` runs and copies opEvent and
+// the forward index by position, checking names. Returns false (and attributes nothing: no
+// opEvent, no forward index) when the sequence differs.
 bool attributeByPosition(const std::vector<KernelRecord>& counted,
                          std::vector<KernelRecord>& timed, int64_t forwards);
 
@@ -86,21 +93,10 @@ std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<Op
 
 std::string jsonEscape(const std::string& s);
 
-// Columns of the kernel table tensor, in order.
-#define TORCHUTIL_KERNEL_FIELDS(X)                                                     \
-  X(forward, "-1 for the counted forward, else the timed forward's index")             \
-  X(kind, "0 kernel, 1 memcpy, 2 memset")                                               \
-  X(start_us, "start, microseconds from the first record")                              \
-  X(duration_us, "duration in microseconds")                                            \
-  X(device, "CUDA device") X(stream, "CUDA stream") X(grid_x, "") X(grid_y, "")          \
-  X(grid_z, "") X(block_x, "") X(block_y, "") X(block_z, "")                             \
-  X(registers_per_thread, "") X(static_shared_bytes, "") X(dynamic_shared_bytes, "")    \
-  X(bytes, "bytes copied or set (memcpy, memset)")                                      \
-  X(op_row, "row of the op table that accounts for it, -1 when none")                   \
-  X(graph_id, "CUDA graph id, 0 outside graphs")
-
-std::vector<std::string> kernelFieldNames();
-// One row in TORCHUTIL_KERNEL_FIELDS order; origin is the first record's start.
-std::vector<double> kernelRow(const KernelRecord& k, uint64_t originNs, int64_t opRow);
+// Appends one row per kernel to a "kernels" table, each with the op that accounts for it (the
+// counted op that owns its launching op, else that op itself) and that op's op-table row.
+// Start times are microseconds from the first kernel's start.
+void addKernelRows(ResultTable& table, const std::vector<KernelRecord>& kernels,
+                   const std::vector<OpEvent>& events);
 
 }  // namespace torchutil

@@ -15,22 +15,6 @@ double ratio(double num, double den) {
 
 }  // namespace
 
-std::vector<std::string> fieldNames() {
-  return {
-#define TORCHUTIL_FIELD_NAME(name, doc) #name,
-      TORCHUTIL_RESULT_FIELDS(TORCHUTIL_FIELD_NAME)
-#undef TORCHUTIL_FIELD_NAME
-  };
-}
-
-std::vector<std::string> fieldDescriptions() {
-  return {
-#define TORCHUTIL_FIELD_DOC(name, doc) doc,
-      TORCHUTIL_RESULT_FIELDS(TORCHUTIL_FIELD_DOC)
-#undef TORCHUTIL_FIELD_DOC
-  };
-}
-
 std::vector<double> summarize(const SummaryInputs& in) {
   std::vector<double> v(kNumFields, kNaN);
   auto set = [&](Field f, double x) { v[static_cast<size_t>(f)] = x; };
@@ -67,29 +51,27 @@ std::vector<double> summarize(const SummaryInputs& in) {
   return v;
 }
 
-std::vector<std::string> opFieldNames() {
-  return {
-#define TORCHUTIL_OP_FIELD_NAME(name, doc) #name,
-      TORCHUTIL_OP_FIELDS(TORCHUTIL_OP_FIELD_NAME)
-#undef TORCHUTIL_OP_FIELD_NAME
-  };
-}
-
-std::vector<double> opRow(const OpStats& s, const OpKernelStats* k, double peak) {
+void addOpRow(ResultTable& table, const OpStats& s, const OpKernelStats* k, double peak) {
+  const size_t row = table.addRow();
   const double flops = static_cast<double>(s.flops());
-  std::vector<double> row{static_cast<double>(s.calls), static_cast<double>(s.matrixFlops),
-                          static_cast<double>(s.vectorFlops), static_cast<double>(s.bytes),
-                          ratio(flops, static_cast<double>(s.bytes)), kNaN, kNaN, kNaN, kNaN,
-                          kNaN};
+  table.setText(row, OpField::op, s.op);
+  table.setText(row, OpField::module, s.module);
+  table.setText(row, OpField::dtype, s.dtype);
+  table.setText(row, OpField::op_class, opClassName(s.opClass));
+  table.set(row, OpField::calls, static_cast<double>(s.calls));
+  table.set(row, OpField::matrix_flops, static_cast<double>(s.matrixFlops));
+  table.set(row, OpField::vector_flops, static_cast<double>(s.vectorFlops));
+  table.set(row, OpField::bytes, static_cast<double>(s.bytes));
+  table.set(row, OpField::arithmetic_intensity, ratio(flops, static_cast<double>(s.bytes)));
   if (k != nullptr) {
     const double achieved = k->seconds > 0 ? flops / k->seconds : kNaN;
-    row[5] = k->kernels;
-    row[6] = k->seconds;
-    row[7] = achieved;
-    row[8] = ratio(achieved, peak);
-    row[9] = peak > 0 && std::isfinite(peak) ? k->seconds - flops / peak : kNaN;
+    table.set(row, OpField::kernels, k->kernels);
+    table.set(row, OpField::kernel_seconds, k->seconds);
+    table.set(row, OpField::kernel_flops_per_second, achieved);
+    table.set(row, OpField::kernel_utilization, ratio(achieved, peak));
+    table.set(row, OpField::lost_seconds,
+              peak > 0 && std::isfinite(peak) ? k->seconds - flops / peak : kNaN);
   }
-  return row;
 }
 
 double median(std::vector<double> values) {

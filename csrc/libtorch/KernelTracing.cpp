@@ -43,6 +43,7 @@ class CuptiKernelTracing final : public KernelTracing {
       if (k.startNs >= begin_ && k.startNs < countedEnd_) {
         counted->push_back(std::move(k));
       } else if (timedBegin_ != 0 && k.startNs >= timedBegin_) {
+        k.timed = true;
         timed->push_back(std::move(k));
       }
     }

@@ -32,6 +32,31 @@ c10::Device checkInputs(const std::vector<at::Tensor>& inputs) {
 
 }  // namespace
 
+NamedResult nameResult(const ProfileOutput& out) {
+  NamedResult r;
+  r.summary = out.summary;
+  const auto& rows = out.table.rows();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const bool traced = out.traced && i < out.trace.perRow.size();
+    addOpRow(r.ops, rows[i], traced ? &out.trace.perRow[i] : nullptr, out.peak.flopsPerSecond);
+  }
+  for (const auto& [op, calls] : out.table.unknown()) {
+    const size_t row = r.unknownOps.addRow();
+    r.unknownOps.setText(row, UnknownOpField::op, op);
+    r.unknownOps.set(row, UnknownOpField::calls, static_cast<double>(calls));
+  }
+  addKernelRows(r.kernels, out.kernels, out.events);
+  r.setText(TextField::peak_source, out.peak.source);
+  r.setText(TextField::peak_dtype, out.peak.dtype);
+  r.setText(TextField::timing_mode, out.timingMode);
+  r.setText(TextField::device, out.device);
+  r.setText(TextField::trace_status, out.traceStatus);
+  r.setText(TextField::kernel_attribution,
+            !out.traced ? "none" : out.trace.perOpFromTimed ? "timed" : "counted");
+  r.setText(TextField::chrome_trace, out.chromeTrace);
+  return r;
+}
+
 ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batchSize,
                              double seconds, RateSource peakSource,
                              std::optional<double> peakFlops) {

@@ -12,6 +12,7 @@
 #include "libtorch/Timing.h"
 #include "core/CountSession.h"
 #include "core/KernelTrace.h"
+#include "core/ResultSchema.h"
 
 namespace torchutil {
 
@@ -42,6 +43,9 @@ struct ProfileOutput {
   std::vector<KernelRecord> kernels;  // counted forward first, then the timed forwards
   std::string chromeTrace;
 };
+
+// The result by name, for Python (util.ProfileOutput): summary, tables and texts.
+NamedResult nameResult(const ProfileOutput& out);
 
 ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                            const ProfileOptions& options);

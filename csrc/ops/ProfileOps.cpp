@@ -9,88 +9,78 @@
 #include "core/FormulaRegistry.h"
 #include "core/KernelTrace.h"
 #include "core/Metrics.h"
+#include "core/ResultSchema.h"
 
-#include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 
 namespace torchutil {
 namespace {
-
-using Strings = std::vector<std::string>;
-using FullResult =
-    std::tuple<at::Tensor, at::Tensor, Strings, Strings, Strings, Strings, Strings,
-               std::vector<int64_t>, std::string, std::string, std::string, std::string,
-               at::Tensor, Strings, Strings, Strings, std::string, std::string>;
-
-constexpr const char* kFullResultSchema =
-    "(Tensor summary, Tensor op_table, str[] op_names, str[] op_modules, str[] op_dtypes, "
-    "str[] op_classes, str[] unknown_ops, int[] unknown_calls, str peak_source, str peak_dtype, "
-    "str timing_mode, str device, Tensor kernel_table, str[] kernel_names, str[] kernel_ops, "
-    "str[] kernel_modules, str trace_status, str chrome_trace)";
 
 at::Tensor toTensor(const std::vector<double>& values) {
   return at::tensor(values, at::TensorOptions().dtype(at::kDouble));
 }
 
-at::Tensor toMatrix(const std::vector<std::vector<double>>& rows, size_t cols) {
-  at::Tensor t = at::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)},
-                           at::kDouble);
-  auto acc = t.accessor<double, 2>();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    for (size_t j = 0; j < cols; ++j) {
-      acc[static_cast<int64_t>(i)][static_cast<int64_t>(j)] = rows[i][j];
-    }
+// A part of a result by name; the core names what is missing in std::invalid_argument, and
+// Python gets it as a ValueError.
+template <class Get>
+auto lookup(const Get& get) -> decltype(*get()) {
+  try {
+    return *get();
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+    throw;  // not reached: the check throws
   }
-  return t;
 }
 
-FullResult toFullResult(const ProfileOutput& out) {
-  const auto& rows = out.table.rows();
-  const double peak = out.peak.flopsPerSecond;
-  std::vector<std::vector<double>> opRows;
-  std::vector<std::string> names, modules, dtypes, classes;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const OpKernelStats* k = out.traced && i < out.trace.perRow.size() ? &out.trace.perRow[i] : nullptr;
-    opRows.push_back(opRow(rows[i], k, peak));
-    names.push_back(rows[i].op);
-    modules.push_back(rows[i].module);
-    dtypes.push_back(rows[i].dtype);
-    classes.push_back(opClassName(rows[i].opClass));
+// util.ProfileOutput: a profile's result for Python, every part by name (core/ResultSchema.h).
+// The dispatcher carries it as a script object; torchutil/profiler.py builds its rows from
+// torch.ops.util._schema.
+class ProfileOutputObject : public torch::CustomClassHolder {
+ public:
+  explicit ProfileOutputObject(NamedResult r) : result_(std::move(r)) {}
+
+  at::Tensor summary() const { return toTensor(result_.summary); }
+
+  // The numeric fields of a table, [rows, numeric fields] float64.
+  at::Tensor numbers(const std::string& table) const {
+    const ResultTable& t = lookup([&] { return &result_.table(table); });
+    const std::vector<double> values = t.numbers();
+    return toTensor(values).reshape(
+        {static_cast<int64_t>(t.rows()), static_cast<int64_t>(t.numericWidth())});
   }
-  std::vector<std::string> unknownNames;
-  std::vector<int64_t> unknownCalls;
-  for (const auto& u : out.table.unknown()) {
-    unknownNames.push_back(u.first);
-    unknownCalls.push_back(u.second);
+
+  std::vector<std::string> textColumn(const std::string& table, const std::string& field) const {
+    return lookup([&] { return &result_.table(table).textColumn(field); });
   }
-  // Kernels, each with the op that accounts for it (its counted owner, else the op itself).
-  uint64_t origin = UINT64_MAX;
-  for (const KernelRecord& k : out.kernels) {
-    origin = std::min(origin, k.startNs);
+
+  std::string text(const std::string& name) const {
+    return lookup([&] { return &result_.text(name); });
   }
-  std::vector<std::vector<double>> kernelRows;
-  std::vector<std::string> kernelNames, kernelOps, kernelModules;
-  for (const KernelRecord& k : out.kernels) {
-    int64_t row = -1;
-    std::string op, module;
-    if (k.opEvent >= 0 && static_cast<size_t>(k.opEvent) < out.events.size()) {
-      const OpEvent* e = &out.events[static_cast<size_t>(k.opEvent)];
-      row = e->row;
-      if (e->owner >= 0 && static_cast<size_t>(e->owner) < out.events.size()) {
-        e = &out.events[static_cast<size_t>(e->owner)];
-      }
-      op = e->op;
-      module = e->module;
+
+ private:
+  NamedResult result_;
+};
+
+using Output = c10::intrusive_ptr<ProfileOutputObject>;
+
+Output wrap(const ProfileOutput& out) {
+  return c10::make_intrusive<ProfileOutputObject>(nameResult(out));
+}
+
+std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::string>> schemaOp(
+    std::string table) {
+  std::vector<std::string> names, kinds, docs;
+  try {
+    for (const FieldSpec& f : schema(table)) {
+      names.emplace_back(f.name);
+      kinds.emplace_back(valueKindName(f.kind));
+      docs.emplace_back(f.doc);
     }
-    kernelRows.push_back(kernelRow(k, origin, row));
-    kernelNames.push_back(k.name);
-    kernelOps.push_back(op);
-    kernelModules.push_back(module);
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
   }
-  return {toTensor(out.summary), toMatrix(opRows, opFieldNames().size()), names, modules,
-          dtypes, classes, unknownNames, unknownCalls, out.peak.source, out.peak.dtype,
-          out.timingMode, out.device, toMatrix(kernelRows, kernelFieldNames().size()),
-          kernelNames, kernelOps, kernelModules, out.traceStatus, out.chromeTrace};
+  return {names, kinds, docs};
 }
 
 ProfileOptions options(int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
@@ -118,13 +108,13 @@ at::Tensor profileOp(const c10::IValue& model, const at::Tensor& x, int64_t warm
                       .summary);
 }
 
-FullResult profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
+Output profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                          int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
                          std::optional<double> peakFlops, bool trace, bool chromeTrace,
                          bool modulePaths) {
-  return toFullResult(profileModel(model, inputs,
-                                   options(warmup, iters, cudaGraph, std::move(peak), peakFlops,
-                                           trace, chromeTrace, modulePaths)));
+  return wrap(profileModel(model, inputs,
+                           options(warmup, iters, cudaGraph, std::move(peak), peakFlops, trace,
+                                   chromeTrace, modulePaths)));
 }
 
 void countBeginOp() {
@@ -135,10 +125,10 @@ void countAbortOp() {
   OpCounter::abort();
 }
 
-FullResult countEndOp(c10::Device device, int64_t batchSize, double seconds, std::string peak,
+Output countEndOp(c10::Device device, int64_t batchSize, double seconds, std::string peak,
                       std::optional<double> peakFlops) {
   CountResult counted = OpCounter::end();
-  return toFullResult(summarizeCount(std::move(counted.table), concreteDevice(device), batchSize,
+  return wrap(summarizeCount(std::move(counted.table), concreteDevice(device), batchSize,
                                      seconds, rateSourceArgument(peak, "peak"), peakFlops));
 }
 
@@ -171,21 +161,22 @@ bool countingOp() {
 }  // namespace
 
 TORCH_LIBRARY(util, m) {
+  m.class_<ProfileOutputObject>("ProfileOutput")
+      .def("summary", &ProfileOutputObject::summary)
+      .def("numbers", &ProfileOutputObject::numbers)
+      .def("text_column", &ProfileOutputObject::textColumn)
+      .def("text", &ProfileOutputObject::text);
   m.def("profile(Any model, Tensor x, *, int warmup=3, int iters=10, bool cuda_graph=False, "
         "str peak=\"auto\", float? peak_flops=None, bool trace=True) -> Tensor",
         &profileOp);
-  static const std::string profileFull =
-      std::string("_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, "
-                  "bool cuda_graph=False, str peak=\"auto\", float? peak_flops=None, "
-                  "bool trace=True, bool chrome_trace=False, bool module_paths=True) -> ") +
-      kFullResultSchema;
-  m.def(profileFull.c_str(), &profileFullOp);
+  m.def("_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, bool cuda_graph=False, "
+        "str peak=\"auto\", float? peak_flops=None, bool trace=True, bool chrome_trace=False, "
+        "bool module_paths=True) -> __torch__.torch.classes.util.ProfileOutput",
+        &profileFullOp);
   m.def("_count_begin() -> ()", &countBeginOp);
-  static const std::string countEnd =
-      std::string("_count_end(Device device, int batch_size, float seconds, str peak=\"auto\", "
-                  "float? peak_flops=None) -> ") +
-      kFullResultSchema;
-  m.def(countEnd.c_str(), &countEndOp);
+  m.def("_count_end(Device device, int batch_size, float seconds, str peak=\"auto\", "
+        "float? peak_flops=None) -> __torch__.torch.classes.util.ProfileOutput",
+        &countEndOp);
   m.def("_count_abort() -> ()", &countAbortOp);
   m.def("_counting() -> bool", &countingOp);
   m.def("_live_callbacks() -> int", &liveCallbacksOp);
@@ -193,9 +184,12 @@ TORCH_LIBRARY(util, m) {
         &peakFlopsOp);
   m.def("utilization(Tensor flops, Tensor seconds, Tensor peak_flops_per_second) -> Tensor",
         &utilizationOp);
-  m.def("result_fields() -> str[]", [] { return fieldNames(); });
-  m.def("op_fields() -> str[]", [] { return opFieldNames(); });
-  m.def("kernel_fields() -> str[]", [] { return kernelFieldNames(); });
+  // Every field of a result by table: (names, kinds "real"/"count"/"text", descriptions).
+  m.def("_schema(str table) -> (str[] names, str[] kinds, str[] docs)", &schemaOp);
+  m.def("_schema_tables() -> str[]", [] { return schemaNames(); });
+  m.def("result_fields() -> str[]", [] { return fieldNames("summary"); });
+  m.def("op_fields() -> str[]", [] { return numericFieldNames("ops"); });
+  m.def("kernel_fields() -> str[]", [] { return numericFieldNames("kernels"); });
   m.def("formula_ops() -> str[]", [] { return FormulaRegistry::global().names(); });
 }
 

@@ -9,16 +9,11 @@
 #include "libtorch/DeviceBandwidth.h"
 #include "libtorch/DevicePeak.h"
 #include "libtorch/Devices.h"
+#include "core/ResultSchema.h"
 #include "core/Roofline.h"
 
 namespace torchutil {
 namespace {
-
-// Column order of _roofline_points' table.
-constexpr const char* kPointFields[] = {"intensity", "attainable_flops_per_second",
-                                        "attainable_utilization", "roofline_seconds",
-                                        "achieved_flops_per_second", "roofline_share"};
-constexpr int64_t kNumPointFields = sizeof(kPointFields) / sizeof(kPointFields[0]);
 
 void checkDevice(double peakFlops, double bandwidth) {
   TORCH_CHECK_VALUE(peakFlops > 0 && std::isfinite(peakFlops),
@@ -38,6 +33,7 @@ at::Tensor rooflineOp(const at::Tensor& flops, const at::Tensor& bytes, double p
   return at::clamp_max(flops / bytes * (bandwidth / peakFlops), 1.0);
 }
 
+// The table's columns are the numeric fields of the "roofline" schema, bounds its text field.
 std::tuple<at::Tensor, std::vector<std::string>> rooflinePointsOp(
     const at::Tensor& flops, const at::Tensor& bytes, double peakFlops, double bandwidth,
     const std::optional<at::Tensor>& kernelSeconds) {
@@ -55,9 +51,7 @@ std::tuple<at::Tensor, std::vector<std::string>> rooflinePointsOp(
     k = kernelSeconds->to(at::kDouble).cpu().contiguous();
   }
   const int64_t n = f.numel();
-  at::Tensor table = at::empty({n, kNumPointFields}, at::kDouble);
-  auto out = table.accessor<double, 2>();
-  std::vector<std::string> bounds;
+  ResultTable points("roofline");
   for (int64_t i = 0; i < n; ++i) {
     std::optional<double> seconds;
     if (k.defined()) {
@@ -70,14 +64,19 @@ std::tuple<at::Tensor, std::vector<std::string>> rooflinePointsOp(
     } catch (const std::invalid_argument& e) {
       TORCH_CHECK_VALUE(false, e.what(), " (row ", i, ")");
     }
-    const double values[kNumPointFields] = {p.intensity, p.attainableFlopsPerSecond,
-                                            p.attainableUtilization, p.rooflineSeconds,
-                                            p.achievedFlopsPerSecond, p.rooflineShare};
-    for (int64_t j = 0; j < kNumPointFields; ++j) {
-      out[i][j] = values[j];
-    }
-    bounds.emplace_back(rooflineBoundName(p.bound));
+    const size_t row = points.addRow();
+    points.set(row, RooflineField::intensity, p.intensity);
+    points.set(row, RooflineField::attainable_flops_per_second, p.attainableFlopsPerSecond);
+    points.set(row, RooflineField::attainable_utilization, p.attainableUtilization);
+    points.set(row, RooflineField::roofline_seconds, p.rooflineSeconds);
+    points.set(row, RooflineField::achieved_flops_per_second, p.achievedFlopsPerSecond);
+    points.set(row, RooflineField::roofline_share, p.rooflineShare);
+    points.setText(row, RooflineField::bound, rooflineBoundName(p.bound));
   }
+  const at::Tensor table =
+      at::tensor(points.numbers(), at::TensorOptions().dtype(at::kDouble))
+          .reshape({n, static_cast<int64_t>(points.numericWidth())});
+  const std::vector<std::string>& bounds = points.textColumn("bound");
   return {table, bounds};
 }
 
@@ -95,9 +94,7 @@ TORCH_LIBRARY_FRAGMENT(util, m) {
   m.def("_roofline_points(Tensor flops, Tensor bytes, float peak_flops, float bandwidth, "
         "Tensor? kernel_seconds=None) -> (Tensor table, str[] bounds)",
         &rooflinePointsOp);
-  m.def("_roofline_fields() -> str[]", [] {
-    return std::vector<std::string>(std::begin(kPointFields), std::end(kPointFields));
-  });
+  m.def("_roofline_fields() -> str[]", [] { return numericFieldNames("roofline"); });
   m.def("memory_bandwidth(Device device, str source=\"auto\") -> (float, str)",
         &memoryBandwidthOp);
 }

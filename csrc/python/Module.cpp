@@ -3,7 +3,6 @@
 #include <torch/python.h>
 
 #include "libtorch/OpCounter.h"
-#include "core/Metrics.h"
 #include "python/PyModule.h"
 
 namespace py = pybind11;
@@ -24,7 +23,6 @@ PYBIND11_MODULE(_C, m) {
         return ModuleScopeHandle{torchutil::makeModuleScope(root)};
       }))
       .def("close", [](ModuleScopeHandle& h) { h.scope.reset(); });
-  m.def("_field_descriptions", &torchutil::fieldDescriptions);
   m.def("_build_info", [] {
     py::dict info;
 #ifdef TORCHUTIL_WITH_CUDA

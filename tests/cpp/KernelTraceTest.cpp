@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/CountSession.h"
@@ -40,7 +41,8 @@ TEST(KernelTraceTest, AttributeCountedUsesExternalIds) {
   EXPECT_EQ(ks[1].opEvent, 2);
   EXPECT_EQ(ks[2].opEvent, -1);
   for (const auto& k : ks) {
-    EXPECT_EQ(k.forward, -1);
+    EXPECT_FALSE(k.timed);
+    EXPECT_FALSE(k.forward.has_value());
   }
 }
 
@@ -55,9 +57,9 @@ TEST(KernelTraceTest, AttributeByPositionCopiesOpsPerForward) {
   ASSERT_EQ(timed.size(), 4u);
   EXPECT_EQ(timed[0].name, "gemm");
   EXPECT_EQ(timed[0].opEvent, 4);
-  EXPECT_EQ(timed[0].forward, 0);
+  EXPECT_EQ(timed[0].forward.value_or(-1), 0);
   EXPECT_EQ(timed[1].opEvent, 9);
-  EXPECT_EQ(timed[3].forward, 1);
+  EXPECT_EQ(timed[3].forward.value_or(-1), 1);
   EXPECT_EQ(timed[3].opEvent, 9);
 }
 
@@ -68,6 +70,7 @@ TEST(KernelTraceTest, AttributeByPositionRefusesADifferentSequence) {
   std::vector<KernelRecord> wrongName{kernel("gemm", 100, 110, 0), kernel("gelu", 110, 112, 0)};
   EXPECT_FALSE(attributeByPosition(counted, wrongName, 1));
   EXPECT_EQ(wrongName[1].opEvent, -1);  // nothing attributed on refusal
+  EXPECT_FALSE(wrongName[1].forward.has_value());
   std::vector<KernelRecord> none;
   EXPECT_FALSE(attributeByPosition({}, none, 1));
 }
@@ -205,24 +208,47 @@ TEST(KernelTraceTest, JsonEscapeControlCharacters) {
   EXPECT_EQ(jsonEscape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\n\\u0001");
 }
 
-TEST(KernelTraceTest, KernelRowFollowsFieldOrder) {
-  KernelRecord k = kernel("k", 5000, 7000, 1, 3);
-  k.forward = 2;
-  k.kind = KernelRecord::Kind::Memcpy;
-  k.bytes = 64;
-  const auto names = kernelFieldNames();
-  const auto row = kernelRow(k, 1000, 4);
-  ASSERT_EQ(names.size(), row.size());
-  auto at = [&](const char* n) {
-    return row[static_cast<size_t>(std::find(names.begin(), names.end(), n) - names.begin())];
-  };
-  EXPECT_DOUBLE_EQ(at("forward"), 2);
-  EXPECT_DOUBLE_EQ(at("kind"), 1);
-  EXPECT_DOUBLE_EQ(at("start_us"), 4.0);
-  EXPECT_DOUBLE_EQ(at("duration_us"), 2.0);
-  EXPECT_DOUBLE_EQ(at("stream"), 3);
-  EXPECT_DOUBLE_EQ(at("bytes"), 64);
-  EXPECT_DOUBLE_EQ(at("op_row"), 4);
+TEST(KernelTraceTest, KernelRowsByFieldWithTheirOp) {
+  // Event 0 is a counted conv; event 1 runs inside it (its owner is event 0, row 4).
+  std::vector<OpEvent> conv(2);
+  conv[0].op = "aten::convolution";
+  conv[0].module = "layer1";
+  conv[0].row = 4;
+  conv[0].owner = 0;
+  conv[1].op = "aten::cudnn_convolution";
+  conv[1].row = 4;
+  conv[1].owner = 0;
+  KernelRecord counted = kernel("k", 1000, 1500, 1, 3);
+  counted.opEvent = 1;
+  KernelRecord timed = kernel("m", 5000, 7000, 2, 3);
+  timed.timed = true;
+  timed.forward = 2;
+  timed.kind = KernelRecord::Kind::Memcpy;
+  timed.bytes = 64;
+  KernelRecord unsplit = kernel("n", 8000, 8100, 3, 3);
+  unsplit.timed = true;
+  ResultTable t("kernels");
+  addKernelRows(t, {counted, timed, unsplit}, conv);
+  ASSERT_EQ(t.rows(), 3u);
+  EXPECT_EQ(t.textColumn("name"), (std::vector<std::string>{"k", "m", "n"}));
+  EXPECT_EQ(t.textColumn("op")[0], "aten::convolution");  // the owner, not the inside op
+  EXPECT_EQ(t.textColumn("module")[0], "layer1");
+  EXPECT_EQ(t.textColumn("op")[1], "");
+  EXPECT_DOUBLE_EQ(t.numberColumn("op_row")[0], 4);
+  EXPECT_TRUE(std::isnan(t.numberColumn("op_row")[1]));  // launched by no op
+  const auto& timedCol = t.numberColumn("timed");
+  const auto& forward = t.numberColumn("forward");
+  EXPECT_DOUBLE_EQ(timedCol[0], 0);
+  EXPECT_TRUE(std::isnan(forward[0]));  // the counted forward has no timed index
+  EXPECT_DOUBLE_EQ(timedCol[1], 1);
+  EXPECT_DOUBLE_EQ(forward[1], 2);
+  EXPECT_DOUBLE_EQ(timedCol[2], 1);
+  EXPECT_TRUE(std::isnan(forward[2]));  // timed, but not split by forward
+  EXPECT_DOUBLE_EQ(t.numberColumn("kind")[1], 1);
+  EXPECT_DOUBLE_EQ(t.numberColumn("start_us")[1], 4.0);  // from the first kernel's start
+  EXPECT_DOUBLE_EQ(t.numberColumn("duration_us")[1], 2.0);
+  EXPECT_DOUBLE_EQ(t.numberColumn("stream")[1], 3);
+  EXPECT_DOUBLE_EQ(t.numberColumn("bytes")[1], 64);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A summary value by field name, so the test does not depend on the fields' order.
 double field(const std::vector<double>& summary, const std::string& name) {
-  const std::vector<std::string> names = fieldNames();
+  const std::vector<std::string> names = fieldNames("summary");
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) {
       return summary.at(i);
@@ -100,42 +100,55 @@ TEST(MetricsTest, RatesAreNaNWithoutTimeAndUtilizationWithoutPeak) {
   EXPECT_TRUE(std::isnan(field(summarize(noBytes), "arithmetic_intensity")));
 }
 
-TEST(MetricsTest, FieldNamesAndDescriptionsMatch) {
-  const std::vector<std::string> names = fieldNames();
-  const std::vector<std::string> docs = fieldDescriptions();
-  EXPECT_EQ(names.size(), static_cast<size_t>(kNumFields));
-  EXPECT_EQ(docs.size(), names.size());
-  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
-  for (size_t i = 0; i < names.size() && i < docs.size(); ++i) {
-    EXPECT_FALSE(names[i].empty());
-    EXPECT_FALSE(docs[i].empty()) << names[i];
-  }
-  EXPECT_EQ(names.at(static_cast<size_t>(Field::utilization)), "utilization");
-  EXPECT_EQ(names.at(static_cast<size_t>(Field::seconds)), "seconds");
-
-  const std::vector<std::string> opNames = opFieldNames();
-  EXPECT_EQ(std::set<std::string>(opNames.begin(), opNames.end()).size(), opNames.size());
+TEST(MetricsTest, SummaryHasOneValuePerField) {
+  EXPECT_EQ(summarize(exampleInputs()).size(), schema("summary").size());
+  EXPECT_EQ(fieldNames("summary").at(static_cast<size_t>(Field::utilization)), "utilization");
+  EXPECT_EQ(fieldNames("summary").at(static_cast<size_t>(Field::seconds)), "seconds");
 }
 
 TEST(MetricsTest, OpRowWithoutKernels) {
   OpStats s;
+  s.op = "aten::mm";
+  s.module = "fc";
+  s.dtype = "Float";
+  s.opClass = OpClass::Matrix;
   s.calls = 3;
   s.matrixFlops = 600;
   s.vectorFlops = 200;
   s.bytes = 400;
-  const std::vector<double> row = opRow(s, /*kernels=*/nullptr, /*peak=*/1e12);
-  const std::vector<std::string> names = opFieldNames();
-  ASSERT_EQ(row.size(), names.size());
-  ASSERT_GE(names.size(), 5u);
-  EXPECT_EQ(names[0], "calls");
-  EXPECT_DOUBLE_EQ(row[0], 3.0);
-  EXPECT_DOUBLE_EQ(row[1], 600.0);
-  EXPECT_DOUBLE_EQ(row[2], 200.0);
-  EXPECT_DOUBLE_EQ(row[3], 400.0);
-  EXPECT_DOUBLE_EQ(row[4], 2.0);  // (600 + 200) / 400
-  for (size_t i = 5; i < row.size(); ++i) {
-    EXPECT_TRUE(std::isnan(row[i])) << names[i] << " without kernel records";
+  ResultTable t("ops");
+  addOpRow(t, s, /*kernels=*/nullptr, /*peak=*/1e12);
+  ASSERT_EQ(t.rows(), 1u);
+  EXPECT_EQ(t.textColumn("op")[0], "aten::mm");
+  EXPECT_EQ(t.textColumn("module")[0], "fc");
+  EXPECT_EQ(t.textColumn("dtype")[0], "Float");
+  EXPECT_EQ(t.textColumn("op_class")[0], "matrix");
+  EXPECT_DOUBLE_EQ(t.numberColumn("calls")[0], 3.0);
+  EXPECT_DOUBLE_EQ(t.numberColumn("matrix_flops")[0], 600.0);
+  EXPECT_DOUBLE_EQ(t.numberColumn("vector_flops")[0], 200.0);
+  EXPECT_DOUBLE_EQ(t.numberColumn("bytes")[0], 400.0);
+  EXPECT_DOUBLE_EQ(t.numberColumn("arithmetic_intensity")[0], 2.0);  // (600 + 200) / 400
+  for (const char* name : {"kernels", "kernel_seconds", "kernel_flops_per_second",
+                           "kernel_utilization", "lost_seconds"}) {
+    EXPECT_TRUE(std::isnan(t.numberColumn(name)[0])) << name << " without kernel records";
   }
+}
+
+TEST(MetricsTest, OpRowWithKernels) {
+  OpStats s;
+  s.calls = 1;
+  s.matrixFlops = 4'000'000;
+  s.bytes = 1000;
+  OpKernelStats k;
+  k.kernels = 2;
+  k.seconds = 1e-6;  // 4e12 FLOP/s
+  ResultTable t("ops");
+  addOpRow(t, s, &k, /*peak=*/8e12);
+  EXPECT_DOUBLE_EQ(t.numberColumn("kernels")[0], 2.0);
+  EXPECT_DOUBLE_EQ(t.numberColumn("kernel_seconds")[0], 1e-6);
+  EXPECT_DOUBLE_EQ(t.numberColumn("kernel_flops_per_second")[0], 4e12);
+  EXPECT_DOUBLE_EQ(t.numberColumn("kernel_utilization")[0], 0.5);
+  EXPECT_DOUBLE_EQ(t.numberColumn("lost_seconds")[0], 0.5e-6);  // 1 us - 4e6 / 8e12 s
 }
 
 TEST(MetricsTest, Median) {

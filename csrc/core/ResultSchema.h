@@ -1,0 +1,197 @@
+#pragma once
+// Every field of a profile's result, defined once: the summary, the per-op, per-kernel,
+// unknown-op and roofline tables, and the result's texts. Python builds its rows and attributes
+// from these lists by name (torch.ops.util._schema), so a new field is one line here, the code
+// that fills it, and its documentation. Torch-free.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace torchutil {
+
+// Real: a float (NaN where it does not exist). Count: an integer (NaN, None in Python, where
+// it does not exist). Text: a string column, kept apart from the numeric tensor.
+enum class ValueKind : uint8_t { Real, Count, Text };
+
+const char* valueKindName(ValueKind k);  // "real", "count", "text"
+
+struct FieldSpec {
+  const char* name;
+  ValueKind kind;
+  const char* doc;
+};
+
+// X(name, kind, doc). Times are seconds, rates per second, sizes bytes.
+#define TORCHUTIL_RESULT_FIELDS(X)                                                            \
+  X(utilization, Real, "achieved FLOP/s / peak FLOP/s (a fraction, 0..1)")                    \
+  X(matrix_utilization, Real, "matrix FLOP/s / peak FLOP/s")                                  \
+  X(flops, Real, "FLOPs per forward, matrix + vector (2 x multiply-accumulate)")              \
+  X(matrix_flops, Real, "FLOPs of matrix products, convolutions and attention per forward")   \
+  X(vector_flops, Real,                                                                       \
+    "FLOPs of elementwise ops, normalization, pooling, reductions per forward")               \
+  X(bytes, Real, "bytes read and written by the ops of one forward (nominal)")                \
+  X(arithmetic_intensity, Real, "flops / bytes")                                              \
+  X(seconds, Real, "median seconds per forward")                                              \
+  X(inputs_per_second, Real, "batch size / seconds")                                          \
+  X(achieved_flops_per_second, Real, "flops / seconds")                                       \
+  X(peak_flops_per_second, Real, "peak FLOP/s of the device for the dominant dtype")          \
+  X(batch_size, Real, "size of the input's first dimension")                                  \
+  X(iterations, Real, "timed forwards")                                                       \
+  X(counted_op_calls, Real, "op calls priced by a formula per forward")                       \
+  X(unknown_op_calls, Real, "op calls with no formula per forward (see the unknown-op list)") \
+  X(cuda_graph, Real, "1 if the timed forwards were CUDA-graph replays, else 0")              \
+  X(traced, Real,                                                                             \
+    "1 if GPU kernels were recorded with CUPTI, else 0 (then the kernel fields are NaN)")     \
+  X(kernels_per_forward, Real, "GPU kernels, memcpys and memsets per forward")                \
+  X(kernel_seconds, Real, "sum of kernel durations per forward")                              \
+  X(gpu_busy_seconds, Real, "union of kernel intervals per forward")                          \
+  X(gpu_busy_fraction, Real, "gpu_busy_seconds / seconds (what nvidia-smi calls utilization)") \
+  X(kernel_utilization, Real, "flops / kernel_seconds / peak: utilization while kernels run")  \
+  X(unattributed_kernel_seconds, Real, "kernel time per forward that no counted op launched")
+
+// One row per (op, module, dtype) of the counted forward; totals over its calls.
+#define TORCHUTIL_OP_FIELDS(X)                                                          \
+  X(op, Text, "operator name (aten::conv2d)")                                           \
+  X(module, Text, "dotted path of the module that called it (\"\" at top level)")       \
+  X(dtype, Text, "dtype of its first tensor input")                                     \
+  X(op_class, Text, "\"matrix\", \"vector\" or \"memory\"")                             \
+  X(calls, Count, "calls per forward")                                                  \
+  X(matrix_flops, Count, "matrix FLOPs")                                                \
+  X(vector_flops, Count, "vector FLOPs")                                                \
+  X(bytes, Count, "bytes read and written")                                             \
+  X(arithmetic_intensity, Real, "FLOPs per byte")                                       \
+  X(kernels, Real, "GPU kernels per forward")                                           \
+  X(kernel_seconds, Real, "kernel time per forward")                                    \
+  X(kernel_flops_per_second, Real, "FLOPs / kernel_seconds")                            \
+  X(kernel_utilization, Real, "kernel_flops_per_second / peak")                         \
+  X(lost_seconds, Real, "kernel_seconds - FLOPs / peak: time above running at peak")
+
+// One row per traced GPU kernel, memcpy and memset: the counted forward's, then the timed
+// forwards'.
+#define TORCHUTIL_KERNEL_FIELDS(X)                                                            \
+  X(name, Text, "kernel name as torch.profiler shows it")                                     \
+  X(op, Text, "the counted op that accounts for it (\"\" when none)")                         \
+  X(module, Text, "that op's module")                                                         \
+  X(timed, Count, "0: launched by the counted forward; 1: by a timed forward")                \
+  X(forward, Count,                                                                           \
+    "index of the timed forward that launched it; none for the counted forward and for "     \
+    "timed kernels that could not be split by forward (see kernel_attribution)")              \
+  X(kind, Count, "0 kernel, 1 memcpy, 2 memset")                                              \
+  X(start_us, Real, "start, microseconds from the first record")                              \
+  X(duration_us, Real, "duration in microseconds")                                            \
+  X(device, Count, "CUDA device")                                                             \
+  X(stream, Count, "CUDA stream")                                                             \
+  X(grid_x, Count, "grid size") X(grid_y, Count, "") X(grid_z, Count, "")                     \
+  X(block_x, Count, "block size") X(block_y, Count, "") X(block_z, Count, "")                 \
+  X(registers_per_thread, Count, "")                                                          \
+  X(static_shared_bytes, Count, "")                                                           \
+  X(dynamic_shared_bytes, Count, "")                                                          \
+  X(bytes, Count, "bytes copied or set (memcpy, memset)")                                     \
+  X(op_row, Count, "row of the op table that accounts for it, none when no op does")          \
+  X(graph_id, Count, "CUDA graph id, 0 outside graphs")
+
+// Ops of the counted forward that have no FLOP formula and no counted callee.
+#define TORCHUTIL_UNKNOWN_OP_FIELDS(X)                      \
+  X(op, Text, "operator name")                              \
+  X(calls, Count, "calls per forward")
+
+// Each op on the device's roofline (core/Roofline.h, docs/roofline.md).
+#define TORCHUTIL_ROOFLINE_FIELDS(X)                                                        \
+  X(intensity, Real, "FLOPs per byte")                                                      \
+  X(attainable_flops_per_second, Real, "min(peak, intensity x bandwidth)")                  \
+  X(attainable_utilization, Real, "attainable / peak")                                      \
+  X(roofline_seconds, Real, "max(flops / peak, bytes / bandwidth)")                         \
+  X(achieved_flops_per_second, Real, "flops / kernel seconds (NaN without a kernel trace)") \
+  X(roofline_share, Real, "roofline_seconds / kernel seconds (NaN without one)")            \
+  X(bound, Text, "\"compute-bound\", \"memory-bound\", \"overhead-bound\" or \"unknown\"")
+
+// The texts of a result.
+#define TORCHUTIL_RESULT_TEXTS(X)                                                             \
+  X(peak_source, Text, "where the peak FLOP/s came from (datasheet, computed, measured, given)") \
+  X(peak_dtype, Text, "the arithmetic the peak is quoted for (float16, tf32, ...)")           \
+  X(timing_mode, Text, "\"eager\", \"cuda_graph\", \"wall\" (a Profiler block) or \"none\" (meta)") \
+  X(device, Text, "the device the forward ran on")                                            \
+  X(trace_status, Text, "\"on\", or \"off: <why>\" / \"on, incomplete: <why>\"")              \
+  X(kernel_attribution, Text,                                                                 \
+    "where per-op kernel figures come from: \"timed\" (the timed forwards, kernels matched to " \
+    "ops by position), \"counted\" (the counted forward alone: the timed forwards launched "  \
+    "another kernel sequence) or \"none\" (nothing traced)")                                 \
+  X(chrome_trace, Text, "the Chrome/Perfetto trace JSON (profile(..., chrome_trace=True))")
+
+#define TORCHUTIL_SCHEMA_ENUM(name, kind, doc) name,
+enum class Field : int { TORCHUTIL_RESULT_FIELDS(TORCHUTIL_SCHEMA_ENUM) kCount };
+enum class OpField : int { TORCHUTIL_OP_FIELDS(TORCHUTIL_SCHEMA_ENUM) kCount };
+enum class KernelField : int { TORCHUTIL_KERNEL_FIELDS(TORCHUTIL_SCHEMA_ENUM) kCount };
+enum class UnknownOpField : int { TORCHUTIL_UNKNOWN_OP_FIELDS(TORCHUTIL_SCHEMA_ENUM) kCount };
+enum class RooflineField : int { TORCHUTIL_ROOFLINE_FIELDS(TORCHUTIL_SCHEMA_ENUM) kCount };
+enum class TextField : int { TORCHUTIL_RESULT_TEXTS(TORCHUTIL_SCHEMA_ENUM) kCount };
+#undef TORCHUTIL_SCHEMA_ENUM
+
+constexpr int kNumFields = static_cast<int>(Field::kCount);
+
+// The schema of each table by name: "summary", "ops", "kernels", "unknown_ops", "roofline",
+// "texts". Fields in column order.
+const std::vector<FieldSpec>& schema(std::string_view table);
+std::vector<std::string> schemaNames();
+
+// Names of a schema's fields, all of them or those of one numeric-or-text side.
+std::vector<std::string> fieldNames(std::string_view table);
+std::vector<std::string> numericFieldNames(std::string_view table);
+
+// A table of one schema, filled by field: numeric fields start NaN, text fields "".
+class ResultTable {
+ public:
+  explicit ResultTable(std::string_view table);
+
+  const std::string& table() const { return table_; }
+  const std::vector<FieldSpec>& fields() const { return *fields_; }
+  size_t rows() const { return rows_; }
+  size_t addRow();
+
+  template <class E>
+  void set(size_t row, E field, double value) {
+    setNumber(row, static_cast<size_t>(field), value);
+  }
+  template <class E>
+  void setText(size_t row, E field, std::string value) {
+    setString(row, static_cast<size_t>(field), std::move(value));
+  }
+  void setNumber(size_t row, size_t field, double value);
+  void setString(size_t row, size_t field, std::string value);
+
+  // The numeric fields, in field order, row-major: rows() x numericWidth().
+  std::vector<double> numbers() const;
+  size_t numericWidth() const;
+  // One field's column (a text field, or a numeric one as numbers).
+  const std::vector<std::string>& textColumn(std::string_view field) const;
+  const std::vector<double>& numberColumn(std::string_view field) const;
+
+ private:
+  size_t index(std::string_view field, ValueKind want) const;
+
+  std::string table_;
+  const std::vector<FieldSpec>* fields_;
+  size_t rows_ = 0;
+  std::vector<std::vector<double>> numbers_;     // per field; empty for text fields
+  std::vector<std::vector<std::string>> texts_;  // per field; empty for numeric fields
+};
+
+// What a profile returns across the C++/Python boundary (util.ProfileOutput in Python): the
+// summary values in Field order, the tables and the texts, each by name.
+struct NamedResult {
+  std::vector<double> summary;
+  ResultTable ops{"ops"};
+  ResultTable kernels{"kernels"};
+  ResultTable unknownOps{"unknown_ops"};
+  std::vector<std::string> texts = std::vector<std::string>(
+      static_cast<size_t>(TextField::kCount));
+
+  const ResultTable& table(std::string_view name) const;  // "ops", "kernels", "unknown_ops"
+  void setText(TextField f, std::string value) { texts[static_cast<size_t>(f)] = std::move(value); }
+  const std::string& text(std::string_view name) const;
+};
+
+}  // namespace torchutil
