@@ -104,8 +104,26 @@ def test_wrong_device(linear):
 
 
 def test_cuda_graph_needs_cuda_input(linear):
-    with pytest.raises(ValueError, match=r"cuda_graph=True needs CUDA inputs, got cpu"):
+    with pytest.raises(ValueError, match=r"timing='cuda_graph' needs CUDA inputs, got cpu"):
         torchutil.profile(linear, X, cuda_graph=True)
+    with pytest.raises(ValueError, match=r"timing='cuda_graph' needs CUDA inputs, got cpu"):
+        torch.ops.util.profile(linear, X, timing="cuda_graph")
+    assert_clean_and_usable(linear)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"timing": "graph"}, r"timing must be 'eager', 'cuda_graph' or 'auto', got 'graph'"),
+    ({"timing": "eager", "cuda_graph": True}, r"cuda_graph=True contradicts timing='eager'"),
+    ({"target_ci": -0.1}, r"target_ci is a relative half-width in \[0, 1\).*got -0.1"),
+    ({"target_ci": 0.01, "iters": 10, "max_iters": 5}, r"max_iters must be >= iters \(10\), got 5"),
+    ({"iters": 5, "max_iters": 8}, r"max_iters applies with target_ci.*got max_iters=8"),
+    ({"iters": 2**40}, r"at most 10000000 timed forwards, got 1099511627776"),
+    ({"target_ci": 0.01, "max_time": float("inf")}, r"max_time must be a finite number of seconds"),
+    ({"trace_forwards": -1}, r"trace_forwards must be >= 0, got -1"),
+])
+def test_bad_timing_arguments_are_named_before_anything_runs(linear, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        torchutil.profile(linear, X, **kwargs)
     assert_clean_and_usable(linear)
 
 

@@ -212,31 +212,48 @@ def profile(
     warmup: int = 3,
     iters: int = 10,
     cuda_graph: bool = False,
+    timing: str | None = None,
+    target_ci: float | None = None,
+    max_time: float = 2.0,
+    max_iters: int | None = None,
     peak: str = "auto",
     peak_flops: float | None = None,
     trace: bool = True,
+    trace_forwards: int = 1,
     chrome_trace: bool = False,
     module_paths: bool = True,
 ) -> ProfileResult:
     """Profiles model(*x): utilization, FLOPs, bytes, time and the per-op table.
 
     Runs `warmup` forwards (the last of them, or one extra if warmup is 0, with counting on;
-    a torch.compile'd model always gets one uncounted forward first, where it compiles),
-    then `iters` timed forwards without hooks: device events on accelerators, a steady clock on
-    the CPU; with cuda_graph=True the timed forwards are replays of one captured CUDA graph.
+    a torch.compile'd model always gets one uncounted forward first, where it compiles), then
+    on CUDA with trace=True `trace_forwards` forwards whose kernels CUPTI records, then the
+    timed forwards without any hook: device events on accelerators, a steady clock on the CPU.
     On the meta device only the count runs. Everything runs in inference mode.
 
     model: nn.Module, torch.compile'd module, TorchScript module or any callable.
+    timing: "eager" (the default: each timed forward launched from the host, as a deployed
+        PyTorch model runs), "cuda_graph" (replays of one captured CUDA graph: no host launch
+        cost; same as cuda_graph=True) or "auto" (a CUDA graph when the forward captures, else
+        eager; result.timing_note says why). `utilization` is measured in the mode that ran
+        (result.timing_mode). At small batches eager timing measures the host CPU as much as
+        the model: use "auto" or "cuda_graph" for a figure that repeats.
+    iters: timed forwards; with target_ci (a relative half-width, 0.005 for +-0.5 %) the least
+        number, and more are timed until the 95 % confidence interval of the median is that
+        tight, max_time seconds have passed or max_iters forwards ran (result.repetition says
+        which; seconds_ci_low/high and seconds_relative_ci give the interval).
     peak: where the peak FLOP/s comes from ("auto", "datasheet", "computed", "measured");
-    peak_flops: a number that overrides it.
-    trace: on CUDA, record every kernel with CUPTI (kernel time, GPU-busy fraction, per-op
-    kernel time; see trace_status); chrome_trace: also build the Perfetto trace (save_trace()).
+        peak_flops: a number that overrides it.
+    trace: on CUDA, record kernels with CUPTI (kernel time, GPU-busy fraction, per-op kernel
+        time; see trace_status). The counted forward and `trace_forwards` more are traced; the
+        timed forwards never are. chrome_trace: also build the Perfetto trace (save_trace()).
     module_paths: name each op's module (Python module hooks on the counted forward; without
-    them the rows' module is ""). torch.ops.util.profile, which returns the summary only, never
-    records them.
+        them the rows' module is ""). torch.ops.util.profile, which returns the summary only,
+        never records them.
     """
     output = torch.ops.util._profile(model, _as_inputs(x), warmup, iters, cuda_graph, peak,
-                                     peak_flops, trace, chrome_trace, module_paths)
+                                     peak_flops, trace, chrome_trace, module_paths, timing,
+                                     target_ci, max_time, max_iters, trace_forwards)
     return ProfileResult._from_output(output)
 
 

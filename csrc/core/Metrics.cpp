@@ -27,6 +27,13 @@ std::vector<double> summarize(const SummaryInputs& in) {
   set(Field::bytes, static_cast<double>(in.totals.bytes));
   set(Field::arithmetic_intensity, ratio(flops, static_cast<double>(in.totals.bytes)));
   set(Field::seconds, in.secondsPerForward);
+  set(Field::seconds_ci_low, in.secondsInterval.low);
+  set(Field::seconds_ci_high, in.secondsInterval.high);
+  set(Field::seconds_relative_ci, in.secondsInterval.relativeHalfWidth());
+  const double bytesPerSecond = ratio(static_cast<double>(in.totals.bytes), in.secondsPerForward);
+  set(Field::achieved_bytes_per_second, bytesPerSecond);
+  set(Field::peak_bytes_per_second, in.peakBytesPerSecond);
+  set(Field::bandwidth_utilization, ratio(bytesPerSecond, in.peakBytesPerSecond));
   set(Field::inputs_per_second, ratio(static_cast<double>(in.batchSize), in.secondsPerForward));
   set(Field::achieved_flops_per_second, achieved);
   set(Field::peak_flops_per_second, in.peakFlopsPerSecond);
@@ -46,12 +53,16 @@ std::vector<double> summarize(const SummaryInputs& in) {
     set(Field::gpu_busy_seconds, t.busySeconds);
     set(Field::gpu_busy_fraction, ratio(t.busySeconds, in.secondsPerForward));
     set(Field::kernel_utilization, ratio(ratio(flops, t.kernelSeconds), in.peakFlopsPerSecond));
+    set(Field::kernel_bandwidth_utilization,
+        ratio(ratio(static_cast<double>(in.totals.bytes), t.kernelSeconds), in.peakBytesPerSecond));
+    set(Field::traced_forwards, static_cast<double>(in.tracedForwards));
     set(Field::unattributed_kernel_seconds, t.unattributedSeconds);
   }
   return v;
 }
 
-void addOpRow(ResultTable& table, const OpStats& s, const OpKernelStats* k, double peak) {
+void addOpRow(ResultTable& table, const OpStats& s, const OpKernelStats* k, double peak,
+              double peakBytesPerSecond) {
   const size_t row = table.addRow();
   const double flops = static_cast<double>(s.flops());
   table.setText(row, OpField::op, s.op);
@@ -69,6 +80,8 @@ void addOpRow(ResultTable& table, const OpStats& s, const OpKernelStats* k, doub
     table.set(row, OpField::kernel_seconds, k->seconds);
     table.set(row, OpField::kernel_flops_per_second, achieved);
     table.set(row, OpField::kernel_utilization, ratio(achieved, peak));
+    table.set(row, OpField::kernel_bandwidth_utilization,
+              ratio(ratio(static_cast<double>(s.bytes), k->seconds), peakBytesPerSecond));
     table.set(row, OpField::lost_seconds,
               peak > 0 && std::isfinite(peak) ? k->seconds - flops / peak : kNaN);
   }

@@ -10,6 +10,7 @@
 #include "core/CountSession.h"
 #include "core/KernelTrace.h"
 #include "core/PeakTable.h"
+#include "core/Repetition.h"
 #include "core/ResultSchema.h"
 
 namespace torchutil {
@@ -17,11 +18,14 @@ namespace torchutil {
 struct SummaryInputs {
   CountTotals totals;
   double secondsPerForward = 0.0;  // NaN when nothing was timed
+  MedianInterval secondsInterval;  // of secondsPerForward
   double peakFlopsPerSecond = 0.0; // NaN when unknown
+  double peakBytesPerSecond = 0.0; // memory bandwidth; NaN when unknown
   int64_t batchSize = 0;
   int64_t iterations = 0;
   bool cudaGraph = false;
   const TraceStats* trace = nullptr;  // null when kernels were not traced
+  int64_t tracedForwards = 0;
 };
 
 // Values in Field order.
@@ -29,7 +33,8 @@ std::vector<double> summarize(const SummaryInputs& in);
 
 // Appends one row to an "ops" table. kernels is null when nothing was traced (the kernel
 // fields stay NaN).
-void addOpRow(ResultTable& table, const OpStats& s, const OpKernelStats* kernels, double peak);
+void addOpRow(ResultTable& table, const OpStats& s, const OpKernelStats* kernels, double peak,
+              double peakBytesPerSecond);
 
 // Median of a sample (NaN when empty).
 double median(std::vector<double> values);

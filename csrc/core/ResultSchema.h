@@ -35,11 +35,19 @@ struct FieldSpec {
   X(bytes, Real, "bytes read and written by the ops of one forward (nominal)")                \
   X(arithmetic_intensity, Real, "flops / bytes")                                              \
   X(seconds, Real, "median seconds per forward")                                              \
+  X(seconds_ci_low, Real, "95 % confidence interval of the median seconds: low end")          \
+  X(seconds_ci_high, Real, "95 % confidence interval of the median seconds: high end")        \
+  X(seconds_relative_ci, Real,                                                                \
+    "half the interval's width / the median (0.005: the median is known to +-0.5 %)")         \
   X(inputs_per_second, Real, "batch size / seconds")                                          \
   X(achieved_flops_per_second, Real, "flops / seconds")                                       \
   X(peak_flops_per_second, Real, "peak FLOP/s of the device for the dominant dtype")          \
+  X(bandwidth_utilization, Real,                                                              \
+    "achieved bytes/s / peak memory bandwidth: bytes / seconds / peak_bytes_per_second")     \
+  X(achieved_bytes_per_second, Real, "bytes / seconds")                                       \
+  X(peak_bytes_per_second, Real, "memory bandwidth of the device (see bandwidth_source)")     \
   X(batch_size, Real, "size of the input's first dimension")                                  \
-  X(iterations, Real, "timed forwards")                                                       \
+  X(iterations, Real, "timed forwards (with target_ci: as many as the interval needed)")      \
   X(counted_op_calls, Real, "op calls priced by a formula per forward")                       \
   X(unknown_op_calls, Real, "op calls with no formula per forward (see the unknown-op list)") \
   X(cuda_graph, Real, "1 if the timed forwards were CUDA-graph replays, else 0")              \
@@ -50,6 +58,9 @@ struct FieldSpec {
   X(gpu_busy_seconds, Real, "union of kernel intervals per forward")                          \
   X(gpu_busy_fraction, Real, "gpu_busy_seconds / seconds (what nvidia-smi calls utilization)") \
   X(kernel_utilization, Real, "flops / kernel_seconds / peak: utilization while kernels run")  \
+  X(kernel_bandwidth_utilization, Real,                                                       \
+    "bytes / kernel_seconds / peak_bytes_per_second: bandwidth utilization while kernels run") \
+  X(traced_forwards, Real, "forwards after the counted one whose kernels were traced")          \
   X(unattributed_kernel_seconds, Real, "kernel time per forward that no counted op launched")
 
 // One row per (op, module, dtype) of the counted forward; totals over its calls.
@@ -67,6 +78,7 @@ struct FieldSpec {
   X(kernel_seconds, Real, "kernel time per forward")                                    \
   X(kernel_flops_per_second, Real, "FLOPs / kernel_seconds")                            \
   X(kernel_utilization, Real, "kernel_flops_per_second / peak")                         \
+  X(kernel_bandwidth_utilization, Real, "bytes / kernel_seconds / peak bandwidth")      \
   X(lost_seconds, Real, "kernel_seconds - FLOPs / peak: time above running at peak")
 
 // One row per traced GPU kernel, memcpy and memset: the counted forward's, then the timed
@@ -112,7 +124,12 @@ struct FieldSpec {
 #define TORCHUTIL_RESULT_TEXTS(X)                                                             \
   X(peak_source, Text, "where the peak FLOP/s came from (datasheet, computed, measured, given)") \
   X(peak_dtype, Text, "the arithmetic the peak is quoted for (float16, tf32, ...)")           \
-  X(timing_mode, Text, "\"eager\", \"cuda_graph\", \"wall\" (a Profiler block) or \"none\" (meta)") \
+  X(timing_mode, Text,                                                                        \
+    "how the timed forwards ran: \"eager\", \"cuda_graph\", \"wall\" (a Profiler block) or "  \
+    "\"none\" (meta)")                                                                          \
+  X(timing_note, Text, "why timing=\"auto\" timed eagerly (\"\" when it did not)")             \
+  X(repetition, Text, "how many timed forwards ran and why that many")                        \
+  X(bandwidth_source, Text, "where the memory bandwidth came from")                           \
   X(device, Text, "the device the forward ran on")                                            \
   X(trace_status, Text, "\"on\", or \"off: <why>\" / \"on, incomplete: <why>\"")              \
   X(kernel_attribution, Text,                                                                 \

@@ -39,9 +39,30 @@ DeviceInfo deviceInfo(c10::DeviceIndex index) {
   return info;
 }
 
-std::vector<double> timeGraphReplays(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device, int64_t warmup, int64_t iters,
-                                     const std::function<void()>& beforeTimed) {
+namespace {
+
+class GraphRunner final : public Runner {
+ public:
+  GraphRunner(c10::Device device, c10::cuda::CUDAStream side)
+      : device_(device), side_(side) {}
+
+  at::cuda::CUDAGraph& graph() { return graph_; }
+  void run() override {
+    c10::cuda::CUDAStreamGuard streamGuard(side_);
+    graph_.replay();
+  }
+  std::optional<c10::Stream> stream() override { return side_.unwrap(); }
+
+ private:
+  c10::Device device_;
+  c10::cuda::CUDAStream side_;
+  at::cuda::CUDAGraph graph_;
+};
+
+}  // namespace
+
+std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
+                                     c10::Device device) {
   c10::cuda::CUDAGuard deviceGuard(device);
   // Capture must not run on the legacy default stream; warm the side stream up first so that
   // lazy initialization (cuDNN/cuBLAS handles, autotuning) stays out of the graph.
@@ -51,52 +72,27 @@ std::vector<double> timeGraphReplays(Forward& forward, const std::vector<at::Ten
     ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
     ready.block(side);
   }
-  at::cuda::CUDAGraph graph;
+  auto runner = std::make_unique<GraphRunner>(device, side);
   {
     c10::cuda::CUDAStreamGuard streamGuard(side);
     forward.run(inputs);
     side.synchronize();
-    graph.capture_begin();
+    runner->graph().capture_begin();
     try {
       forward.run(inputs);
     } catch (const std::exception& e) {
       try {
-        graph.capture_end();
+        runner->graph().capture_end();
       } catch (...) {
         // capture is invalid after a failure inside it; capture_end reports that too
       }
-      TORCH_CHECK(false, "torchutil: the model could not be captured in a CUDA graph "
-                  "(cuda_graph=True); its forward failed during capture: ", e.what());
+      (void)cudaGetLastError();  // the failed capture's error must not reach the next call
+      TORCH_CHECK(false, "torchutil: the model could not be captured in a CUDA graph; its "
+                  "forward failed during capture: ", e.what());
     }
-    graph.capture_end();
+    runner->graph().capture_end();
   }
-  c10::cuda::CUDAStreamGuard streamGuard(side);
-  for (int64_t i = 0; i < warmup; ++i) {
-    graph.replay();
-  }
-  if (beforeTimed) {
-    side.synchronize();
-    beforeTimed();
-  }
-  std::vector<at::cuda::CUDAEvent> starts, ends;
-  starts.reserve(iters);
-  ends.reserve(iters);
-  for (int64_t i = 0; i < iters; ++i) {
-    starts.emplace_back(cudaEventDefault);
-    ends.emplace_back(cudaEventDefault);
-  }
-  for (int64_t i = 0; i < iters; ++i) {
-    starts[i].record(side);
-    graph.replay();
-    ends[i].record(side);
-  }
-  side.synchronize();
-  std::vector<double> seconds;
-  seconds.reserve(iters);
-  for (int64_t i = 0; i < iters; ++i) {
-    seconds.push_back(starts[i].elapsed_time(ends[i]) / 1e3);
-  }
-  return seconds;
+  return runner;
 }
 
 }  // namespace torchutil::cuda

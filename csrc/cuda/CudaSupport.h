@@ -5,10 +5,12 @@
 #include <c10/core/Device.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "libtorch/Forward.h"
+#include "libtorch/Timing.h"
 
 namespace torchutil::cuda {
 
@@ -23,11 +25,10 @@ struct DeviceInfo {
 
 DeviceInfo deviceInfo(c10::DeviceIndex index);
 
-// Captures one forward in a CUDA graph on a side stream and times `iters` replays with CUDA
-// events after `warmup` replays; beforeTimed (if set) runs just before the timed replays, with
-// the device idle.
-std::vector<double> timeGraphReplays(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device, int64_t warmup, int64_t iters,
-                                     const std::function<void()>& beforeTimed);
+// Captures one forward in a CUDA graph on a side stream (after one forward there, so that lazy
+// initialization stays out of the graph); run() replays it. Throws c10::Error, with the CUDA
+// state cleaned up, when the forward cannot be captured.
+std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
+                                     c10::Device device);
 
 }  // namespace torchutil::cuda

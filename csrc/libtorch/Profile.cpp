@@ -38,7 +38,8 @@ NamedResult nameResult(const ProfileOutput& out) {
   const auto& rows = out.table.rows();
   for (size_t i = 0; i < rows.size(); ++i) {
     const bool traced = out.traced && i < out.trace.perRow.size();
-    addOpRow(r.ops, rows[i], traced ? &out.trace.perRow[i] : nullptr, out.peak.flopsPerSecond);
+    addOpRow(r.ops, rows[i], traced ? &out.trace.perRow[i] : nullptr, out.peak.flopsPerSecond,
+             out.bandwidth.bytesPerSecond);
   }
   for (const auto& [op, calls] : out.table.unknown()) {
     const size_t row = r.unknownOps.addRow();
@@ -49,6 +50,9 @@ NamedResult nameResult(const ProfileOutput& out) {
   r.setText(TextField::peak_source, out.peak.source);
   r.setText(TextField::peak_dtype, out.peak.dtype);
   r.setText(TextField::timing_mode, out.timingMode);
+  r.setText(TextField::timing_note, out.timingNote);
+  r.setText(TextField::repetition, out.repetition);
+  r.setText(TextField::bandwidth_source, out.bandwidth.source);
   r.setText(TextField::device, out.device);
   r.setText(TextField::trace_status, out.traceStatus);
   r.setText(TextField::kernel_attribution,
@@ -62,24 +66,35 @@ ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batch
                              std::optional<double> peakFlops) {
   ProfileOutput out;
   out.peak = peakForCount(device, table, peakSource, peakFlops);
+  out.bandwidth = device.is_meta() ? Bandwidth{kNaN, "none: nothing runs on the meta device"}
+                                   : deviceBandwidth(device, RateSource::Auto);
   SummaryInputs s;
   s.totals = table.totals();
   s.secondsPerForward = seconds;
+  s.secondsInterval = MedianInterval{seconds, seconds, seconds};
   s.peakFlopsPerSecond = out.peak.flopsPerSecond;
+  s.peakBytesPerSecond = out.bandwidth.bytesPerSecond;
   s.batchSize = batchSize;
   s.iterations = 1;
   out.summary = summarize(s);
   out.table = std::move(table);
   out.device = device.str();
   out.timingMode = "wall";
+  out.repetition = "one timed block";
   return out;
 }
 
 ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                            const ProfileOptions& options) {
-  TORCH_CHECK_VALUE(options.iters >= 1, "torchutil: iters must be >= 1, got ", options.iters);
+  try {
+    checkRepeatPolicy(options.repeat);
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
   TORCH_CHECK_VALUE(options.warmup >= 0, "torchutil: warmup must be >= 0, got ",
                     options.warmup);
+  TORCH_CHECK_VALUE(options.traceForwards >= 0, "torchutil: trace_forwards must be >= 0, got ",
+                    options.traceForwards);
   TORCH_CHECK(!OpCounter::active(),
               "torchutil: a profile is already counting on this thread; profiles cannot be "
               "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
@@ -90,16 +105,16 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
                       " but the model's parameters are on ", paramDevice->str(),
                       "; move one of them (model.to(x.device))");
   }
-  const TimingMode mode = options.cudaGraph ? TimingMode::CudaGraph : TimingMode::Eager;
-  if (mode == TimingMode::CudaGraph) {
-    TORCH_CHECK_VALUE(device.is_cuda(), "torchutil: cuda_graph=True needs CUDA inputs, got ",
+  if (options.timing == TimingMode::CudaGraph) {
+    TORCH_CHECK_VALUE(device.is_cuda(), "torchutil: timing='cuda_graph' needs CUDA inputs, got ",
                       device.str());
   }
   checkPeakOverride(options.peakFlops);  // before anything runs
 
   c10::InferenceMode inference;
   // Warm-up first, so that lazy initialization and torch.compile's tracing stay out of the
-  // count; then one counted forward; then the timed forwards, which run without any hook.
+  // count; then one counted forward; then the traced forwards; then the timed forwards, which
+  // run without any hook.
   const bool onMeta = device.is_meta();
   // A torch.compile'd forward compiles on its first call: that call is never the counted one.
   const int64_t plainWarmups = std::max<int64_t>(options.warmup - 1, forward->compiled() ? 1 : 0);
@@ -122,31 +137,36 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     counted = counting.finish();
   }
   CountTable& table = counted.table;
-  std::vector<double> seconds;
+  TimingResult timing;
+  std::vector<KernelRecord> countedKernels, timedKernels;
   if (!onMeta) {
     if (tracing) {
       tracing->countedDone();
     }
-    // Graph replays get their own warm-up (the first replay uploads the graph).
-    const int64_t replayWarmup = mode == TimingMode::CudaGraph ? options.warmup : 0;
-    seconds = timeForwards(*forward, inputs, device, mode, replayWarmup, options.iters,
-                           [&] {
-                             if (tracing) {
-                               tracing->timedStart();
-                             }
-                           });
+    TimingPlan plan;
+    plan.mode = options.timing;
+    plan.warmup = options.warmup;
+    plan.repeat = options.repeat;
+    if (tracing) {
+      plan.tracedForwards = options.traceForwards;
+      plan.beforeTraced = [&] { tracing->timedStart(); };
+      // The trace ends before the timed forwards, which then run without CUPTI.
+      plan.afterTraced = [&] { tracing->finish(&countedKernels, &timedKernels); };
+    }
+    timing = timeForwards(*forward, inputs, device, plan);
+    out.timingNote = timing.note;
+    out.repetition = timing.repeat.stop;
   }
   if (tracing) {
-    std::vector<KernelRecord> countedKernels, timedKernels;
-    tracing->finish(&countedKernels, &timedKernels);
     if (tracing->dropped() > 0) {
       out.traceStatus = "on, incomplete: CUPTI dropped " + std::to_string(tracing->dropped()) +
                         " records";
     }
     tracing.reset();
-    const bool byPosition = attributeByPosition(countedKernels, timedKernels, options.iters);
-    out.trace = summarizeTrace(countedKernels, timedKernels, options.iters, byPosition,
-                               counted.events, table.rows().size());
+    const int64_t traced = options.traceForwards;
+    const bool byPosition = attributeByPosition(countedKernels, timedKernels, traced);
+    out.trace = summarizeTrace(countedKernels, timedKernels, traced, byPosition, counted.events,
+                               table.rows().size());
     out.traced = true;
     out.kernels = std::move(countedKernels);
     out.kernels.insert(out.kernels.end(), std::make_move_iterator(timedKernels.begin()),
@@ -158,17 +178,22 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   }
 
   out.peak = peakForCount(device, table, options.peak, options.peakFlops);
+  out.bandwidth = onMeta ? Bandwidth{kNaN, "none: nothing runs on the meta device"}
+                         : deviceBandwidth(device, RateSource::Auto);
   SummaryInputs s;
   s.totals = table.totals();
-  s.secondsPerForward = onMeta ? kNaN : median(seconds);
+  s.secondsPerForward = onMeta ? kNaN : timing.repeat.interval.median;
+  s.secondsInterval = onMeta ? MedianInterval{kNaN, kNaN, kNaN} : timing.repeat.interval;
   s.peakFlopsPerSecond = out.peak.flopsPerSecond;
+  s.peakBytesPerSecond = out.bandwidth.bytesPerSecond;
   s.batchSize = inputs[0].size(0);
-  s.iterations = onMeta ? 0 : options.iters;
-  s.cudaGraph = mode == TimingMode::CudaGraph;
+  s.iterations = static_cast<int64_t>(timing.repeat.seconds.size());
+  s.cudaGraph = timing.used == TimingMode::CudaGraph && !onMeta;
   s.trace = out.traced ? &out.trace : nullptr;
+  s.tracedForwards = out.traced ? options.traceForwards : 0;
   out.summary = summarize(s);
   out.table = std::move(table);
-  out.timingMode = onMeta ? "none" : timingModeName(mode);
+  out.timingMode = onMeta ? "none" : timingModeName(timing.used);
   out.device = device.str();
   return out;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "libtorch/DeviceBandwidth.h"
 #include "libtorch/DevicePeak.h"
 #include "libtorch/Timing.h"
 #include "core/CountSession.h"
@@ -18,11 +19,15 @@ namespace torchutil {
 
 struct ProfileOptions {
   int64_t warmup = 3;
-  int64_t iters = 10;
-  bool cudaGraph = false;
+  // The timed forwards: iters (minIters), and with a target interval, up to maxIters or the
+  // time budget.
+  RepeatPolicy repeat;
+  TimingMode timing = TimingMode::Eager;
   RateSource peak = RateSource::Auto;
   std::optional<double> peakFlops;
   bool trace = true;         // record GPU kernels with CUPTI (CUDA only)
+  // Forwards traced after the counted one (untimed; the timed forwards run without CUPTI).
+  int64_t traceForwards = 1;
   bool chromeTrace = false;  // also build the Chrome trace JSON
   // Name the module of every op (Python module hooks during the counted forward; they cost
   // about a third of a forward at batch 1 on a GPU, so the summary-only op goes without).
@@ -33,7 +38,10 @@ struct ProfileOutput {
   std::vector<double> summary;  // Field order (core/Metrics.h)
   CountTable table;
   Peak peak;
+  Bandwidth bandwidth;
   std::string timingMode;
+  std::string timingNote;   // why timing="auto" timed eagerly
+  std::string repetition;   // how many timed forwards, and why that many
   std::string device;
   // Kernel tracing: traceStatus is "on" or "off: <why>"; the rest is empty when off.
   std::string traceStatus = "off: not a CUDA profile";

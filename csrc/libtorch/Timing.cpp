@@ -5,73 +5,151 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
-#include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 #ifdef TORCHUTIL_WITH_CUDA
 #include "cuda/CudaSupport.h"
 #endif
 
 namespace torchutil {
+namespace {
 
-const char* timingModeName(TimingMode m) {
-  return m == TimingMode::CudaGraph ? "cuda_graph" : "eager";
+class EagerRunner final : public Runner {
+ public:
+  EagerRunner(Forward& forward, const std::vector<at::Tensor>& inputs, c10::Device device)
+      : forward_(forward), inputs_(inputs), device_(device) {}
+
+  void run() override { forward_.run(inputs_); }
+
+  std::optional<c10::Stream> stream() override {
+    if (device_.is_cpu()) {
+      return std::nullopt;
+    }
+    return c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_);
+  }
+
+ private:
+  Forward& forward_;
+  const std::vector<at::Tensor>& inputs_;
+  c10::Device device_;
+};
+
+double steadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
-std::vector<double> timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                 c10::Device device, TimingMode mode, int64_t warmup,
-                                 int64_t iters, const std::function<void()>& beforeTimed) {
-  if (mode == TimingMode::CudaGraph) {
-    TORCH_CHECK_VALUE(device.is_cuda(), "torchutil: cuda_graph=True needs CUDA inputs, got ",
-                      device.str());
-#ifdef TORCHUTIL_WITH_CUDA
-    return cuda::timeGraphReplays(forward, inputs, device, warmup, iters, beforeTimed);
-#else
-    TORCH_CHECK(false, "torchutil: cuda_graph=True needs torchutil built with CUDA; this build "
-                "has none (see torchutil.build_info())");
-#endif
-  }
-  for (int64_t i = 0; i < warmup; ++i) {
-    forward.run(inputs);
-  }
-  if (beforeTimed) {
-    synchronizeDevice(device);
-    beforeTimed();
-  }
+// n forwards; on a device one pair of events around each, read after one synchronization so
+// that timing adds no host stalls between forwards.
+std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n) {
   std::vector<double> seconds;
-  seconds.reserve(static_cast<size_t>(iters));
-  if (device.is_cpu()) {
-    for (int64_t i = 0; i < iters; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      forward.run(inputs);
-      const auto t1 = std::chrono::steady_clock::now();
-      seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
+  seconds.reserve(static_cast<size_t>(n));
+  const std::optional<c10::Stream> stream = runner.stream();
+  if (!stream.has_value()) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double t0 = steadySeconds();
+      runner.run();
+      seconds.push_back(steadySeconds() - t0);
     }
     return seconds;
   }
-  // Device events: one pair per forward, recorded on the current stream of the input's
-  // device; read after a single synchronization so that timing adds no host stalls.
   c10::DeviceGuard guard(device);
-  const auto* impl = c10::impl::getDeviceGuardImpl(device.type());
-  const c10::Stream stream = impl->getStream(device);
   std::vector<c10::Event> starts, ends;
-  starts.reserve(static_cast<size_t>(iters));
-  ends.reserve(static_cast<size_t>(iters));
-  for (int64_t i = 0; i < iters; ++i) {
+  starts.reserve(static_cast<size_t>(n));
+  ends.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
     starts.emplace_back(device.type(), c10::EventFlag::BACKEND_DEFAULT);
     ends.emplace_back(device.type(), c10::EventFlag::BACKEND_DEFAULT);
   }
-  impl->synchronizeDevice(device.index());
-  for (int64_t i = 0; i < iters; ++i) {
-    starts[static_cast<size_t>(i)].record(stream);
-    forward.run(inputs);
-    ends[static_cast<size_t>(i)].record(stream);
+  synchronizeDevice(device);
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+    starts[i].record(*stream);
+    runner.run();
+    ends[i].record(*stream);
   }
   ends.back().synchronize();
-  for (int64_t i = 0; i < iters; ++i) {
-    seconds.push_back(starts[static_cast<size_t>(i)].elapsedTime(ends[static_cast<size_t>(i)]) / 1e3);
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+    seconds.push_back(starts[i].elapsedTime(ends[i]) / 1e3);
   }
   return seconds;
+}
+
+}  // namespace
+
+const char* timingModeName(TimingMode m) {
+  switch (m) {
+    case TimingMode::Eager: return "eager";
+    case TimingMode::CudaGraph: return "cuda_graph";
+    case TimingMode::Auto: return "auto";
+  }
+  return "?";
+}
+
+TimingMode parseTimingMode(std::string_view name) {
+  for (TimingMode m : {TimingMode::Eager, TimingMode::CudaGraph, TimingMode::Auto}) {
+    if (name == timingModeName(m)) {
+      return m;
+    }
+  }
+  TORCH_CHECK_VALUE(false, "torchutil: timing must be 'eager', 'cuda_graph' or 'auto', got '",
+                    std::string(name), "'");
+}
+
+TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
+                          c10::Device device, const TimingPlan& plan) {
+  TimingResult result;
+  std::unique_ptr<Runner> runner;
+  if (plan.mode == TimingMode::CudaGraph || plan.mode == TimingMode::Auto) {
+    if (!device.is_cuda()) {
+      TORCH_CHECK_VALUE(plan.mode == TimingMode::Auto,
+                        "torchutil: timing='cuda_graph' needs CUDA inputs, got ", device.str());
+      result.note = "auto: eager, since CUDA graphs need a CUDA device, not " + device.str();
+    } else {
+#ifdef TORCHUTIL_WITH_CUDA
+      try {
+        runner = cuda::captureGraph(forward, inputs, device);
+        result.used = TimingMode::CudaGraph;
+      } catch (const c10::Error& e) {
+        if (plan.mode == TimingMode::CudaGraph) {
+          throw;
+        }
+        result.note = std::string("auto: eager, since the forward could not be captured in a "
+                                  "CUDA graph: ") + e.what_without_backtrace();
+      }
+#else
+      TORCH_CHECK(plan.mode == TimingMode::Auto,
+                  "torchutil: timing='cuda_graph' needs torchutil built with CUDA; this build "
+                  "has none (see torchutil.build_info())");
+      result.note = "auto: eager, since torchutil was built without CUDA";
+#endif
+    }
+  }
+  if (!runner) {
+    runner = std::make_unique<EagerRunner>(forward, inputs, device);
+  }
+  const int64_t warmup = result.used == TimingMode::CudaGraph ? plan.warmup : 0;
+  for (int64_t i = 0; i < warmup; ++i) {
+    runner->run();
+  }
+  synchronizeDevice(device);
+  if (plan.beforeTraced) {
+    plan.beforeTraced();
+  }
+  for (int64_t i = 0; i < plan.tracedForwards; ++i) {
+    runner->run();
+  }
+  synchronizeDevice(device);
+  if (plan.afterTraced) {
+    plan.afterTraced();
+  }
+  try {
+    result.repeat = repeatTimed([&](int64_t n) { return timeBatch(*runner, device, n); },
+                                &steadySeconds, plan.repeat);
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
+  return result;
 }
 
 }  // namespace torchutil

@@ -1,25 +1,57 @@
 #pragma once
 // Times forwards: a steady clock on the CPU, device events on accelerators (one pair per
-// forward, read after one synchronization), and CUDA-graph replays.
+// forward, read after one synchronization per batch), eager or as CUDA-graph replays, a fixed
+// count or adaptive repetition (core/Repetition.h).
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/Repetition.h"
 #include "libtorch/Devices.h"
 #include "libtorch/Forward.h"
 
 namespace torchutil {
 
-enum class TimingMode { Eager, CudaGraph };
-const char* timingModeName(TimingMode m);
+// Auto: CUDA-graph replays when the forward can be captured, else eager, saying why.
+enum class TimingMode { Eager, CudaGraph, Auto };
+const char* timingModeName(TimingMode m);  // "eager", "cuda_graph", "auto"
+// Throws c10::ValueError naming the value for anything but the three names.
+TimingMode parseTimingMode(std::string_view name);
 
-// Seconds per forward, one entry per timed forward. warmup forwards (or replays) run first;
-// then, with the device idle, beforeTimed (if set) runs, and then the timed forwards.
-std::vector<double> timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                 c10::Device device, TimingMode mode, int64_t warmup,
-                                 int64_t iters, const std::function<void()>& beforeTimed = {});
+// One forward, or one replay of a captured forward.
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  virtual void run() = 0;
+  // The stream its work goes to (events are recorded there); nullopt on the CPU.
+  virtual std::optional<c10::Stream> stream() = 0;
+};
+
+struct TimingPlan {
+  TimingMode mode = TimingMode::Eager;
+  // Replays of a captured graph first, neither timed nor traced (the first replay uploads the
+  // graph); eager forwards are warm by then and get none.
+  int64_t warmup = 0;
+  int64_t tracedForwards = 0;  // then these, between beforeTraced and afterTraced, not timed
+  std::function<void()> beforeTraced;  // called with the device idle
+  std::function<void()> afterTraced;   // called with the device idle
+  RepeatPolicy repeat;                 // then the timed forwards
+};
+
+struct TimingResult {
+  RepeatResult repeat;
+  TimingMode used = TimingMode::Eager;  // Eager or CudaGraph
+  std::string note;                     // why Auto timed eagerly; "" otherwise
+};
+
+TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
+                          c10::Device device, const TimingPlan& plan);
 
 }  // namespace torchutil

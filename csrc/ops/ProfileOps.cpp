@@ -11,6 +11,7 @@
 #include "core/Metrics.h"
 #include "core/ResultSchema.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 
@@ -83,38 +84,73 @@ std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::
   return {names, kinds, docs};
 }
 
-ProfileOptions options(int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
-                       std::optional<double> peakFlops, bool trace, bool chromeTrace,
-                       bool modulePaths) {
+// The arguments both profile ops take, as the dispatcher passes them.
+struct ProfileArgs {
+  int64_t warmup;
+  int64_t iters;
+  bool cudaGraph;
+  std::string peak;
+  std::optional<double> peakFlops;
+  bool trace;
+  std::optional<std::string> timing;
+  std::optional<double> targetCi;
+  double maxTime;
+  std::optional<int64_t> maxIters;
+  int64_t traceForwards;
+};
+
+ProfileOptions options(const ProfileArgs& a, bool chromeTrace, bool modulePaths) {
   ProfileOptions o;
   o.modulePaths = modulePaths;
-  o.trace = trace;
+  o.trace = a.trace;
+  o.traceForwards = a.traceForwards;
   o.chromeTrace = chromeTrace;
-  o.warmup = warmup;
-  o.iters = iters;
-  o.cudaGraph = cudaGraph;
-  o.peak = rateSourceArgument(peak, "peak");
-  o.peakFlops = peakFlops;
+  o.warmup = a.warmup;
+  // cuda_graph=True is timing="cuda_graph"; with timing given too, they must agree.
+  o.timing = a.timing.has_value() ? parseTimingMode(*a.timing)
+             : a.cudaGraph        ? TimingMode::CudaGraph
+                                  : TimingMode::Eager;
+  TORCH_CHECK_VALUE(!a.cudaGraph || o.timing == TimingMode::CudaGraph,
+                    "torchutil: cuda_graph=True contradicts timing='", a.timing.value_or(""),
+                    "'; pass one of them");
+  o.repeat.minIters = a.iters;
+  if (a.targetCi.has_value()) {
+    o.repeat.targetRelativeCi = *a.targetCi;
+    o.repeat.maxIters = a.maxIters.value_or(std::max<int64_t>(a.iters, 100000));
+    o.repeat.budgetSeconds = a.maxTime;
+  } else {
+    o.repeat.maxIters = a.maxIters.value_or(a.iters);
+    TORCH_CHECK_VALUE(o.repeat.maxIters == a.iters,
+                      "torchutil: max_iters applies with target_ci; without it exactly iters (",
+                      a.iters, ") forwards are timed, got max_iters=", o.repeat.maxIters);
+  }
+  o.peak = rateSourceArgument(a.peak, "peak");
+  o.peakFlops = a.peakFlops;
   return o;
 }
 
 at::Tensor profileOp(const c10::IValue& model, const at::Tensor& x, int64_t warmup, int64_t iters,
                      bool cudaGraph, std::string peak, std::optional<double> peakFlops,
-                     bool trace) {
+                     bool trace, std::optional<std::string> timing,
+                     std::optional<double> targetCi, double maxTime,
+                     std::optional<int64_t> maxIters, int64_t traceForwards) {
+  const ProfileArgs args{warmup,  iters,    cudaGraph, std::move(peak), peakFlops,    trace,
+                         timing,  targetCi, maxTime,   maxIters,        traceForwards};
   // The summary has no per-op rows, so no module paths are recorded.
-  return toTensor(profileModel(model, {x},
-                               options(warmup, iters, cudaGraph, std::move(peak), peakFlops, trace,
-                                       /*chromeTrace=*/false, /*modulePaths=*/false))
-                      .summary);
+  return toTensor(
+      profileModel(model, {x}, options(args, /*chromeTrace=*/false, /*modulePaths=*/false))
+          .summary);
 }
 
 Output profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
-                         int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
-                         std::optional<double> peakFlops, bool trace, bool chromeTrace,
-                         bool modulePaths) {
-  return wrap(profileModel(model, inputs,
-                           options(warmup, iters, cudaGraph, std::move(peak), peakFlops, trace,
-                                   chromeTrace, modulePaths)));
+                     int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
+                     std::optional<double> peakFlops, bool trace, bool chromeTrace,
+                     bool modulePaths, std::optional<std::string> timing,
+                     std::optional<double> targetCi, double maxTime,
+                     std::optional<int64_t> maxIters, int64_t traceForwards) {
+  const ProfileArgs args{warmup,  iters,    cudaGraph, std::move(peak), peakFlops,    trace,
+                         timing,  targetCi, maxTime,   maxIters,        traceForwards};
+  return wrap(profileModel(model, inputs, options(args, chromeTrace, modulePaths)));
 }
 
 void countBeginOp() {
@@ -167,11 +203,15 @@ TORCH_LIBRARY(util, m) {
       .def("text_column", &ProfileOutputObject::textColumn)
       .def("text", &ProfileOutputObject::text);
   m.def("profile(Any model, Tensor x, *, int warmup=3, int iters=10, bool cuda_graph=False, "
-        "str peak=\"auto\", float? peak_flops=None, bool trace=True) -> Tensor",
+        "str peak=\"auto\", float? peak_flops=None, bool trace=True, str? timing=None, "
+        "float? target_ci=None, float max_time=2.0, int? max_iters=None, int trace_forwards=1) "
+        "-> Tensor",
         &profileOp);
   m.def("_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, bool cuda_graph=False, "
         "str peak=\"auto\", float? peak_flops=None, bool trace=True, bool chrome_trace=False, "
-        "bool module_paths=True) -> __torch__.torch.classes.util.ProfileOutput",
+        "bool module_paths=True, str? timing=None, float? target_ci=None, float max_time=2.0, "
+        "int? max_iters=None, int trace_forwards=1) "
+        "-> __torch__.torch.classes.util.ProfileOutput",
         &profileFullOp);
   m.def("_count_begin() -> ()", &countBeginOp);
   m.def("_count_end(Device device, int batch_size, float seconds, str peak=\"auto\", "

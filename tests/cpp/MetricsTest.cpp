@@ -100,6 +100,22 @@ TEST(MetricsTest, RatesAreNaNWithoutTimeAndUtilizationWithoutPeak) {
   EXPECT_TRUE(std::isnan(field(summarize(noBytes), "arithmetic_intensity")));
 }
 
+TEST(MetricsTest, BandwidthUtilizationAndTheInterval) {
+  SummaryInputs in = exampleInputs();  // 5e8 bytes in 0.5 s: 1e9 bytes/s
+  in.peakBytesPerSecond = 4e9;
+  in.secondsInterval = MedianInterval{0.5, 0.49, 0.52};
+  const std::vector<double> v = summarize(in);
+  EXPECT_DOUBLE_EQ(field(v, "achieved_bytes_per_second"), 1e9);
+  EXPECT_DOUBLE_EQ(field(v, "peak_bytes_per_second"), 4e9);
+  EXPECT_DOUBLE_EQ(field(v, "bandwidth_utilization"), 0.25);
+  EXPECT_DOUBLE_EQ(field(v, "seconds_ci_low"), 0.49);
+  EXPECT_DOUBLE_EQ(field(v, "seconds_ci_high"), 0.52);
+  EXPECT_NEAR(field(v, "seconds_relative_ci"), 0.03, 1e-12);  // (0.52 - 0.49) / 2 / 0.5
+  EXPECT_TRUE(std::isnan(field(v, "kernel_bandwidth_utilization")));  // not traced
+  in.peakBytesPerSecond = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(field(summarize(in), "bandwidth_utilization")));
+}
+
 TEST(MetricsTest, SummaryHasOneValuePerField) {
   EXPECT_EQ(summarize(exampleInputs()).size(), schema("summary").size());
   EXPECT_EQ(fieldNames("summary").at(static_cast<size_t>(Field::utilization)), "utilization");
@@ -117,7 +133,7 @@ TEST(MetricsTest, OpRowWithoutKernels) {
   s.vectorFlops = 200;
   s.bytes = 400;
   ResultTable t("ops");
-  addOpRow(t, s, /*kernels=*/nullptr, /*peak=*/1e12);
+  addOpRow(t, s, /*kernels=*/nullptr, /*peak=*/1e12, /*peakBytesPerSecond=*/1e11);
   ASSERT_EQ(t.rows(), 1u);
   EXPECT_EQ(t.textColumn("op")[0], "aten::mm");
   EXPECT_EQ(t.textColumn("module")[0], "fc");
@@ -129,7 +145,8 @@ TEST(MetricsTest, OpRowWithoutKernels) {
   EXPECT_DOUBLE_EQ(t.numberColumn("bytes")[0], 400.0);
   EXPECT_DOUBLE_EQ(t.numberColumn("arithmetic_intensity")[0], 2.0);  // (600 + 200) / 400
   for (const char* name : {"kernels", "kernel_seconds", "kernel_flops_per_second",
-                           "kernel_utilization", "lost_seconds"}) {
+                           "kernel_utilization", "kernel_bandwidth_utilization",
+                           "lost_seconds"}) {
     EXPECT_TRUE(std::isnan(t.numberColumn(name)[0])) << name << " without kernel records";
   }
 }
@@ -143,12 +160,14 @@ TEST(MetricsTest, OpRowWithKernels) {
   k.kernels = 2;
   k.seconds = 1e-6;  // 4e12 FLOP/s
   ResultTable t("ops");
-  addOpRow(t, s, &k, /*peak=*/8e12);
+  addOpRow(t, s, &k, /*peak=*/8e12, /*peakBytesPerSecond=*/2e9);
   EXPECT_DOUBLE_EQ(t.numberColumn("kernels")[0], 2.0);
   EXPECT_DOUBLE_EQ(t.numberColumn("kernel_seconds")[0], 1e-6);
   EXPECT_DOUBLE_EQ(t.numberColumn("kernel_flops_per_second")[0], 4e12);
   EXPECT_DOUBLE_EQ(t.numberColumn("kernel_utilization")[0], 0.5);
   EXPECT_DOUBLE_EQ(t.numberColumn("lost_seconds")[0], 0.5e-6);  // 1 us - 4e6 / 8e12 s
+  // 1000 bytes in 1 us is 1e9 bytes/s, half of 2e9.
+  EXPECT_DOUBLE_EQ(t.numberColumn("kernel_bandwidth_utilization")[0], 0.5);
 }
 
 TEST(MetricsTest, Median) {
