@@ -20,7 +20,8 @@ enum class MemoryKind : uint16_t {
 
 // The demangled C++ name ("void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)"),
 // or the name as given where it is not a mangled one (extern "C" kernels) or is longer than
-// Kineto demangles; "" for null.
+// Kineto demangles; "" for null. Like Kineto, it demangles every name, so a one-letter name
+// reads as the builtin type it encodes ("f": "float").
 std::string demangleKernelName(const char* name);
 
 // Kineto's strings: "HtoD", "Pageable", ...; "<unknown>" and "Unrecognized" for values CUPTI

@@ -25,6 +25,13 @@ TEST(KernelNameTest, KeepsNamesThatAreNotMangled) {
   EXPECT_EQ(demangleKernelName(nullptr), "");
 }
 
+TEST(KernelNameTest, DemanglesWhatKinetoDemangles) {
+  // Kineto hands every name to __cxa_demangle, which reads a lone letter as a builtin type's
+  // code; the names then agree with torch.profiler's even there.
+  EXPECT_EQ(demangleKernelName("f"), "float");
+  EXPECT_EQ(demangleKernelName("fill"), "fill");
+}
+
 TEST(KernelNameTest, LeavesSymbolsLongerThanKinetoDemanglesMangled) {
   const std::string id(9000, 'k');
   const std::string longName = "_Z" + std::to_string(id.size()) + id + "v";
@@ -61,7 +68,8 @@ TEST(KernelNameTest, EveryMemoryKindHasKinetosName) {
       {MemoryKind::Unknown, "Unknown"}, {MemoryKind::Pageable, "Pageable"},
       {MemoryKind::Pinned, "Pinned"}, {MemoryKind::Device, "Device"}, {MemoryKind::Array, "Array"},
       {MemoryKind::Managed, "Managed"}, {MemoryKind::DeviceStatic, "Device Static"},
-      {MemoryKind::ManagedStatic, "Managed Static"}, {static_cast<MemoryKind>(300), "Unrecognized"}};
+      {MemoryKind::ManagedStatic, "Managed Static"},
+      {static_cast<MemoryKind>(300), "Unrecognized"}};
   for (const auto& [kind, name] : cases) {
     EXPECT_STREQ(memoryKindName(kind), name) << static_cast<int>(kind);
   }
