@@ -10,6 +10,8 @@
 #include <mutex>
 #include <utility>
 
+#include "cupti/ActivityDecoder.h"
+
 // Every CUPTI call goes through this: it names the call and CUPTI's own message.
 #define TORCHUTIL_CUPTI_CALL(call)                                                     \
   do {                                                                                 \
@@ -25,7 +27,6 @@
 namespace torchutil::cupti {
 namespace {
 
-constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
 constexpr size_t kBufferBytes = 4 * 1024 * 1024;
 // Recorded for the whole trace.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
@@ -52,25 +53,12 @@ uint64_t CUPTIAPI realtimeNs() {
 struct Records {
   std::mutex mutex;
   bool tracing = false;  // a CuptiTracer is alive
-  std::vector<KernelRecord> kernels;
-  std::unordered_map<uint32_t, uint64_t> externalIds;
-  uint64_t dropped = 0;
+  DecodedActivity activity;
 };
 
 Records& records() {
   static Records r;
   return r;
-}
-
-const char* memcpyKindName(uint8_t kind) {
-  switch (static_cast<CUpti_ActivityMemcpyKind>(kind)) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
-    default: return "other";
-  }
 }
 
 void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
@@ -79,97 +67,24 @@ void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumReco
   *maxNumRecords = 0;
 }
 
-void copyGeometry(const CUpti_ActivityKernel9& k, KernelRecord& r) {
-  r.grid[0] = k.gridX;
-  r.grid[1] = k.gridY;
-  r.grid[2] = k.gridZ;
-  r.block[0] = k.blockX;
-  r.block[1] = k.blockY;
-  r.block[2] = k.blockZ;
-  r.registersPerThread = k.registersPerThread;
-  r.staticSharedBytes = k.staticSharedMemory;
-  r.dynamicSharedBytes = k.dynamicSharedMemory;
-}
-
-// Memcpy and memset records share these fields.
-template <class Record>
-void copyTransfer(const Record& m, KernelRecord::Kind kind, std::string name, KernelRecord& r) {
-  r.kind = kind;
-  r.name = std::move(name);
-  r.startNs = m.start;
-  r.endNs = m.end;
-  r.device = m.deviceId;
-  r.stream = m.streamId;
-  r.correlationId = m.correlationId;
-  r.graphId = m.graphId;
-  r.bytes = m.bytes;
-}
-
 void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer, size_t /*size*/,
                               size_t validSize) {
-  std::vector<KernelRecord> kernels;
-  std::vector<std::pair<uint32_t, uint64_t>> external;
+  DecodedActivity batch;
   CUpti_Activity* record = nullptr;
   while (validSize > 0 &&
          cuptiActivityGetNextRecord(buffer, validSize, &record) == CUPTI_SUCCESS) {
-    KernelRecord r;
-    switch (record->kind) {
-      case CUPTI_ACTIVITY_KIND_KERNEL:
-      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-        // Kernel9's leading fields are those of every later version (Kernel10 appends).
-        const auto* k = reinterpret_cast<const CUpti_ActivityKernel9*>(record);
-        r.kind = KernelRecord::Kind::Kernel;
-        r.name = k->name != nullptr ? k->name : "";
-        r.startNs = k->start;
-        r.endNs = k->end;
-        r.device = k->deviceId;
-        r.stream = k->streamId;
-        r.correlationId = k->correlationId;
-        r.graphId = k->graphId;
-        copyGeometry(*k, r);
-        kernels.push_back(std::move(r));
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        copyTransfer(*m, KernelRecord::Kind::Memcpy, std::string("memcpy ") + memcpyKindName(m->copyKind), r);
-        kernels.push_back(std::move(r));
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMSET: {
-        copyTransfer(*reinterpret_cast<const CUpti_ActivityMemset4*>(record),
-                     KernelRecord::Kind::Memset, "memset", r);
-        kernels.push_back(std::move(r));
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-        const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
-        if (e->externalKind == kExternalKind) {
-          external.emplace_back(e->correlationId, e->externalId);
-        }
-        break;
-      }
-      default:
-        break;
-    }
+    batch.add(*record);
   }
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(ctx, streamId, &dropped) != CUPTI_SUCCESS) {
-    dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(ctx, streamId, &dropped) == CUPTI_SUCCESS) {
+    batch.dropped = dropped;
   }
   std::free(buffer);
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
-  if (!rec.tracing) {
-    return;  // a late buffer of a finished trace
+  if (rec.tracing) {  // else a late buffer of a finished trace
+    rec.activity.append(std::move(batch));
   }
-  for (KernelRecord& k : kernels) {
-    rec.kernels.push_back(std::move(k));
-  }
-  for (const auto& e : external) {
-    rec.externalIds[e.first] = e.second;
-  }
-  rec.dropped += dropped;
 }
 
 }  // namespace
@@ -195,9 +110,7 @@ CuptiTracer::CuptiTracer() {
     TORCH_CHECK(!rec.tracing, "torchutil: another torchutil profile is tracing kernels in this "
                 "process");
     rec.tracing = true;
-    rec.kernels.clear();
-    rec.externalIds.clear();
-    rec.dropped = 0;
+    rec.activity = DecodedActivity();
   }
   active_ = true;
   try {
@@ -234,8 +147,7 @@ void CuptiTracer::release() noexcept {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
   rec.tracing = false;
-  rec.kernels.clear();
-  rec.externalIds.clear();
+  rec.activity = DecodedActivity();
 }
 
 void CuptiTracer::stopCorrelating() {
@@ -251,19 +163,19 @@ void CuptiTracer::flush() {
 std::vector<KernelRecord> CuptiTracer::takeKernels() {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
-  return std::exchange(rec.kernels, {});
+  return std::exchange(rec.activity.kernels, {});
 }
 
 std::unordered_map<uint32_t, uint64_t> CuptiTracer::takeExternalIds() {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
-  return std::exchange(rec.externalIds, {});
+  return std::exchange(rec.activity.externalIds, {});
 }
 
 uint64_t CuptiTracer::droppedRecords() const {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
-  return rec.dropped;
+  return rec.activity.dropped;
 }
 
 uint64_t CuptiTracer::timestamp() {
