@@ -5,29 +5,45 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "cupti/ActivityDecoder.h"
 
-// Every CUPTI call goes through this: it names the call and CUPTI's own message.
-#define TORCHUTIL_CUPTI_CALL(call)                                                     \
-  do {                                                                                 \
-    CUptiResult status_ = (call);                                                      \
-    if (status_ != CUPTI_SUCCESS) {                                                    \
-      const char* msg_ = nullptr;                                                      \
-      cuptiGetResultString(status_, &msg_);                                            \
-      TORCH_CHECK(false, "torchutil: CUPTI call ", #call, " failed: ",                 \
-                  msg_ != nullptr ? msg_ : "unknown error");                           \
-    }                                                                                  \
-  } while (0)
-
 namespace torchutil::cupti {
 namespace {
 
+std::string cuptiFailure(const char* call, CUptiResult status) {
+  const char* msg = nullptr;
+  cuptiGetResultString(status, &msg);
+  return std::string("torchutil: CUPTI call ") + call + " failed: " +
+         (msg != nullptr ? msg : "unknown error");
+}
+
+// Every CUPTI call goes through one of these two; both name the call and CUPTI's message.
+// TORCHUTIL_CUPTI_CALL throws: for setting a trace up. TORCHUTIL_CUPTI_WARN warns once per call
+// site and goes on: for the per-op calls and the teardown, where a failure must not end the
+// profile (or escape a destructor).
+#define TORCHUTIL_CUPTI_CALL(call)                                                   \
+  do {                                                                               \
+    const CUptiResult status_ = (call);                                              \
+    TORCH_CHECK(status_ == CUPTI_SUCCESS, cuptiFailure(#call, status_));             \
+  } while (0)
+#define TORCHUTIL_CUPTI_WARN(call)                                                   \
+  do {                                                                               \
+    const CUptiResult status_ = (call);                                              \
+    if (status_ != CUPTI_SUCCESS) {                                                  \
+      TORCH_WARN_ONCE(cuptiFailure(#call, status_));                                 \
+    }                                                                                \
+  } while (0)
+
 constexpr size_t kBufferBytes = 4 * 1024 * 1024;
+constexpr size_t kBufferAlignment = 8;  // CUPTI's ACTIVITY_RECORD_ALIGNMENT
 // Recorded for the whole trace.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                          CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
@@ -61,25 +77,34 @@ Records& records() {
   return r;
 }
 
+// An activity buffer. CUPTI's callbacks pass buffers as raw pointers: bufferRequested releases
+// one to CUPTI and bufferCompleted adopts it again at once, so every buffer is freed exactly
+// once, on every path out of bufferCompleted.
+struct FreeBuffer {
+  void operator()(uint8_t* buffer) const noexcept { std::free(buffer); }
+};
+using Buffer = std::unique_ptr<uint8_t, FreeBuffer>;
+
 void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
-  *size = *buffer != nullptr ? kBufferBytes : 0;
+  Buffer owned(static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, kBufferBytes)));
+  *size = owned != nullptr ? kBufferBytes : 0;  // 0: CUPTI drops records and counts them
   *maxNumRecords = 0;
+  *buffer = owned.release();
 }
 
 void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer, size_t /*size*/,
                               size_t validSize) {
+  const Buffer owned(buffer);
   DecodedActivity batch;
   CUpti_Activity* record = nullptr;
+  // Ends with CUPTI_ERROR_MAX_LIMIT_REACHED after the last record.
   while (validSize > 0 &&
-         cuptiActivityGetNextRecord(buffer, validSize, &record) == CUPTI_SUCCESS) {
+         cuptiActivityGetNextRecord(owned.get(), validSize, &record) == CUPTI_SUCCESS) {
     batch.add(*record);
   }
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(ctx, streamId, &dropped) == CUPTI_SUCCESS) {
-    batch.dropped = dropped;
-  }
-  std::free(buffer);
+  TORCHUTIL_CUPTI_WARN(cuptiActivityGetNumDroppedRecords(ctx, streamId, &dropped));
+  batch.dropped = dropped;
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
   if (rec.tracing) {  // else a late buffer of a finished trace
@@ -116,11 +141,15 @@ CuptiTracer::CuptiTracer() {
   try {
     TORCHUTIL_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(realtimeNs));
     TORCHUTIL_CUPTI_CALL(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted));
-    for (CUpti_ActivityKind kind : kKinds) {
+    const auto enable = [this](CUpti_ActivityKind kind) {
       TORCHUTIL_CUPTI_CALL(cuptiActivityEnable(kind));
+      enabledKinds_.push_back(kind);
+    };
+    for (CUpti_ActivityKind kind : kKinds) {
+      enable(kind);
     }
     for (CUpti_ActivityKind kind : kCorrelationKinds) {
-      TORCHUTIL_CUPTI_CALL(cuptiActivityEnable(kind));
+      enable(kind);
     }
   } catch (...) {
     release();
@@ -137,13 +166,11 @@ void CuptiTracer::release() noexcept {
     return;
   }
   active_ = false;
-  for (CUpti_ActivityKind kind : kKinds) {
-    cuptiActivityDisable(kind);  // best effort: a kind that was never enabled reports an error
+  for (uint32_t kind : enabledKinds_) {
+    TORCHUTIL_CUPTI_WARN(cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind)));
   }
-  for (CUpti_ActivityKind kind : kCorrelationKinds) {
-    cuptiActivityDisable(kind);
-  }
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  enabledKinds_.clear();
+  TORCHUTIL_CUPTI_WARN(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
   rec.tracing = false;
@@ -152,7 +179,12 @@ void CuptiTracer::release() noexcept {
 
 void CuptiTracer::stopCorrelating() {
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
-    TORCHUTIL_CUPTI_CALL(cuptiActivityDisable(kind));
+    const auto it = std::find(enabledKinds_.begin(), enabledKinds_.end(),
+                              static_cast<uint32_t>(kind));
+    if (it != enabledKinds_.end()) {
+      enabledKinds_.erase(it);
+      TORCHUTIL_CUPTI_CALL(cuptiActivityDisable(kind));
+    }
   }
 }
 
@@ -185,12 +217,12 @@ uint64_t CuptiTracer::timestamp() {
 }
 
 void CuptiTracer::pushExternalId(uint64_t id) {
-  cuptiActivityPushExternalCorrelationId(kExternalKind, id);
+  TORCHUTIL_CUPTI_WARN(cuptiActivityPushExternalCorrelationId(kExternalKind, id));
 }
 
 void CuptiTracer::popExternalId() {
   uint64_t last = 0;
-  cuptiActivityPopExternalCorrelationId(kExternalKind, &last);
+  TORCHUTIL_CUPTI_WARN(cuptiActivityPopExternalCorrelationId(kExternalKind, &last));
 }
 
 }  // namespace torchutil::cupti
