@@ -182,7 +182,7 @@ def test_timed_kernels_not_split_when_the_sequence_changes():
 @pytest.mark.cuda
 def test_torch_profiler_works_after_a_trace():
     model, x = _resnet50(4)
-    torchutil.profile(model, x, warmup=1, iters=2)
+    r = torchutil.profile(model, x, warmup=1, iters=2)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
         with torch.inference_mode():
@@ -191,6 +191,10 @@ def test_torch_profiler_works_after_a_trace():
     gpu_events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     print(f"torch.profiler after torchutil: {len(gpu_events)} GPU events")
     assert len(gpu_events) > 50
+    # Kernels, memcpys and memsets carry torch.profiler's names (demangled kernel names,
+    # "Memcpy HtoD (Pageable -> Device)", "Memset (Device)"): a timed forward's are among them.
+    timed = [n for n, f in zip(r.kernel_names, _column(r, "forward").tolist()) if f >= 0]
+    assert timed and set(timed) <= {e.name for e in gpu_events}
 
 
 @pytest.mark.cuda

@@ -5,28 +5,45 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 
-// Every CUPTI call goes through this: it names the call and CUPTI's own message.
-#define TORCHUTIL_CUPTI_CALL(call)                                                     \
-  do {                                                                                 \
-    CUptiResult status_ = (call);                                                      \
-    if (status_ != CUPTI_SUCCESS) {                                                    \
-      const char* msg_ = nullptr;                                                      \
-      cuptiGetResultString(status_, &msg_);                                            \
-      TORCH_CHECK(false, "torchutil: CUPTI call ", #call, " failed: ",                 \
-                  msg_ != nullptr ? msg_ : "unknown error");                           \
-    }                                                                                  \
-  } while (0)
+#include "cupti/ActivityDecoder.h"
 
 namespace torchutil::cupti {
 namespace {
 
-constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+std::string cuptiFailure(const char* call, CUptiResult status) {
+  const char* msg = nullptr;
+  cuptiGetResultString(status, &msg);
+  return std::string("torchutil: CUPTI call ") + call + " failed: " +
+         (msg != nullptr ? msg : "unknown error");
+}
+
+// Every CUPTI call goes through one of these two; both name the call and CUPTI's message.
+// TORCHUTIL_CUPTI_CALL throws: for setting a trace up. TORCHUTIL_CUPTI_WARN warns once per call
+// site and goes on: for the per-op calls and the teardown, where a failure must not end the
+// profile (or escape a destructor).
+#define TORCHUTIL_CUPTI_CALL(call)                                                   \
+  do {                                                                               \
+    const CUptiResult status_ = (call);                                              \
+    TORCH_CHECK(status_ == CUPTI_SUCCESS, cuptiFailure(#call, status_));             \
+  } while (0)
+#define TORCHUTIL_CUPTI_WARN(call)                                                   \
+  do {                                                                               \
+    const CUptiResult status_ = (call);                                              \
+    if (status_ != CUPTI_SUCCESS) {                                                  \
+      TORCH_WARN_ONCE(cuptiFailure(#call, status_));                                 \
+    }                                                                                \
+  } while (0)
+
 constexpr size_t kBufferBytes = 4 * 1024 * 1024;
+constexpr size_t kBufferAlignment = 8;  // CUPTI's ACTIVITY_RECORD_ALIGNMENT
 // Recorded for the whole trace.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                          CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
@@ -52,9 +69,7 @@ uint64_t CUPTIAPI realtimeNs() {
 struct Records {
   std::mutex mutex;
   bool tracing = false;  // a CuptiTracer is alive
-  std::vector<KernelRecord> kernels;
-  std::unordered_map<uint32_t, uint64_t> externalIds;
-  uint64_t dropped = 0;
+  DecodedActivity activity;
 };
 
 Records& records() {
@@ -62,114 +77,39 @@ Records& records() {
   return r;
 }
 
-const char* memcpyKindName(uint8_t kind) {
-  switch (static_cast<CUpti_ActivityMemcpyKind>(kind)) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
-    default: return "other";
-  }
-}
+// An activity buffer. CUPTI's callbacks pass buffers as raw pointers: bufferRequested releases
+// one to CUPTI and bufferCompleted adopts it again at once, so every buffer is freed exactly
+// once, on every path out of bufferCompleted.
+struct FreeBuffer {
+  void operator()(uint8_t* buffer) const noexcept { std::free(buffer); }
+};
+using Buffer = std::unique_ptr<uint8_t, FreeBuffer>;
 
 void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
-  *size = *buffer != nullptr ? kBufferBytes : 0;
+  Buffer owned(static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, kBufferBytes)));
+  *size = owned != nullptr ? kBufferBytes : 0;  // 0: CUPTI drops records and counts them
   *maxNumRecords = 0;
-}
-
-void copyGeometry(const CUpti_ActivityKernel9& k, KernelRecord& r) {
-  r.grid[0] = k.gridX;
-  r.grid[1] = k.gridY;
-  r.grid[2] = k.gridZ;
-  r.block[0] = k.blockX;
-  r.block[1] = k.blockY;
-  r.block[2] = k.blockZ;
-  r.registersPerThread = k.registersPerThread;
-  r.staticSharedBytes = k.staticSharedMemory;
-  r.dynamicSharedBytes = k.dynamicSharedMemory;
-}
-
-// Memcpy and memset records share these fields.
-template <class Record>
-void copyTransfer(const Record& m, KernelRecord::Kind kind, std::string name, KernelRecord& r) {
-  r.kind = kind;
-  r.name = std::move(name);
-  r.startNs = m.start;
-  r.endNs = m.end;
-  r.device = m.deviceId;
-  r.stream = m.streamId;
-  r.correlationId = m.correlationId;
-  r.graphId = m.graphId;
-  r.bytes = m.bytes;
+  *buffer = owned.release();
 }
 
 void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer, size_t /*size*/,
                               size_t validSize) {
-  std::vector<KernelRecord> kernels;
-  std::vector<std::pair<uint32_t, uint64_t>> external;
+  const Buffer owned(buffer);
+  DecodedActivity batch;
   CUpti_Activity* record = nullptr;
+  // Ends with CUPTI_ERROR_MAX_LIMIT_REACHED after the last record.
   while (validSize > 0 &&
-         cuptiActivityGetNextRecord(buffer, validSize, &record) == CUPTI_SUCCESS) {
-    KernelRecord r;
-    switch (record->kind) {
-      case CUPTI_ACTIVITY_KIND_KERNEL:
-      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-        // Kernel9's leading fields are those of every later version (Kernel10 appends).
-        const auto* k = reinterpret_cast<const CUpti_ActivityKernel9*>(record);
-        r.kind = KernelRecord::Kind::Kernel;
-        r.name = k->name != nullptr ? k->name : "";
-        r.startNs = k->start;
-        r.endNs = k->end;
-        r.device = k->deviceId;
-        r.stream = k->streamId;
-        r.correlationId = k->correlationId;
-        r.graphId = k->graphId;
-        copyGeometry(*k, r);
-        kernels.push_back(std::move(r));
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        copyTransfer(*m, KernelRecord::Kind::Memcpy, std::string("memcpy ") + memcpyKindName(m->copyKind), r);
-        kernels.push_back(std::move(r));
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMSET: {
-        copyTransfer(*reinterpret_cast<const CUpti_ActivityMemset4*>(record),
-                     KernelRecord::Kind::Memset, "memset", r);
-        kernels.push_back(std::move(r));
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-        const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
-        if (e->externalKind == kExternalKind) {
-          external.emplace_back(e->correlationId, e->externalId);
-        }
-        break;
-      }
-      default:
-        break;
-    }
+         cuptiActivityGetNextRecord(owned.get(), validSize, &record) == CUPTI_SUCCESS) {
+    batch.add(*record);
   }
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(ctx, streamId, &dropped) != CUPTI_SUCCESS) {
-    dropped = 0;
-  }
-  std::free(buffer);
+  TORCHUTIL_CUPTI_WARN(cuptiActivityGetNumDroppedRecords(ctx, streamId, &dropped));
+  batch.dropped = dropped;
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
-  if (!rec.tracing) {
-    return;  // a late buffer of a finished trace
+  if (rec.tracing) {  // else a late buffer of a finished trace
+    rec.activity.append(std::move(batch));
   }
-  for (KernelRecord& k : kernels) {
-    rec.kernels.push_back(std::move(k));
-  }
-  for (const auto& e : external) {
-    rec.externalIds[e.first] = e.second;
-  }
-  rec.dropped += dropped;
 }
 
 }  // namespace
@@ -195,19 +135,21 @@ CuptiTracer::CuptiTracer() {
     TORCH_CHECK(!rec.tracing, "torchutil: another torchutil profile is tracing kernels in this "
                 "process");
     rec.tracing = true;
-    rec.kernels.clear();
-    rec.externalIds.clear();
-    rec.dropped = 0;
+    rec.activity = DecodedActivity();
   }
   active_ = true;
   try {
     TORCHUTIL_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(realtimeNs));
     TORCHUTIL_CUPTI_CALL(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted));
-    for (CUpti_ActivityKind kind : kKinds) {
+    const auto enable = [this](CUpti_ActivityKind kind) {
       TORCHUTIL_CUPTI_CALL(cuptiActivityEnable(kind));
+      enabledKinds_.push_back(kind);
+    };
+    for (CUpti_ActivityKind kind : kKinds) {
+      enable(kind);
     }
     for (CUpti_ActivityKind kind : kCorrelationKinds) {
-      TORCHUTIL_CUPTI_CALL(cuptiActivityEnable(kind));
+      enable(kind);
     }
   } catch (...) {
     release();
@@ -224,23 +166,25 @@ void CuptiTracer::release() noexcept {
     return;
   }
   active_ = false;
-  for (CUpti_ActivityKind kind : kKinds) {
-    cuptiActivityDisable(kind);  // best effort: a kind that was never enabled reports an error
+  for (uint32_t kind : enabledKinds_) {
+    TORCHUTIL_CUPTI_WARN(cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind)));
   }
-  for (CUpti_ActivityKind kind : kCorrelationKinds) {
-    cuptiActivityDisable(kind);
-  }
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  enabledKinds_.clear();
+  TORCHUTIL_CUPTI_WARN(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
   rec.tracing = false;
-  rec.kernels.clear();
-  rec.externalIds.clear();
+  rec.activity = DecodedActivity();
 }
 
 void CuptiTracer::stopCorrelating() {
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
-    TORCHUTIL_CUPTI_CALL(cuptiActivityDisable(kind));
+    const auto it = std::find(enabledKinds_.begin(), enabledKinds_.end(),
+                              static_cast<uint32_t>(kind));
+    if (it != enabledKinds_.end()) {
+      enabledKinds_.erase(it);
+      TORCHUTIL_CUPTI_CALL(cuptiActivityDisable(kind));
+    }
   }
 }
 
@@ -251,19 +195,19 @@ void CuptiTracer::flush() {
 std::vector<KernelRecord> CuptiTracer::takeKernels() {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
-  return std::exchange(rec.kernels, {});
+  return std::exchange(rec.activity.kernels, {});
 }
 
 std::unordered_map<uint32_t, uint64_t> CuptiTracer::takeExternalIds() {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
-  return std::exchange(rec.externalIds, {});
+  return std::exchange(rec.activity.externalIds, {});
 }
 
 uint64_t CuptiTracer::droppedRecords() const {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
-  return rec.dropped;
+  return rec.activity.dropped;
 }
 
 uint64_t CuptiTracer::timestamp() {
@@ -273,12 +217,12 @@ uint64_t CuptiTracer::timestamp() {
 }
 
 void CuptiTracer::pushExternalId(uint64_t id) {
-  cuptiActivityPushExternalCorrelationId(kExternalKind, id);
+  TORCHUTIL_CUPTI_WARN(cuptiActivityPushExternalCorrelationId(kExternalKind, id));
 }
 
 void CuptiTracer::popExternalId() {
   uint64_t last = 0;
-  cuptiActivityPopExternalCorrelationId(kExternalKind, &last);
+  TORCHUTIL_CUPTI_WARN(cuptiActivityPopExternalCorrelationId(kExternalKind, &last));
 }
 
 }  // namespace torchutil::cupti

@@ -25,7 +25,8 @@ class CuptiTracer {
   // the CUPTI call and CUPTI's message when CUPTI refuses (another tool owns it, say); nothing
   // stays enabled then.
   CuptiTracer();
-  // Disables what the constructor enabled; never throws.
+  // Disables what the constructor enabled and flushes; never throws: a CUPTI error there is a
+  // one-time warning.
   ~CuptiTracer();
   CuptiTracer(const CuptiTracer&) = delete;
   CuptiTracer& operator=(const CuptiTracer&) = delete;
@@ -41,14 +42,17 @@ class CuptiTracer {
 
   // CUPTI's clock, the one kernel records use (nanoseconds).
   static uint64_t timestamp();
-  // Marks the CUDA calls of this thread with an external id until the matching pop.
+  // Marks the CUDA calls of this thread with an external id until the matching pop. A CUPTI
+  // error is a one-time warning (the kernels then go unattributed), not an exception.
   static void pushExternalId(uint64_t id);
   static void popExternalId();
 
  private:
   void release() noexcept;
 
-  bool active_ = false;
+  bool active_ = false;  // this tracer owns the process's trace (records())
+  // CUpti_ActivityKind values enabled and not disabled yet: release() disables exactly these.
+  std::vector<uint32_t> enabledKinds_;
 };
 
 }  // namespace torchutil::cupti
