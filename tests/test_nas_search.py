@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from torchutil import FIELDS
-from torchutil.cli import main
-from torchutil.nas import evaluate as ev
 from torchutil.nas import natsbench as nb
-from torchutil.nas import search as se
-from torchutil.nas import correlate as co
 from torchutil.nas import reward
 from torchutil.nas.stats import kendall, kendall_pairs, rankdata, spearman
+from torchutil.studies import nas_correlate as co
+from torchutil.studies import nas_evaluate as ev
+from torchutil.studies import nas_search as se
+from torchutil.studies.cli import main
 
 FAST = dict(dataset="ImageNet16-120", batch=1, dtype="float32", device="cpu", warmup=0, iters=1)
 

@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from torchutil import survey
-from torchutil.cli import main
+from torchutil.studies import survey
+from torchutil.studies.cli import main
 
 pytest.importorskip("matplotlib", reason="the survey's plots need matplotlib (pip install torchutil[plot])")
 

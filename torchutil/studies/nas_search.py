@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from torchutil.nas import natsbench as nb
-from torchutil.nas.evaluate import read_rows
+from torchutil.studies.nas_evaluate import read_rows
 
 __all__ = [
     "FILTERS",

@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from torchutil.nas import natsbench as nb
-from torchutil.nas.evaluate import read_rows
 from torchutil.nas.stats import kendall, spearman
+from torchutil.studies.nas_evaluate import read_rows
 
 __all__ = ["ACCURACY_DATASETS", "METRICS", "correlate", "format_table", "write_outputs"]
 
@@ -106,7 +106,7 @@ def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]]
     written[1].write_text(json.dumps(clean, indent=2))
     if not plots:
         return written
-    from torchutil.nas.search import _require_matplotlib
+    from torchutil.studies.nas_search import _require_matplotlib
 
     plt = _require_matplotlib()
     for config, data in joined.items():

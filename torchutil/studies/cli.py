@@ -1,11 +1,11 @@
 """Command line: python -m torchutil profile [MODEL] [options]
                python -m torchutil nas {evaluate,merge,correlate,search} [options]
-               python -m torchutil survey [options]      (torchutil/survey.py)
-               python -m torchutil fold-bench [options]  (torchutil/foldbench.py)
+               python -m torchutil survey [options]      (torchutil/studies/survey.py)
+               python -m torchutil fold-bench [options]  (torchutil/studies/foldbench.py)
 
 With no arguments it profiles resnet50 on the best device present (CUDA if available, else
 the CPU) and prints the summary and the top ops. `nas` runs the NATS-Bench studies
-(torchutil.nas: evaluate, correlate, search).
+(torchutil/studies/nas_evaluate.py, nas_correlate.py, nas_search.py).
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def _profile_command(args: argparse.Namespace) -> int:
 
 
 def _nas_evaluate(args: argparse.Namespace) -> int:
-    from torchutil.nas import evaluate as ev
+    from torchutil.studies import nas_evaluate as ev
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     device = _pick_device(args.device)
@@ -111,7 +111,7 @@ def _nas_evaluate(args: argparse.Namespace) -> int:
 
 
 def _nas_merge(args: argparse.Namespace) -> int:
-    from torchutil.nas import evaluate as ev
+    from torchutil.studies import nas_evaluate as ev
 
     shards = args.shards or list(ev.iter_shards(args.db))
     if not shards:
@@ -126,7 +126,7 @@ def _csv_path(text: str) -> str | None:
 
 
 def _nas_correlate(args: argparse.Namespace) -> int:
-    from torchutil.nas import correlate as co
+    from torchutil.studies import nas_correlate as co
 
     results, joined = co.correlate(args.db, _csv_path(args.csv))
     print(co.format_table(results))
@@ -141,7 +141,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def _nas_search(args: argparse.Namespace) -> int:
-    from torchutil.nas import search as se
+    from torchutil.studies import nas_search as se
 
     space = se.SearchSpace.from_db(args.db, args.dataset, _csv_path(args.csv), dataset=args.measured_dataset,
                                    batch=args.batch, dtype=args.dtype, device=args.device, mode=args.mode)
@@ -238,7 +238,7 @@ def _add_nas_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _survey_command(args: argparse.Namespace) -> int:
-    from torchutil import survey
+    from torchutil.studies import survey
 
     device = _pick_device(args.device)
     on_cuda = device.type == "cuda"
@@ -270,7 +270,7 @@ def _survey_command(args: argparse.Namespace) -> int:
 
 
 def _fold_bench_command(args: argparse.Namespace) -> int:
-    from torchutil import foldbench
+    from torchutil.studies import foldbench
     from torchutil.models import FOLD_BENCH_MODELS
 
     device = _pick_device(args.device)
@@ -293,7 +293,7 @@ def _fold_bench_command(args: argparse.Namespace) -> int:
 
 
 def _add_survey_parsers(sub: argparse._SubParsersAction) -> None:
-    from torchutil.survey import DTYPES as SURVEY_DTYPES, MODES as SURVEY_MODES
+    from torchutil.studies.survey import DTYPES as SURVEY_DTYPES, MODES as SURVEY_MODES
 
     s = sub.add_parser("survey", help="utilization of many CNNs over batch sizes, dtypes, modes")
     s.add_argument("--models", nargs="+", default=None,

@@ -25,7 +25,7 @@ import torch
 from torchutil.folding import FoldedModel, fold
 from torchutil.models import FOLD_BENCH_MODELS, build
 from torchutil.profiler import profile
-from torchutil.survey import TORCH_DTYPES, tf32_flags
+from torchutil.studies.survey import TORCH_DTYPES, tf32_flags
 
 __all__ = ["COLUMNS", "cudnn_autotune", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
 
