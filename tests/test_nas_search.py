@@ -73,17 +73,6 @@ def test_parse_and_shard_indices(tmp_path):
     assert ev.shard_path(tmp_path / "results.sqlite", 3) == tmp_path / "results.rank3.sqlite"
 
 
-@pytest.mark.parametrize("index", [0, 6111, 15624])
-def test_network_pool_is_the_network(index):
-    pool = ev.NetworkPool("ImageNet16-120", "cpu")
-    model = pool.get(index)
-    ref = nb.network(index, "ImageNet16-120")
-    assert str(model.arch) == str(ref.arch)
-    assert [(k, v.shape) for k, v in model.state_dict().items()] == [(k, v.shape) for k, v in ref.state_dict().items()]
-    assert nb.macs_and_params(model, "ImageNet16-120", device="cpu") == nb.macs_and_params(ref, "ImageNet16-120")
-    assert not model.training
-
-
 def test_evaluate_resumes(tmp_path, capsys):
     db = tmp_path / "results.sqlite"
     assert main(["nas", "evaluate", "--db", str(db), "--indices", "0:8", "--device", "cpu", "--batch", "1",

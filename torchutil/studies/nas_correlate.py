@@ -24,8 +24,8 @@ from torchutil.studies.nas_evaluate import read_rows
 
 __all__ = ["ACCURACY_DATASETS", "METRICS", "correlate", "format_table", "write_outputs"]
 
-ACCURACY_DATASETS = {"cifar10": "cifar10_test_acc", "cifar100": "cifar100_test_acc",
-                     "ImageNet16-120": "imagenet16_test_acc"}
+# The datasets of the accuracy table (natsbench.AccuracyRow.test_accuracy).
+ACCURACY_DATASETS = tuple(nb.DATASETS)
 # Metric name -> db column.
 METRICS = {"utilization": "utilization", "throughput": "inputs_per_second", "flops": "flops",
            "params": "params"}
@@ -56,8 +56,8 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
         data = {"index": idx, "connected": connected[idx]}
         for m in metrics:
             data[m] = np.array([r[METRICS[m]] for r in crow])
-        for ds, column in ACCURACY_DATASETS.items():
-            data[ds] = np.array([getattr(table[i], column) for i in idx])
+        for ds in ACCURACY_DATASETS:
+            data[ds] = np.array([table[i].test_accuracy(ds) for i in idx])
         joined[config] = data
         for subset in ("all", "connected"):
             keep = np.ones(idx.size, dtype=bool) if subset == "all" else data["connected"]

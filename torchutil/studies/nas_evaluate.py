@@ -14,8 +14,8 @@ trace unless asked), and one row in SQLite. The input and the peak FLOP/s are ma
 sweep. Building a TinyNetwork is ~340 nn.Module constructions (~20 ms of Python on a 2-core
 CPU, whatever the device), more than a profile of it on a GPU, so by default a sweep builds
 the network once and, per arch, only swaps the edge ops of its 15 cells from a pool of the
-15 x 6 x 5 edge modules made once on the device (NetworkPool: the same module tree as
-natsbench.network(arch), with random weights). rebuild=True builds every network afresh.
+15 x 6 x 5 edge modules made once on the device (natsbench.NetworkPool: the same module tree
+as natsbench.network(arch), with random weights). rebuild=True builds every network afresh.
 """
 from __future__ import annotations
 
@@ -40,7 +40,6 @@ __all__ = [
     "KEY_COLUMNS",
     "METRIC_COLUMNS",
     "EvalConfig",
-    "NetworkPool",
     "SweepStats",
     "connect",
     "distributed_sweep",
@@ -217,45 +216,6 @@ def _make_input(config: EvalConfig, device: torch.device) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last) if config.channels_last else x
 
 
-class NetworkPool:
-    """The NATS-Bench network of any arch in microseconds: one TinyNetwork built once on
-    `device`, whose cells' edge ops are swapped per arch from modules built once (for each cell
-    position, edge and op). get(index) returns that one network set to the arch: the same
-    module tree, parameter count and FLOPs as natsbench.network(index, dataset), with random
-    weights. Not thread-safe: get() changes the network in place."""
-
-    def __init__(self, dataset: str, device: torch.device | str, dtype: torch.dtype = torch.float32,
-                 channels_last: bool = False) -> None:
-        device = torch.device(device)
-        with device:
-            self.model = nb.network(0, dataset)
-            self.cells: list[nb.InferCell] = []
-            edges: list[list[dict[str, nn.Module]]] = []
-            channels = self.model.stem[0].out_channels
-            for cell in self.model.cells:
-                if isinstance(cell, nb.ResNetBasicblock):
-                    channels = cell.conv_b.op[1].out_channels
-                    continue
-                self.cells.append(cell)
-                edges.append([{op: nb._edge_op(op, channels) for op in nb.OPS} for _ in nb.EDGES])
-        self.pool = edges
-        # One holder so that dtype, memory format and eval mode reach every pooled module.
-        holder = nn.ModuleList([self.model, *(m for cell in edges for edge in cell for m in edge.values())])
-        holder.eval()
-        holder.to(dtype=dtype)
-        if channels_last:
-            holder.to(memory_format=torch.channels_last)
-
-    def get(self, arch: nb.Arch | str | int) -> nb.TinyNetwork:
-        arch = nb._as_arch(arch)
-        self.model.arch = arch
-        for cell, edges in zip(self.cells, self.pool):
-            cell.arch = arch
-            for k, op in enumerate(arch.ops):
-                cell.layers[k] = edges[k][op]
-        return self.model
-
-
 def _build(index: int, config: EvalConfig, device: torch.device) -> nn.Module:
     # Parameters are created (and initialized) on the device: no host copy per arch.
     with device:
@@ -269,7 +229,7 @@ def _build(index: int, config: EvalConfig, device: torch.device) -> nn.Module:
 
 
 def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: float | None = None,
-                  device: torch.device | None = None, pool: NetworkPool | None = None) -> dict[str, Any]:
+                  device: torch.device | None = None, pool: nb.NetworkPool | None = None) -> dict[str, Any]:
     """Profiles the network of arch `index` on x (taken from `pool`, else built afresh on the
     device): one result row."""
     device = torch.device(config.device) if device is None else device
@@ -356,7 +316,7 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
           skip: Iterable[int] = ()) -> SweepStats:
     """Evaluates `indices` (this rank's share of them) with `config` into `db`, skipping rows
     that are already there (and the indices in `skip`), committing every `commit_every` archs.
-    rebuild: build every network afresh instead of swapping edge ops in one (NetworkPool)."""
+    rebuild: build every network afresh instead of swapping edge ops in one (nb.NetworkPool)."""
     device = torch.device(config.device)
     if device.type == "cuda":
         if device.index is None:
@@ -371,7 +331,7 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
         x = _make_input(config, device)
         pool = None
         if todo and not rebuild:
-            pool = NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
+            pool = nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
         peak = None
         if device.type != "meta":
             peak, _ = torchutil.peak_flops(device, DTYPES[config.dtype])  # once, not per arch

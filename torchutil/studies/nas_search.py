@@ -61,8 +61,6 @@ __all__ = [
 ]
 
 FILTERS = ("none", "threshold", "quantile")
-_ACCURACY_COLUMN = {"cifar10": "cifar10_test_acc", "cifar100": "cifar100_test_acc",
-                    "ImageNet16-120": "imagenet16_test_acc"}
 _METRIC_COLUMN = {"utilization": "utilization", "throughput": "inputs_per_second"}
 
 
@@ -102,8 +100,8 @@ class SearchSpace:
         where: key columns that pick one measurement config (batch=256, dtype="float16", ...);
         an error names the configs when the db holds several and none is picked."""
         dataset = accuracy_dataset
-        if dataset not in _ACCURACY_COLUMN:
-            raise _error(f"accuracy dataset must be one of {', '.join(_ACCURACY_COLUMN)}, got {dataset!r}")
+        if dataset not in nb.DATASETS:
+            raise _error(f"accuracy dataset must be one of {', '.join(nb.DATASETS)}, got {dataset!r}")
         rows = read_rows(db, **where)
         if not rows:
             raise _error(f"no measurements in {db} for {where or 'any config'}; run `nas evaluate` first")
@@ -114,7 +112,7 @@ class SearchSpace:
         table = nb.load_accuracy_table(table_csv)
         n = len(table)
         space = cls(
-            accuracy=np.array([getattr(r, _ACCURACY_COLUMN[dataset]) for r in table]),
+            accuracy=np.array([r.test_accuracy(dataset) for r in table]),
             utilization=np.full(n, np.nan), throughput=np.full(n, np.nan),
             macs_m=np.array([r.flops_m for r in table]), measure_seconds=np.full(n, np.nan),
             available=np.zeros(n, dtype=bool), dataset=dataset)
