@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from torchutil.studies import survey
+from torchutil.studies._common import tf32_flags
 from torchutil.studies.cli import main
 
 pytest.importorskip("matplotlib", reason="the survey's plots need matplotlib (pip install torchutil[plot])")
@@ -118,12 +119,12 @@ def test_failed_configuration_is_recorded(tmp_path):
 def test_tf32_flags_restored():
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     for dtype, expected in (("tf32", True), ("float32", False)):
-        with survey.tf32_flags(dtype):
+        with tf32_flags(dtype):
             assert torch.backends.cuda.matmul.allow_tf32 is expected
             assert torch.backends.cudnn.allow_tf32 is expected
         assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == saved
     with pytest.raises(RuntimeError):
-        with survey.tf32_flags("tf32"):
+        with tf32_flags("tf32"):
             raise RuntimeError("restored on errors too")
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == saved
 

@@ -6,6 +6,7 @@
     python -m torchutil nas correlate ... nas_correlate.py: utilization versus accuracy (RQ3)
     python -m torchutil nas search ...    nas_search.py: simulated REINFORCE with utilization (RQ4/5)
 
-cli.py wires them (and the `profile` command) to `python -m torchutil`. The library
-(torchutil.profile, roofline, fold, models, torchutil.nas) never imports from here.
+cli.py wires them (and the `profile` command) to `python -m torchutil`; _common.py holds what
+they share. The library (torchutil.profile, roofline, fold, models, torchutil.nas) never
+imports from here.
 """

@@ -10,14 +10,16 @@ the CPU) and prints the summary and the top ops. `nas` runs the NATS-Bench studi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
 from torchutil.models import DTYPES, build_classifier
 from torchutil.profiler import profile
+from torchutil.studies._common import exit_on_error, fail
 
 DEFAULT_MODEL = "resnet50"
 
@@ -27,22 +29,24 @@ def _pick_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"torchutil: --device {name}: CUDA is not available on this machine")
+        raise fail(f"--device {name}: CUDA is not available on this machine")
     return device
+
+
+def _default_dtype(device: torch.device) -> str:
+    return "float16" if device.type == "cuda" else "float32"
 
 
 def build_model(name: str) -> torch.nn.Module:
     """build_classifier for the command line: an unknown name ends the program with the list."""
-    try:
+    with exit_on_error():
         return build_classifier(name)
-    except ValueError as e:
-        raise SystemExit(str(e)) from None
 
 
 def _profile_command(args: argparse.Namespace) -> int:
     device = _pick_device(args.device)
     on_cuda = device.type == "cuda"
-    dtype_name = args.dtype or ("float16" if on_cuda else "float32")
+    dtype_name = args.dtype or _default_dtype(device)
     dtype = DTYPES[dtype_name]
     batch = args.batch or (32 if on_cuda else 4)
     channels_last = on_cuda if args.channels_last is None else args.channels_last
@@ -81,7 +85,7 @@ def _nas_evaluate(args: argparse.Namespace) -> int:
     on_cuda = device.type == "cuda"
     config = ev.EvalConfig(
         dataset=args.dataset, batch=args.batch or (256 if on_cuda else 8),
-        dtype=args.dtype or ("float16" if on_cuda else "float32"), device=str(device),
+        dtype=args.dtype or _default_dtype(device), device=str(device),
         warmup=args.warmup, iters=args.iters, cuda_graph=args.cuda_graph, trace=args.trace,
         channels_last=on_cuda if args.channels_last is None else args.channels_last)
     indices = ev.parse_indices(args.indices)
@@ -115,7 +119,7 @@ def _nas_merge(args: argparse.Namespace) -> int:
 
     shards = args.shards or list(ev.iter_shards(args.db))
     if not shards:
-        raise SystemExit(f"torchutil: no shards given and none found next to {args.db}")
+        raise fail(f"no shards given and none found next to {args.db}")
     copied = ev.merge(args.db, shards)
     print(f"merged {copied} rows from {len(shards)} shard(s) into {args.db}")
     return 0
@@ -125,12 +129,25 @@ def _csv_path(text: str) -> str | None:
     return None if text == "packaged" else text
 
 
+@contextlib.contextmanager
+def _plots_need_matplotlib() -> Iterator[None]:
+    try:
+        yield
+    except ModuleNotFoundError as e:
+        if e.name != "matplotlib":
+            raise
+        raise SystemExit("torchutil.nas: the plots need matplotlib; pip install matplotlib "
+                         "(or pass --no-plots)") from None
+
+
 def _nas_correlate(args: argparse.Namespace) -> int:
     from torchutil.studies import nas_correlate as co
 
     results, joined = co.correlate(args.db, _csv_path(args.csv))
     print(co.format_table(results))
-    for path in co.write_outputs(args.out, results, joined, plots=not args.no_plots):
+    with _plots_need_matplotlib():
+        written = co.write_outputs(args.out, results, joined, plots=not args.no_plots)
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -150,8 +167,7 @@ def _nas_search(args: argparse.Namespace) -> int:
         wanted = args.strategies.split(",")
         unknown = set(wanted) - {s.name for s in strategies}
         if unknown:
-            raise SystemExit(f"torchutil: unknown strategies {sorted(unknown)}; they are "
-                             + ", ".join(s.name for s in strategies))
+            raise fail(f"unknown strategies {sorted(unknown)}; they are " + ", ".join(s.name for s in strategies))
         strategies = [s for s in strategies if s.name in wanted]
     cost = se.CostModel(args.eval_base_seconds, args.eval_seconds_per_mmac, args.measure_seconds)
     runs = se.run_strategies(space, strategies, _seeds(args.seeds), iterations=args.iterations,
@@ -161,7 +177,9 @@ def _nas_search(args: argparse.Namespace) -> int:
     print(f"REINFORCE on {space.dataset} accuracy, {int(space.available.sum())} measured archs, "
           f"{len(_seeds(args.seeds))} seed(s), {args.iterations} iterations:")
     print(se.format_summary(se.summarize(runs, space)))
-    for path in se.write_outputs(args.out, runs, space, plots=not args.no_plots):
+    with _plots_need_matplotlib():
+        written = se.write_outputs(args.out, runs, space, plots=not args.no_plots)
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -253,7 +271,7 @@ def _survey_command(args: argparse.Namespace) -> int:
     if args.report_only:
         rows = survey.load_results(args.out)
         if not rows:
-            raise SystemExit(f"torchutil: --report-only: no results in {os.path.join(args.out, survey.RESULTS)}")
+            raise fail(f"--report-only: no results in {os.path.join(args.out, survey.RESULTS)}")
     else:
         rows = survey.run_survey(config)
     for note in config.skipped:
@@ -274,14 +292,12 @@ def _fold_bench_command(args: argparse.Namespace) -> int:
     from torchutil.models import FOLD_BENCH_MODELS
 
     device = _pick_device(args.device)
-    dtype = args.dtype or ("float16" if device.type == "cuda" else "float32")
-    try:
+    dtype = args.dtype or _default_dtype(device)
+    with exit_on_error():
         rows = foldbench.run_fold_bench(args.models or list(FOLD_BENCH_MODELS), args.f, device=str(device),
                                         batch=args.batch, dtype=dtype, warmup=args.warmup, iters=args.iters,
                                         cuda_graph=args.cuda_graph, fuse_bn=args.fuse_bn,
                                         multiple_of=args.multiple_of, cudnn_benchmark=args.cudnn_benchmark)
-    except ValueError as e:
-        raise SystemExit(str(e)) from None
     print(f"fold-bench: batch {args.batch}, {dtype}, on {device}, "
           f"{'CUDA graph' if args.cuda_graph else 'eager'}{', BatchNorm fused' if args.fuse_bn else ''}"
           f"{', cuDNN autotuned' if args.cudnn_benchmark else ''}"

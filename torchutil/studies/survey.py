@@ -9,33 +9,30 @@ Plots need matplotlib (pip install torchutil[plot]); the progress bar uses tqdm 
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import html
 import itertools
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
+from torchutil._json import json_safe
 from torchutil.fields import FIELDS
-from torchutil.models import DTYPES as DTYPES_BY_NAME, build_classifier
+from torchutil.models import build_classifier
 from torchutil.profiler import profile
 from torchutil.rooflines import memory_bandwidth, roofline
+from torchutil.studies._common import TORCH_DTYPES, Progress, pyplot, tf32_flags, write_json
 
 __all__ = ["DTYPES", "MODES", "SurveyConfig", "build_classifier", "imagenet_top1", "run_survey",
            "write_outputs"]
 
-DTYPES = ("float32", "tf32", "float16", "bfloat16")
+DTYPES = tuple(TORCH_DTYPES)  # float32, tf32 (float32 with TF32 allowed), float16, bfloat16
 MODES = ("eager", "cuda_graph")
-# tf32 is float32 run with TF32 allowed (tf32_flags).
-TORCH_DTYPES = {**{d: DTYPES_BY_NAME[d] for d in ("float32", "float16", "bfloat16")},
-                "tf32": torch.float32}
 RESULTS = "survey.jsonl"
 PLOTS = ("util_vs_batch.png", "util_vs_throughput.png", "util_vs_top1.png")
 LABELLED = 12  # models named in a panel of util_vs_batch.png when it has more
@@ -94,20 +91,6 @@ def imagenet_top1(name: str) -> float | None:
         return None
 
 
-@contextlib.contextmanager
-def tf32_flags(dtype: str) -> Iterator[None]:
-    """TF32 on for "tf32", off for "float32" (cuBLAS matmuls and cuDNN convolutions), untouched
-    otherwise; restored on exit."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    try:
-        if dtype in ("float32", "tf32"):
-            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-            torch.backends.cudnn.allow_tf32 = dtype == "tf32"
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-
 def _key(row: dict[str, Any]) -> tuple[str, int, str, str]:
     return (row["model"], int(row["batch"]), row["dtype"], row["mode"])
 
@@ -124,51 +107,6 @@ def load_results(out: str) -> list[dict[str, Any]]:
                 except json.JSONDecodeError:
                     continue
     return rows
-
-
-class _Progress:
-    """tqdm when installed, else one text line on stderr rewritten in place."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.done, self.enabled = total, 0, enabled
-        self._bar = None
-        if enabled:
-            try:
-                from tqdm import tqdm
-
-                self._bar = tqdm(total=total, desc="survey", unit="config")
-            except ImportError:
-                pass
-        self._t0 = time.perf_counter()
-
-    def update(self, label: str) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.set_postfix_str(label)
-            self._bar.update(1)
-            return
-        elapsed = time.perf_counter() - self._t0
-        eta = elapsed / self.done * (self.total - self.done)
-        sys.stderr.write(f"\rsurvey [{self.done}/{self.total}] {elapsed:.0f}s elapsed, ~{eta:.0f}s left: {label}\033[K")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-        elif self.enabled and self.total:
-            sys.stderr.write("\n")
-
-
-def _json_safe(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
-    return v
 
 
 def _channels_last(config: SurveyConfig) -> bool:
@@ -228,7 +166,7 @@ def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
         return rows
     bandwidth, bandwidth_source = memory_bandwidth(device)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    progress = _Progress(len(todo), config.progress)
+    progress = Progress(len(todo), "survey", "config", enabled=config.progress, in_place=True)
     built: tuple[tuple[str, str], torch.nn.Module | Exception] | None = None
     try:
         with open(os.path.join(config.out, RESULTS), "a") as sink:
@@ -260,9 +198,9 @@ def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
                     if device.type == "cuda":
                         torch.cuda.empty_cache()
                 row["config_seconds"] = time.perf_counter() - t0
-                sink.write(json.dumps(_json_safe(row)) + "\n")
+                sink.write(json.dumps(json_safe(row)) + "\n")
                 sink.flush()
-                rows.append(_json_safe(row))
+                rows.append(json_safe(row))
                 progress.update(f"{model_name} b{batch} {dtype} {mode}")
     finally:
         progress.close()
@@ -300,11 +238,7 @@ def roofline_plot_name(model: str) -> str:
 
 
 def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     ok = _ok(rows)
     written = []
 
@@ -486,8 +420,7 @@ def write_outputs(rows: list[dict[str, Any]], config: SurveyConfig, plots: bool 
         w.writeheader()
         for r in rows:
             w.writerow(_flat(r))
-    with open(os.path.join(out, "survey.json"), "w") as f:
-        json.dump(rows, f)
+    write_json(os.path.join(out, "survey.json"), rows)
     written = ["survey.csv", "survey.json"]
     pngs = _plots(rows, out) if plots else []
     with open(os.path.join(out, "report.html"), "w") as f:
