@@ -16,6 +16,7 @@ import json
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,11 @@ __all__ = ["DTYPES", "MODES", "SurveyConfig", "build_classifier", "imagenet_top1
 DTYPES = tuple(TORCH_DTYPES)  # float32, tf32 (float32 with TF32 allowed), float16, bfloat16
 MODES = ("eager", "cuda_graph")
 RESULTS = "survey.jsonl"
+# What a row keeps of each op of its roofline, keyed by these torchutil.RooflineRow field names:
+# FLOPs, bytes, intensity (FLOP/byte), achieved kernel FLOP/s (None without a kernel trace),
+# attainable utilization and the bound class.
+OP_KEYS = ("op", "module", "flops", "bytes", "intensity", "achieved_flops_per_second",
+           "attainable_utilization", "bound")
 PLOTS = ("util_vs_batch.png", "util_vs_throughput.png", "util_vs_top1.png")
 LABELLED = 12  # models named in a panel of util_vs_batch.png when it has more
 
@@ -95,8 +101,23 @@ def _key(row: dict[str, Any]) -> tuple[str, int, str, str]:
     return (row["model"], int(row["batch"]), row["dtype"], row["mode"])
 
 
+def ops_by_name(row: dict[str, Any]) -> bool:
+    """Converts in place a row written before ops were stored by name (each op a list of the
+    OP_KEYS values, in that order) to the current form; True if the row was in the old form."""
+    ops = row.get("ops") or []
+    if not any(isinstance(o, list) for o in ops):
+        return False
+    for o in ops:
+        if not isinstance(o, list) or len(o) != len(OP_KEYS):
+            raise ValueError(f"torchutil: survey row {_key(row)} mixes op forms or holds an op that is "
+                             f"neither a dict by name nor a list of {len(OP_KEYS)} values: {o!r}")
+    row["ops"] = [dict(zip(OP_KEYS, o)) for o in ops]
+    return True
+
+
 def load_results(out: str) -> list[dict[str, Any]]:
-    """The rows of OUT/survey.jsonl; a line cut short by a crash is dropped (and rerun)."""
+    """The rows of OUT/survey.jsonl; a line cut short by a crash is dropped (and rerun). Rows
+    of the old form (ops as positional lists) are converted on reading, with a warning."""
     path = os.path.join(out, RESULTS)
     rows = []
     if os.path.exists(path):
@@ -106,6 +127,11 @@ def load_results(out: str) -> list[dict[str, Any]]:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError:
                     continue
+    old = sum(ops_by_name(r) for r in rows)
+    if old:
+        warnings.warn(f"torchutil: {old} row(s) of {path} store each op as a positional list (surveys "
+                      f"written before ops were stored by name); read as {', '.join(OP_KEYS)}. "
+                      "benchmarks/survey_ops_by_name.py rewrites the file by name.", stacklevel=2)
     return rows
 
 
@@ -135,10 +161,7 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
         "peak_dtype": result.peak_dtype,
         "ridge_intensity": roof.ridge_intensity,
         "bounds": roof.counts(),
-        # Per op: name, module, FLOPs, bytes, intensity, achieved kernel FLOP/s (NaN without a
-        # trace), attainable utilization, class.
-        "ops": [[r.op, r.module, r.flops, r.bytes, r.intensity, r.achieved_flops_per_second,
-                 r.attainable_utilization, r.bound] for r in roof.rows],
+        "ops": [{k: getattr(r, k) for k in OP_KEYS} for r in roof.rows],
     }
 
 
@@ -326,23 +349,24 @@ def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
         r = max((x for x in ok if x["model"] == model), key=lambda x: x["batch"])
         peak = r["summary"]["peak_flops_per_second"]
         bandwidth = r["bandwidth"]
-        ops = [o for o in r["ops"] if o[4] is not None and o[4] > 0]
+        ops = [o for o in r["ops"] if o["intensity"] is not None and o["intensity"] > 0]
         fig, ax = plt.subplots(figsize=(7, 5))
-        lo = min([o[4] for o in ops] + [r["ridge_intensity"] / 100])
-        hi = max([o[4] for o in ops] + [r["ridge_intensity"] * 100])
+        lo = min([o["intensity"] for o in ops] + [r["ridge_intensity"] / 100])
+        hi = max([o["intensity"] for o in ops] + [r["ridge_intensity"] * 100])
         xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
         ax.plot(xs, [min(peak, x * bandwidth) for x in xs], color="black", lw=1.5,
                 label=f"roofline: {peak / 1e12:.3g} TFLOP/s, {bandwidth / 1e9:.3g} GB/s")
         colors = {"compute-bound": "tab:blue", "memory-bound": "tab:orange", "overhead-bound": "tab:red", "unknown": "gray"}
-        traced = any(o[5] is not None for o in ops)
+        traced = any(o["achieved_flops_per_second"] is not None for o in ops)
         for bound, color in colors.items():
-            sel = [o for o in ops if o[7] == bound]
+            sel = [o for o in ops if o["bound"] == bound]
             if not sel:
                 continue
             # With a kernel trace, each op at its achieved kernel FLOP/s; without, at the roof.
-            ys = [o[5] if traced and o[5] is not None else o[6] * peak for o in sel]
-            sizes = [8 + 60 * math.sqrt(o[2] / max(1, max(p[2] for p in ops))) for o in sel]
-            ax.scatter([o[4] for o in sel], ys, s=sizes, color=color, alpha=0.6, label=f"{bound} ops ({len(sel)})")
+            ys = [o["achieved_flops_per_second"] if traced and o["achieved_flops_per_second"] is not None
+                  else o["attainable_utilization"] * peak for o in sel]
+            sizes = [8 + 60 * math.sqrt(o["flops"] / max(1, max(p["flops"] for p in ops))) for o in sel]
+            ax.scatter([o["intensity"] for o in sel], ys, s=sizes, color=color, alpha=0.6, label=f"{bound} ops ({len(sel)})")
         s = r["summary"]
         if s.get("arithmetic_intensity") and s.get("achieved_flops_per_second"):
             ax.scatter([s["arithmetic_intensity"]], [s["achieved_flops_per_second"]], marker="*", s=160,
