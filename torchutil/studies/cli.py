@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 
 import torch
 
-from torchutil.models import DTYPES, build_classifier
+from torchutil.models import DTYPES, build_classifier, classifier_image_size
 from torchutil.profiler import profile
 from torchutil.studies._common import exit_on_error, fail
 
@@ -50,7 +50,7 @@ def _profile_command(args: argparse.Namespace) -> int:
     dtype = DTYPES[dtype_name]
     batch = args.batch or (32 if on_cuda else 4)
     channels_last = on_cuda if args.channels_last is None else args.channels_last
-    size = args.image_size or (299 if args.model == "inception_v3" else 224)
+    size = args.image_size or classifier_image_size(args.model)
 
     model = build_model(args.model).eval().to(device=device, dtype=dtype)
     x = torch.randn(batch, 3, size, size, device=device, dtype=dtype)

@@ -24,7 +24,7 @@ import torch
 
 from torchutil._json import json_safe
 from torchutil.fields import FIELDS
-from torchutil.models import build_classifier
+from torchutil.models import build_classifier, classifier_image_size
 from torchutil.profiler import profile
 from torchutil.rooflines import memory_bandwidth, roofline
 from torchutil.studies._common import TORCH_DTYPES, Progress, pyplot, tf32_flags, write_json
@@ -144,7 +144,7 @@ def _channels_last(config: SurveyConfig) -> bool:
 def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batch: int, dtype: str,
              mode: str, bandwidth: float) -> dict[str, Any]:
     device = torch.device(config.device)
-    size = config.image_size or (299 if model_name == "inception_v3" else 224)
+    size = config.image_size or classifier_image_size(model_name)
     channels_last = _channels_last(config)
     x = torch.randn(batch, 3, size, size, device=device, dtype=TORCH_DTYPES[dtype])
     if channels_last:
