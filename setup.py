@@ -24,6 +24,13 @@ from torch.utils import cpp_extension  # noqa: E402  (reads CUDA_HOME on import)
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
+def _version():
+    """torchutil/_version.py's __version__, read as text: importing torchutil needs the extension
+    this script builds."""
+    with open(os.path.join(ROOT, "torchutil", "_version.py")) as f:
+        return re.search(r'^__version__ = "([^"]+)"$', f.read(), re.M).group(1)
+
+
 def _cuda_toolkit_major(cuda_home):
     header = os.path.join(cuda_home, "include", "cuda_runtime_api.h")
     if not os.path.exists(header):
@@ -125,7 +132,7 @@ def _extension():
 
 setup(
     name="torchutil",
-    version="0.1.0",
+    version=_version(),
     description="GPU utilization of PyTorch inference: FLOPs counted in the dispatcher, "
     "kernels traced with CUPTI, utilization as tensors",
     packages=find_packages(include=["torchutil", "torchutil.*"]),
@@ -135,10 +142,20 @@ setup(
     package_data={"torchutil.nas": ["data/*.csv", "data/*.md"]},
     include_package_data=False,
     python_requires=">=3.10",
-    install_requires=["torch>=2.4"],
-    # The survey's plots (python -m torchutil survey) need matplotlib; tqdm draws its progress
-    # bar when present (else a plain text line). Neither is needed to profile.
-    extras_require={"plot": ["matplotlib", "tqdm"]},
+    # numpy: torchutil.nas (rank statistics) and the NAS studies.
+    install_requires=["torch>=2.4", "numpy"],
+    extras_require={
+        # torchvision's classifiers: the command line's model names (profile, survey), the
+        # fold benchmark's resnet18_cifar. An extra, not a requirement: pip would replace an
+        # installed torch with the one the newest torchvision pins; install the torchvision
+        # that matches your torch.
+        "vision": ["torchvision"],
+        # timm:<name> models in the command line and the survey.
+        "timm": ["timm"],
+        # The studies' plots (survey, nas correlate, nas search) need matplotlib; tqdm draws
+        # their progress bars when present (else a plain text line). Neither is needed to profile.
+        "plot": ["matplotlib", "tqdm"],
+    },
     ext_modules=[_extension()],
     cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
 )

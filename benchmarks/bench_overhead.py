@@ -25,7 +25,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import torchutil
-from torchutil.cli import DTYPES, build_model
+from torchutil.models import DTYPES, build_classifier
 
 
 def _sync(device: torch.device) -> None:
@@ -57,7 +57,7 @@ def main() -> None:
     device = torch.device(args.device)
     dtype = DTYPES[args.dtype]
     channels_last = device.type == "cuda" if args.channels_last is None else args.channels_last
-    model = build_model(args.model).eval().to(device=device, dtype=dtype)
+    model = build_classifier(args.model).eval().to(device=device, dtype=dtype)
     x = torch.randn(args.batch, 3, 224, 224, device=device, dtype=dtype)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)

@@ -14,7 +14,7 @@ import json
 import torch
 
 import torchutil
-from torchutil.cli import build_model
+from torchutil.models import build_classifier
 
 # (model, batch, graph) -> utilization in % of 989.4 TFLOP/s, from MISSION.md.
 REFERENCE = {
@@ -36,7 +36,7 @@ def main() -> None:
     print(f"{'model':<20}{'batch':>6}{'mode':>11}{'util %':>9}{'ref %':>8}{'kern util %':>12}"
           f"{'busy %':>8}{'ms/fwd':>9}{'kern ms':>9}{'kernels':>8}  trace")
     for (name, batch, graph), ref in REFERENCE.items():
-        model = build_model(name).eval().to(device=device, dtype=torch.float16).to(memory_format=torch.channels_last)
+        model = build_classifier(name).eval().to(device=device, dtype=torch.float16).to(memory_format=torch.channels_last)
         x = torch.randn(batch, 3, 224, 224, device=device, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
         r = torchutil.profile(model, x, warmup=5, iters=args.iters, cuda_graph=graph)
         row = {"model": name, "batch": batch, "mode": r.timing_mode, "reference_percent": ref,

@@ -4,7 +4,8 @@
 #   system: a C++ compiler, CMake, Ninja, GoogleTest (libgtest-dev), chromium (the survey
 #           test screenshots its HTML report)
 #   Python: torch + torchvision (only if torch is missing; TORCHUTIL_TORCH_SPEC overrides
-#           which), pytest, matplotlib (the survey's plots; optional for users)
+#           which), pytest, ruff (the lint step of scripts/test.sh), matplotlib (the survey's
+#           plots; optional for users)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -30,6 +31,7 @@ if ! "$PYTHON" -c "import torch, torchvision" 2>/dev/null; then
   "$PYTHON" -m pip install -q $TORCH_SPEC
 fi
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+"$PYTHON" -m ruff --version >/dev/null 2>&1 || "$PYTHON" -m pip install -q ruff
 # Optional for users (the `plot` extra), needed by the survey tests: its PNG plots.
 "$PYTHON" -c "import matplotlib" 2>/dev/null || "$PYTHON" -m pip install -q matplotlib
 "$PYTHON" -c "import setuptools, wheel" 2>/dev/null || "$PYTHON" -m pip install -q setuptools wheel

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Runs every test: the GoogleTest suite through CTest, then pytest. Installs first.
+# Runs every test: ruff (pyproject.toml's rules), the GoogleTest suite through CTest, then
+# pytest. Installs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 ./scripts/install.sh
+
+"$PYTHON" -m ruff check .
 
 prefix=$("$PYTHON" -c "import torch; print(torch.utils.cmake_prefix_path)")
 cmake -S . -B cmake-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"

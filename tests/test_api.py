@@ -232,7 +232,10 @@ def test_profiler_matches_profile():
     block = prof.result
     assert (block.matrix_flops, block.vector_flops, block.bytes) == (
         profiled.matrix_flops, profiled.vector_flops, profiled.bytes)
-    key = lambda r: (r.op, r.module, r.dtype, r.calls, r.matrix_flops, r.vector_flops, r.bytes)
+
+    def key(r):
+        return (r.op, r.module, r.dtype, r.calls, r.matrix_flops, r.vector_flops, r.bytes)
+
     assert [key(r) for r in block.ops] == [key(r) for r in profiled.ops]
     assert block.timing_mode == "wall"
     assert block.iterations == 1

@@ -147,7 +147,7 @@ def test_fold_depthwise():
 
 
 def test_fold_bench_cli(tmp_path):
-    from torchutil.cli import main
+    from torchutil.studies.cli import main
 
     assert main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "12",
                  "--warmup", "0", "--iters", "1", "--out", str(tmp_path)]) == 0
@@ -192,7 +192,7 @@ def test_fold_multiple_of_widths():
 
 @pytest.mark.parametrize("name", ["spec_3conv_32", "resnet18_cifar"])
 def test_fuse_batchnorm_same_outputs_fewer_ops(name):
-    from torchutil.foldbench import fuse_batchnorm
+    from torchutil.studies.foldbench import fuse_batchnorm
 
     model, size, _ = build(name)
     # Non-trivial BatchNorm statistics, so that fusing them is checked.
@@ -214,7 +214,7 @@ def test_fuse_batchnorm_same_outputs_fewer_ops(name):
 
 
 def test_fold_bench_cli_variants(tmp_path):
-    from torchutil.cli import main
+    from torchutil.studies.cli import main
     import json
 
     assert main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "8",

@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from torchutil import FIELDS
-from torchutil.cli import main
-from torchutil.nas import evaluate as ev
 from torchutil.nas import natsbench as nb
-from torchutil.nas import search as se
-from torchutil.nas import correlate as co
 from torchutil.nas import reward
 from torchutil.nas.stats import kendall, kendall_pairs, rankdata, spearman
+from torchutil.studies import nas_correlate as co
+from torchutil.studies import nas_evaluate as ev
+from torchutil.studies import nas_search as se
+from torchutil.studies.cli import main
 
 FAST = dict(dataset="ImageNet16-120", batch=1, dtype="float32", device="cpu", warmup=0, iters=1)
 
@@ -71,17 +71,6 @@ def test_parse_and_shard_indices(tmp_path):
     with pytest.raises(ValueError, match="rank"):
         ev.shard_indices(indices, 4, 4)
     assert ev.shard_path(tmp_path / "results.sqlite", 3) == tmp_path / "results.rank3.sqlite"
-
-
-@pytest.mark.parametrize("index", [0, 6111, 15624])
-def test_network_pool_is_the_network(index):
-    pool = ev.NetworkPool("ImageNet16-120", "cpu")
-    model = pool.get(index)
-    ref = nb.network(index, "ImageNet16-120")
-    assert str(model.arch) == str(ref.arch)
-    assert [(k, v.shape) for k, v in model.state_dict().items()] == [(k, v.shape) for k, v in ref.state_dict().items()]
-    assert nb.macs_and_params(model, "ImageNet16-120", device="cpu") == nb.macs_and_params(ref, "ImageNet16-120")
-    assert not model.training
 
 
 def test_evaluate_resumes(tmp_path, capsys):

@@ -42,6 +42,11 @@ def test_table(table):
     assert max(table, key=lambda r: r.cifar100_test_acc).index == 9930
     assert max(table, key=lambda r: r.imagenet16_test_acc).index == 857
     assert table[0].to_dict()["arch"] == str(table[0].arch)
+    row = table[6111]
+    assert [row.test_accuracy(d) for d in nb.DATASETS] == [
+        row.cifar10_test_acc, row.cifar100_test_acc, row.imagenet16_test_acc]
+    with pytest.raises(ValueError, match="unknown dataset"):
+        row.test_accuracy("imagenet")
 
 
 # --- strings -----------------------------------------------------------------------------------
@@ -276,6 +281,17 @@ def test_state_dict_names_follow_xautodl():
     }
     assert expected <= keys
     assert not any(k.startswith("cells.0.layers.1.") or k.startswith("cells.0.layers.2.") for k in keys)
+
+
+@pytest.mark.parametrize("index", [0, 6111, 15624])
+def test_network_pool_is_the_network(index):
+    pool = nb.NetworkPool("ImageNet16-120", "cpu")
+    model = pool.get(index)
+    ref = nb.network(index, "ImageNet16-120")
+    assert str(model.arch) == str(ref.arch)
+    assert [(k, v.shape) for k, v in model.state_dict().items()] == [(k, v.shape) for k, v in ref.state_dict().items()]
+    assert nb.macs_and_params(model, "ImageNet16-120", device="cpu") == nb.macs_and_params(ref, "ImageNet16-120")
+    assert not model.training
 
 
 def test_macs_and_params_leaves_the_model_alone():

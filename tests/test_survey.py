@@ -3,6 +3,7 @@ resume, the HTML report in a headless browser, and the tf32 flags."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -11,8 +12,10 @@ import time
 import pytest
 import torch
 
-from torchutil import survey
-from torchutil.cli import main
+import torchutil
+from torchutil.studies import survey
+from torchutil.studies._common import tf32_flags
+from torchutil.studies.cli import main
 
 pytest.importorskip("matplotlib", reason="the survey's plots need matplotlib (pip install torchutil[plot])")
 
@@ -49,6 +52,7 @@ def test_writes_every_output(survey_dir):
         assert 0 < r["summary"]["utilization"]
         assert r["top1"] == pytest.approx(survey.imagenet_top1(r["model"]))
         assert r["ops"] and sum(r["bounds"].values()) == len(r["ops"])
+        assert all(list(o) == list(survey.OP_KEYS) for o in r["ops"])
     with open(survey_dir / "survey.csv") as f:
         table = list(csv.DictReader(f))
     assert len(table) == 4 and float(table[0]["utilization"]) > 0
@@ -106,6 +110,22 @@ def test_resume_drops_a_cut_line(tmp_path):
     assert survey.load_results(str(tmp_path)) == [good]
 
 
+def test_op_keys_are_roofline_fields():
+    assert set(survey.OP_KEYS) <= {f.name for f in dataclasses.fields(torchutil.RooflineRow)}
+
+
+def test_old_positional_ops_are_read_by_name(tmp_path):
+    op = ["aten::convolution", "features.0", 140747200, 734848, 191.5, None, 0.93, "memory-bound"]
+    old = {"model": "m", "batch": 1, "dtype": "float32", "mode": "eager", "status": "ok", "ops": [op, op]}
+    new = {**old, "model": "n", "ops": [dict(zip(survey.OP_KEYS, op))]}
+    (tmp_path / survey.RESULTS).write_text(json.dumps(old) + "\n" + json.dumps(new) + "\n")
+    with pytest.warns(UserWarning, match="1 row.* positional list"):
+        rows = survey.load_results(str(tmp_path))
+    assert rows[0]["ops"] == [dict(zip(survey.OP_KEYS, op))] * 2 and rows[1] == new
+    with pytest.raises(ValueError, match="neither a dict by name nor a list of 8 values"):
+        survey.ops_by_name({**old, "ops": [op[:5]]})
+
+
 def test_failed_configuration_is_recorded(tmp_path):
     config = survey.SurveyConfig(models=["no_such_model"], batches=[1], dtypes=["float32"],
                                  modes=["eager"], out=str(tmp_path), progress=False)
@@ -118,12 +138,12 @@ def test_failed_configuration_is_recorded(tmp_path):
 def test_tf32_flags_restored():
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     for dtype, expected in (("tf32", True), ("float32", False)):
-        with survey.tf32_flags(dtype):
+        with tf32_flags(dtype):
             assert torch.backends.cuda.matmul.allow_tf32 is expected
             assert torch.backends.cudnn.allow_tf32 is expected
         assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == saved
     with pytest.raises(RuntimeError):
-        with survey.tf32_flags("tf32"):
+        with tf32_flags("tf32"):
             raise RuntimeError("restored on errors too")
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == saved
 

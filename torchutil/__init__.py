@@ -12,6 +12,7 @@ multiply-accumulate; matrix versus vector FLOPs) is documented in docs/counting.
 """
 from torchutil import _ops  # noqa: F401  (loads torchutil._C and the util:: ops)
 from torchutil._ops import build_info
+from torchutil._version import __version__ as __version__  # re-exported
 from torchutil.fields import (FIELDS, KERNEL_FIELDS, OP_FIELDS, ROOFLINE_FIELDS, TEXT_FIELDS, FieldSpec,
                               field, schema)
 from torchutil.folding import FoldedModel, fold
@@ -46,4 +47,3 @@ __all__ = [
     "UnknownOp",
     "utilization",
 ]
-__version__ = "0.1.0"

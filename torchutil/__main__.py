@@ -1,3 +1,3 @@
-from torchutil.cli import main
+from torchutil.studies.cli import main
 
 raise SystemExit(main())

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 __all__ = ["DTYPES", "FOLD_BENCH_MODELS", "SPECIALIZED", "build", "build_classifier",
-           "noscope_cnn", "resnet18_cifar", "specialized_cnn"]
+           "classifier_image_size", "noscope_cnn", "resnet18_cifar", "specialized_cnn"]
 
 #: dtype names the commands accept (the survey adds "tf32": float32 with TF32 allowed).
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
@@ -41,9 +41,13 @@ def build_classifier(name: str) -> nn.Module:
         try:
             import timm
         except ImportError:
-            raise ValueError(f"torchutil: {name} needs timm (pip install timm)") from None
+            raise ValueError(f"torchutil: {name} needs timm (pip install torchutil[timm])") from None
         return timm.create_model(name.removeprefix("timm:"), pretrained=False)
-    import torchvision
+    try:
+        import torchvision
+    except ImportError:
+        raise ValueError(f"torchutil: {name} needs torchvision (pip install torchutil[vision], or the "
+                         "torchvision release that matches your torch)") from None
 
     available = torchvision.models.list_models(module=torchvision.models)
     if name not in available:
@@ -52,6 +56,12 @@ def build_classifier(name: str) -> nn.Module:
     # Their auxiliary heads only train; init_weights=False skips a slow scipy initialization.
     kwargs = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
     return torchvision.models.get_model(name, weights=None, **kwargs)
+
+
+def classifier_image_size(name: str) -> int:
+    """The input height and width a classifier of build_classifier is made for: 299 for
+    inception_v3, 224 for the others."""
+    return 299 if name == "inception_v3" else 224
 
 
 def specialized_cnn(channels: Sequence[int] = (32, 64), classes: int = 2,

@@ -1,18 +1,20 @@
-"""Neural-architecture-search spaces for torchutil's utilization studies.
+"""Neural-architecture search with utilization: the library side.
 
 natsbench: the NATS-Bench topology search space (= NAS-Bench-201, 15,625 cells): architecture
 strings, the benchmark's index order, isomorphism keys, the packaged accuracy table and the
 networks themselves, with their cost counted by torchutil in the benchmark's convention.
-evaluate: the full-space sweep into SQLite (`python -m torchutil nas evaluate`); stats: rank
-correlations with ties; correlate: utilization versus accuracy (RQ3); search: simulated
-REINFORCE NAS with utilization as reward and pre-filter (RQ4/RQ5); reward(): utilization as a
-reward tensor for a user's own search loop.
+stats: rank correlations with ties. reward(): utilization as a reward tensor for a user's own
+search loop.
+
+The studies built on them (the full-space sweep, correlate, the simulated search: `python -m
+torchutil nas ...`) live in torchutil.studies (nas_evaluate, nas_correlate, nas_search).
 """
 from torchutil.nas import natsbench
 from torchutil.nas.natsbench import (
     AccuracyRow,
     Arch,
     NetworkCost,
+    NetworkPool,
     TinyNetwork,
     arch_of_index,
     index_of_arch,
@@ -32,6 +34,7 @@ __all__ = [
     "AccuracyRow",
     "Arch",
     "NetworkCost",
+    "NetworkPool",
     "TinyNetwork",
     "arch_of_index",
     "index_of_arch",

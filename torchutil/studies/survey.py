@@ -9,34 +9,37 @@ Plots need matplotlib (pip install torchutil[plot]); the progress bar uses tqdm 
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import html
 import itertools
 import json
 import math
 import os
-import sys
 import time
+import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
+from torchutil._json import json_safe
 from torchutil.fields import FIELDS
-from torchutil.models import DTYPES as DTYPES_BY_NAME, build_classifier
+from torchutil.models import build_classifier, classifier_image_size
 from torchutil.profiler import profile
 from torchutil.rooflines import memory_bandwidth, roofline
+from torchutil.studies._common import TORCH_DTYPES, Progress, pyplot, tf32_flags, write_json
 
 __all__ = ["DTYPES", "MODES", "SurveyConfig", "build_classifier", "imagenet_top1", "run_survey",
            "write_outputs"]
 
-DTYPES = ("float32", "tf32", "float16", "bfloat16")
+DTYPES = tuple(TORCH_DTYPES)  # float32, tf32 (float32 with TF32 allowed), float16, bfloat16
 MODES = ("eager", "cuda_graph")
-# tf32 is float32 run with TF32 allowed (tf32_flags).
-TORCH_DTYPES = {**{d: DTYPES_BY_NAME[d] for d in ("float32", "float16", "bfloat16")},
-                "tf32": torch.float32}
 RESULTS = "survey.jsonl"
+# What a row keeps of each op of its roofline, keyed by these torchutil.RooflineRow field names:
+# FLOPs, bytes, intensity (FLOP/byte), achieved kernel FLOP/s (None without a kernel trace),
+# attainable utilization and the bound class.
+OP_KEYS = ("op", "module", "flops", "bytes", "intensity", "achieved_flops_per_second",
+           "attainable_utilization", "bound")
 PLOTS = ("util_vs_batch.png", "util_vs_throughput.png", "util_vs_top1.png")
 LABELLED = 12  # models named in a panel of util_vs_batch.png when it has more
 
@@ -94,26 +97,27 @@ def imagenet_top1(name: str) -> float | None:
         return None
 
 
-@contextlib.contextmanager
-def tf32_flags(dtype: str) -> Iterator[None]:
-    """TF32 on for "tf32", off for "float32" (cuBLAS matmuls and cuDNN convolutions), untouched
-    otherwise; restored on exit."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    try:
-        if dtype in ("float32", "tf32"):
-            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-            torch.backends.cudnn.allow_tf32 = dtype == "tf32"
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-
 def _key(row: dict[str, Any]) -> tuple[str, int, str, str]:
     return (row["model"], int(row["batch"]), row["dtype"], row["mode"])
 
 
+def ops_by_name(row: dict[str, Any]) -> bool:
+    """Converts in place a row written before ops were stored by name (each op a list of the
+    OP_KEYS values, in that order) to the current form; True if the row was in the old form."""
+    ops = row.get("ops") or []
+    if not any(isinstance(o, list) for o in ops):
+        return False
+    for o in ops:
+        if not isinstance(o, list) or len(o) != len(OP_KEYS):
+            raise ValueError(f"torchutil: survey row {_key(row)} mixes op forms or holds an op that is "
+                             f"neither a dict by name nor a list of {len(OP_KEYS)} values: {o!r}")
+    row["ops"] = [dict(zip(OP_KEYS, o)) for o in ops]
+    return True
+
+
 def load_results(out: str) -> list[dict[str, Any]]:
-    """The rows of OUT/survey.jsonl; a line cut short by a crash is dropped (and rerun)."""
+    """The rows of OUT/survey.jsonl; a line cut short by a crash is dropped (and rerun). Rows
+    of the old form (ops as positional lists) are converted on reading, with a warning."""
     path = os.path.join(out, RESULTS)
     rows = []
     if os.path.exists(path):
@@ -123,52 +127,12 @@ def load_results(out: str) -> list[dict[str, Any]]:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError:
                     continue
+    old = sum(ops_by_name(r) for r in rows)
+    if old:
+        warnings.warn(f"torchutil: {old} row(s) of {path} store each op as a positional list (surveys "
+                      f"written before ops were stored by name); read as {', '.join(OP_KEYS)}. "
+                      "benchmarks/survey_ops_by_name.py rewrites the file by name.", stacklevel=2)
     return rows
-
-
-class _Progress:
-    """tqdm when installed, else one text line on stderr rewritten in place."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.done, self.enabled = total, 0, enabled
-        self._bar = None
-        if enabled:
-            try:
-                from tqdm import tqdm
-
-                self._bar = tqdm(total=total, desc="survey", unit="config")
-            except ImportError:
-                pass
-        self._t0 = time.perf_counter()
-
-    def update(self, label: str) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.set_postfix_str(label)
-            self._bar.update(1)
-            return
-        elapsed = time.perf_counter() - self._t0
-        eta = elapsed / self.done * (self.total - self.done)
-        sys.stderr.write(f"\rsurvey [{self.done}/{self.total}] {elapsed:.0f}s elapsed, ~{eta:.0f}s left: {label}\033[K")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-        elif self.enabled and self.total:
-            sys.stderr.write("\n")
-
-
-def _json_safe(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
-    return v
 
 
 def _channels_last(config: SurveyConfig) -> bool:
@@ -180,7 +144,7 @@ def _channels_last(config: SurveyConfig) -> bool:
 def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batch: int, dtype: str,
              mode: str, bandwidth: float) -> dict[str, Any]:
     device = torch.device(config.device)
-    size = config.image_size or (299 if model_name == "inception_v3" else 224)
+    size = config.image_size or classifier_image_size(model_name)
     channels_last = _channels_last(config)
     x = torch.randn(batch, 3, size, size, device=device, dtype=TORCH_DTYPES[dtype])
     if channels_last:
@@ -197,10 +161,7 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
         "peak_dtype": result.peak_dtype,
         "ridge_intensity": roof.ridge_intensity,
         "bounds": roof.counts(),
-        # Per op: name, module, FLOPs, bytes, intensity, achieved kernel FLOP/s (NaN without a
-        # trace), attainable utilization, class.
-        "ops": [[r.op, r.module, r.flops, r.bytes, r.intensity, r.achieved_flops_per_second,
-                 r.attainable_utilization, r.bound] for r in roof.rows],
+        "ops": [{k: getattr(r, k) for k in OP_KEYS} for r in roof.rows],
     }
 
 
@@ -228,7 +189,7 @@ def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
         return rows
     bandwidth, bandwidth_source = memory_bandwidth(device)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    progress = _Progress(len(todo), config.progress)
+    progress = Progress(len(todo), "survey", "config", enabled=config.progress, in_place=True)
     built: tuple[tuple[str, str], torch.nn.Module | Exception] | None = None
     try:
         with open(os.path.join(config.out, RESULTS), "a") as sink:
@@ -260,9 +221,9 @@ def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
                     if device.type == "cuda":
                         torch.cuda.empty_cache()
                 row["config_seconds"] = time.perf_counter() - t0
-                sink.write(json.dumps(_json_safe(row)) + "\n")
+                sink.write(json.dumps(json_safe(row)) + "\n")
                 sink.flush()
-                rows.append(_json_safe(row))
+                rows.append(json_safe(row))
                 progress.update(f"{model_name} b{batch} {dtype} {mode}")
     finally:
         progress.close()
@@ -300,11 +261,7 @@ def roofline_plot_name(model: str) -> str:
 
 
 def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     ok = _ok(rows)
     written = []
 
@@ -392,23 +349,24 @@ def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
         r = max((x for x in ok if x["model"] == model), key=lambda x: x["batch"])
         peak = r["summary"]["peak_flops_per_second"]
         bandwidth = r["bandwidth"]
-        ops = [o for o in r["ops"] if o[4] is not None and o[4] > 0]
+        ops = [o for o in r["ops"] if o["intensity"] is not None and o["intensity"] > 0]
         fig, ax = plt.subplots(figsize=(7, 5))
-        lo = min([o[4] for o in ops] + [r["ridge_intensity"] / 100])
-        hi = max([o[4] for o in ops] + [r["ridge_intensity"] * 100])
+        lo = min([o["intensity"] for o in ops] + [r["ridge_intensity"] / 100])
+        hi = max([o["intensity"] for o in ops] + [r["ridge_intensity"] * 100])
         xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
         ax.plot(xs, [min(peak, x * bandwidth) for x in xs], color="black", lw=1.5,
                 label=f"roofline: {peak / 1e12:.3g} TFLOP/s, {bandwidth / 1e9:.3g} GB/s")
         colors = {"compute-bound": "tab:blue", "memory-bound": "tab:orange", "overhead-bound": "tab:red", "unknown": "gray"}
-        traced = any(o[5] is not None for o in ops)
+        traced = any(o["achieved_flops_per_second"] is not None for o in ops)
         for bound, color in colors.items():
-            sel = [o for o in ops if o[7] == bound]
+            sel = [o for o in ops if o["bound"] == bound]
             if not sel:
                 continue
             # With a kernel trace, each op at its achieved kernel FLOP/s; without, at the roof.
-            ys = [o[5] if traced and o[5] is not None else o[6] * peak for o in sel]
-            sizes = [8 + 60 * math.sqrt(o[2] / max(1, max(p[2] for p in ops))) for o in sel]
-            ax.scatter([o[4] for o in sel], ys, s=sizes, color=color, alpha=0.6, label=f"{bound} ops ({len(sel)})")
+            ys = [o["achieved_flops_per_second"] if traced and o["achieved_flops_per_second"] is not None
+                  else o["attainable_utilization"] * peak for o in sel]
+            sizes = [8 + 60 * math.sqrt(o["flops"] / max(1, max(p["flops"] for p in ops))) for o in sel]
+            ax.scatter([o["intensity"] for o in sel], ys, s=sizes, color=color, alpha=0.6, label=f"{bound} ops ({len(sel)})")
         s = r["summary"]
         if s.get("arithmetic_intensity") and s.get("achieved_flops_per_second"):
             ax.scatter([s["arithmetic_intensity"]], [s["achieved_flops_per_second"]], marker="*", s=160,
@@ -486,8 +444,7 @@ def write_outputs(rows: list[dict[str, Any]], config: SurveyConfig, plots: bool 
         w.writeheader()
         for r in rows:
             w.writerow(_flat(r))
-    with open(os.path.join(out, "survey.json"), "w") as f:
-        json.dump(rows, f)
+    write_json(os.path.join(out, "survey.json"), rows)
     written = ["survey.csv", "survey.json"]
     pngs = _plots(rows, out) if plots else []
     with open(os.path.join(out, "report.html"), "w") as f:

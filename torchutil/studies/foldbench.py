@@ -13,21 +13,18 @@ forwards absorb the tuning).
 """
 from __future__ import annotations
 
-import contextlib
 import csv
-import json
-import math
 import os
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from torchutil.folding import FoldedModel, fold
 from torchutil.models import FOLD_BENCH_MODELS, build
 from torchutil.profiler import profile
-from torchutil.survey import TORCH_DTYPES, tf32_flags
+from torchutil.studies._common import TORCH_DTYPES, cudnn_autotune, tf32_flags, write_json
 
-__all__ = ["COLUMNS", "cudnn_autotune", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
+__all__ = ["COLUMNS", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
 
 COLUMNS = ["model", "f", "batch", "dtype", "device", "mode", "fuse_bn", "multiple_of", "cudnn_benchmark",
            "image_size", "utilization", "kernel_utilization", "inputs_per_second", "throughput_gain", "utilization_gain",
@@ -86,17 +83,6 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
     return rows
 
 
-@contextlib.contextmanager
-def cudnn_autotune(on: bool) -> Iterator[None]:
-    """torch.backends.cudnn.benchmark = on inside the block; restored on exit."""
-    saved = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = on
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.benchmark = saved
-
-
 def fuse_batchnorm(model: torch.nn.Module) -> torch.nn.Module:
     """A copy of an eval-mode model with each Conv2d -> BatchNorm2d pair fused into one Conv2d
     (torch.fx.experimental.optimization.fuse); a FoldedModel keeps its wrapper and has its
@@ -125,7 +111,5 @@ def write_outputs(rows: list[dict[str, Any]], out: str) -> list[str]:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
         w.writerows(rows)
-    clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()} for r in rows]
-    with open(os.path.join(out, "fold_bench.json"), "w") as f:
-        json.dump(clean, f, indent=1)
+    write_json(os.path.join(out, "fold_bench.json"), rows, indent=1)
     return ["fold_bench.csv", "fold_bench.json"]

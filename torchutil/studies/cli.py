@@ -1,23 +1,25 @@
 """Command line: python -m torchutil profile [MODEL] [options]
                python -m torchutil nas {evaluate,merge,correlate,search} [options]
-               python -m torchutil survey [options]      (torchutil/survey.py)
-               python -m torchutil fold-bench [options]  (torchutil/foldbench.py)
+               python -m torchutil survey [options]      (torchutil/studies/survey.py)
+               python -m torchutil fold-bench [options]  (torchutil/studies/foldbench.py)
 
 With no arguments it profiles resnet50 on the best device present (CUDA if available, else
 the CPU) and prints the summary and the top ops. `nas` runs the NATS-Bench studies
-(torchutil.nas: evaluate, correlate, search).
+(torchutil/studies/nas_evaluate.py, nas_correlate.py, nas_search.py).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
-from torchutil.models import DTYPES, build_classifier
+from torchutil.models import DTYPES, build_classifier, classifier_image_size
 from torchutil.profiler import profile
+from torchutil.studies._common import exit_on_error, fail
 
 DEFAULT_MODEL = "resnet50"
 
@@ -27,26 +29,28 @@ def _pick_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"torchutil: --device {name}: CUDA is not available on this machine")
+        raise fail(f"--device {name}: CUDA is not available on this machine")
     return device
+
+
+def _default_dtype(device: torch.device) -> str:
+    return "float16" if device.type == "cuda" else "float32"
 
 
 def build_model(name: str) -> torch.nn.Module:
     """build_classifier for the command line: an unknown name ends the program with the list."""
-    try:
+    with exit_on_error():
         return build_classifier(name)
-    except ValueError as e:
-        raise SystemExit(str(e)) from None
 
 
 def _profile_command(args: argparse.Namespace) -> int:
     device = _pick_device(args.device)
     on_cuda = device.type == "cuda"
-    dtype_name = args.dtype or ("float16" if on_cuda else "float32")
+    dtype_name = args.dtype or _default_dtype(device)
     dtype = DTYPES[dtype_name]
     batch = args.batch or (32 if on_cuda else 4)
     channels_last = on_cuda if args.channels_last is None else args.channels_last
-    size = args.image_size or (299 if args.model == "inception_v3" else 224)
+    size = args.image_size or classifier_image_size(args.model)
 
     model = build_model(args.model).eval().to(device=device, dtype=dtype)
     x = torch.randn(batch, 3, size, size, device=device, dtype=dtype)
@@ -74,14 +78,14 @@ def _profile_command(args: argparse.Namespace) -> int:
 
 
 def _nas_evaluate(args: argparse.Namespace) -> int:
-    from torchutil.nas import evaluate as ev
+    from torchutil.studies import nas_evaluate as ev
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     device = _pick_device(args.device)
     on_cuda = device.type == "cuda"
     config = ev.EvalConfig(
         dataset=args.dataset, batch=args.batch or (256 if on_cuda else 8),
-        dtype=args.dtype or ("float16" if on_cuda else "float32"), device=str(device),
+        dtype=args.dtype or _default_dtype(device), device=str(device),
         warmup=args.warmup, iters=args.iters, cuda_graph=args.cuda_graph, trace=args.trace,
         channels_last=on_cuda if args.channels_last is None else args.channels_last)
     indices = ev.parse_indices(args.indices)
@@ -111,11 +115,11 @@ def _nas_evaluate(args: argparse.Namespace) -> int:
 
 
 def _nas_merge(args: argparse.Namespace) -> int:
-    from torchutil.nas import evaluate as ev
+    from torchutil.studies import nas_evaluate as ev
 
     shards = args.shards or list(ev.iter_shards(args.db))
     if not shards:
-        raise SystemExit(f"torchutil: no shards given and none found next to {args.db}")
+        raise fail(f"no shards given and none found next to {args.db}")
     copied = ev.merge(args.db, shards)
     print(f"merged {copied} rows from {len(shards)} shard(s) into {args.db}")
     return 0
@@ -125,12 +129,25 @@ def _csv_path(text: str) -> str | None:
     return None if text == "packaged" else text
 
 
+@contextlib.contextmanager
+def _plots_need_matplotlib() -> Iterator[None]:
+    try:
+        yield
+    except ModuleNotFoundError as e:
+        if e.name != "matplotlib":
+            raise
+        raise SystemExit("torchutil.nas: the plots need matplotlib; pip install matplotlib "
+                         "(or pass --no-plots)") from None
+
+
 def _nas_correlate(args: argparse.Namespace) -> int:
-    from torchutil.nas import correlate as co
+    from torchutil.studies import nas_correlate as co
 
     results, joined = co.correlate(args.db, _csv_path(args.csv))
     print(co.format_table(results))
-    for path in co.write_outputs(args.out, results, joined, plots=not args.no_plots):
+    with _plots_need_matplotlib():
+        written = co.write_outputs(args.out, results, joined, plots=not args.no_plots)
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -141,7 +158,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def _nas_search(args: argparse.Namespace) -> int:
-    from torchutil.nas import search as se
+    from torchutil.studies import nas_search as se
 
     space = se.SearchSpace.from_db(args.db, args.dataset, _csv_path(args.csv), dataset=args.measured_dataset,
                                    batch=args.batch, dtype=args.dtype, device=args.device, mode=args.mode)
@@ -150,8 +167,7 @@ def _nas_search(args: argparse.Namespace) -> int:
         wanted = args.strategies.split(",")
         unknown = set(wanted) - {s.name for s in strategies}
         if unknown:
-            raise SystemExit(f"torchutil: unknown strategies {sorted(unknown)}; they are "
-                             + ", ".join(s.name for s in strategies))
+            raise fail(f"unknown strategies {sorted(unknown)}; they are " + ", ".join(s.name for s in strategies))
         strategies = [s for s in strategies if s.name in wanted]
     cost = se.CostModel(args.eval_base_seconds, args.eval_seconds_per_mmac, args.measure_seconds)
     runs = se.run_strategies(space, strategies, _seeds(args.seeds), iterations=args.iterations,
@@ -161,7 +177,9 @@ def _nas_search(args: argparse.Namespace) -> int:
     print(f"REINFORCE on {space.dataset} accuracy, {int(space.available.sum())} measured archs, "
           f"{len(_seeds(args.seeds))} seed(s), {args.iterations} iterations:")
     print(se.format_summary(se.summarize(runs, space)))
-    for path in se.write_outputs(args.out, runs, space, plots=not args.no_plots):
+    with _plots_need_matplotlib():
+        written = se.write_outputs(args.out, runs, space, plots=not args.no_plots)
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -238,7 +256,7 @@ def _add_nas_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _survey_command(args: argparse.Namespace) -> int:
-    from torchutil import survey
+    from torchutil.studies import survey
 
     device = _pick_device(args.device)
     on_cuda = device.type == "cuda"
@@ -253,7 +271,7 @@ def _survey_command(args: argparse.Namespace) -> int:
     if args.report_only:
         rows = survey.load_results(args.out)
         if not rows:
-            raise SystemExit(f"torchutil: --report-only: no results in {os.path.join(args.out, survey.RESULTS)}")
+            raise fail(f"--report-only: no results in {os.path.join(args.out, survey.RESULTS)}")
     else:
         rows = survey.run_survey(config)
     for note in config.skipped:
@@ -270,18 +288,16 @@ def _survey_command(args: argparse.Namespace) -> int:
 
 
 def _fold_bench_command(args: argparse.Namespace) -> int:
-    from torchutil import foldbench
+    from torchutil.studies import foldbench
     from torchutil.models import FOLD_BENCH_MODELS
 
     device = _pick_device(args.device)
-    dtype = args.dtype or ("float16" if device.type == "cuda" else "float32")
-    try:
+    dtype = args.dtype or _default_dtype(device)
+    with exit_on_error():
         rows = foldbench.run_fold_bench(args.models or list(FOLD_BENCH_MODELS), args.f, device=str(device),
                                         batch=args.batch, dtype=dtype, warmup=args.warmup, iters=args.iters,
                                         cuda_graph=args.cuda_graph, fuse_bn=args.fuse_bn,
                                         multiple_of=args.multiple_of, cudnn_benchmark=args.cudnn_benchmark)
-    except ValueError as e:
-        raise SystemExit(str(e)) from None
     print(f"fold-bench: batch {args.batch}, {dtype}, on {device}, "
           f"{'CUDA graph' if args.cuda_graph else 'eager'}{', BatchNorm fused' if args.fuse_bn else ''}"
           f"{', cuDNN autotuned' if args.cudnn_benchmark else ''}"
@@ -293,7 +309,7 @@ def _fold_bench_command(args: argparse.Namespace) -> int:
 
 
 def _add_survey_parsers(sub: argparse._SubParsersAction) -> None:
-    from torchutil.survey import DTYPES as SURVEY_DTYPES, MODES as SURVEY_MODES
+    from torchutil.studies.survey import DTYPES as SURVEY_DTYPES, MODES as SURVEY_MODES
 
     s = sub.add_parser("survey", help="utilization of many CNNs over batch sizes, dtypes, modes")
     s.add_argument("--models", nargs="+", default=None,

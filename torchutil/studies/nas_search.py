@@ -32,7 +32,6 @@ the best reward among those it evaluated fully.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from dataclasses import asdict, dataclass, field
@@ -43,7 +42,8 @@ import numpy as np
 import torch
 
 from torchutil.nas import natsbench as nb
-from torchutil.nas.evaluate import read_rows
+from torchutil.studies._common import nas_error, pyplot, write_json
+from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
 __all__ = [
     "FILTERS",
@@ -61,13 +61,7 @@ __all__ = [
 ]
 
 FILTERS = ("none", "threshold", "quantile")
-_ACCURACY_COLUMN = {"cifar10": "cifar10_test_acc", "cifar100": "cifar100_test_acc",
-                    "ImageNet16-120": "imagenet16_test_acc"}
 _METRIC_COLUMN = {"utilization": "utilization", "throughput": "inputs_per_second"}
-
-
-def _error(message: str) -> ValueError:
-    return ValueError(f"torchutil.nas: {message}")
 
 
 @dataclass(frozen=True)
@@ -102,19 +96,19 @@ class SearchSpace:
         where: key columns that pick one measurement config (batch=256, dtype="float16", ...);
         an error names the configs when the db holds several and none is picked."""
         dataset = accuracy_dataset
-        if dataset not in _ACCURACY_COLUMN:
-            raise _error(f"accuracy dataset must be one of {', '.join(_ACCURACY_COLUMN)}, got {dataset!r}")
+        if dataset not in nb.DATASETS:
+            raise nas_error(f"accuracy dataset must be one of {', '.join(nb.DATASETS)}, got {dataset!r}")
         rows = read_rows(db, **where)
         if not rows:
-            raise _error(f"no measurements in {db} for {where or 'any config'}; run `nas evaluate` first")
-        configs = {tuple(r[k] for k in ("dataset", "batch", "dtype", "device", "mode")) for r in rows}
+            raise nas_error(f"no measurements in {db} for {where or 'any config'}; run `nas evaluate` first")
+        configs = {tuple(r[k] for k in CONFIG_COLUMNS) for r in rows}
         if len(configs) > 1:
-            raise _error(f"{db} holds several configs {sorted(configs)}; pick one with "
+            raise nas_error(f"{db} holds several configs {sorted(configs)}; pick one with "
                          "--measured-dataset/--batch/--dtype/--device/--mode")
         table = nb.load_accuracy_table(table_csv)
         n = len(table)
         space = cls(
-            accuracy=np.array([getattr(r, _ACCURACY_COLUMN[dataset]) for r in table]),
+            accuracy=np.array([r.test_accuracy(dataset) for r in table]),
             utilization=np.full(n, np.nan), throughput=np.full(n, np.nan),
             macs_m=np.array([r.flops_m for r in table]), measure_seconds=np.full(n, np.nan),
             available=np.zeros(n, dtype=bool), dataset=dataset)
@@ -125,12 +119,12 @@ class SearchSpace:
             space.measure_seconds[i] = r["eval_seconds"]
             space.available[i] = math.isfinite(r["utilization"]) and math.isfinite(r["inputs_per_second"])
         if not space.available.any():
-            raise _error(f"no finite utilization in {db}")
+            raise nas_error(f"no finite utilization in {db}")
         return space
 
     def metric(self, name: str) -> np.ndarray:
         if name not in _METRIC_COLUMN:
-            raise _error(f"reward metric must be one of {', '.join(_METRIC_COLUMN)}, got {name!r}")
+            raise nas_error(f"reward metric must be one of {', '.join(_METRIC_COLUMN)}, got {name!r}")
         return self.utilization if name == "utilization" else self.throughput
 
     def normalized(self, name: str) -> np.ndarray:
@@ -151,9 +145,9 @@ class Strategy:
 
     def __post_init__(self) -> None:
         if self.filter not in FILTERS:
-            raise _error(f"filter must be one of {', '.join(FILTERS)}, got {self.filter!r}")
+            raise nas_error(f"filter must be one of {', '.join(FILTERS)}, got {self.filter!r}")
         if self.reward_metric is not None and self.reward_metric not in _METRIC_COLUMN:
-            raise _error(f"reward metric must be None or one of {', '.join(_METRIC_COLUMN)}, got {self.reward_metric!r}")
+            raise nas_error(f"reward metric must be None or one of {', '.join(_METRIC_COLUMN)}, got {self.reward_metric!r}")
 
     @property
     def name(self) -> str:
@@ -250,7 +244,7 @@ def run_search(space: SearchSpace, strategy: Strategy, seed: int, *, iterations:
             if space.available[index]:
                 break
         else:
-            raise _error("the policy keeps sampling archs the db has no measurement of")
+            raise nas_error("the policy keeps sampling archs the db has no measurement of")
         if index not in seen and needs_measurement:
             seen.add(index)
             measured.append(util[index])
@@ -338,18 +332,6 @@ def summarize(runs: Sequence[SearchRun], space: SearchSpace) -> list[dict[str, A
     return out
 
 
-def _require_matplotlib() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise SystemExit("torchutil.nas: the plots need matplotlib; pip install matplotlib "
-                         "(or pass --no-plots)") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def write_outputs(out: str | os.PathLike[str], runs: Sequence[SearchRun], space: SearchSpace,
                   plots: bool = True) -> list[Path]:
     """runs.csv (one row per run), summary.csv / summary.json (per strategy), pareto.csv (the
@@ -367,7 +349,7 @@ def write_outputs(out: str | os.PathLike[str], runs: Sequence[SearchRun], space:
         w = csv.DictWriter(f, fieldnames=[k for k in summary[0] if k != "pareto_front"])
         w.writeheader()
         w.writerows({k: v for k, v in s.items() if k != "pareto_front"} for s in summary)
-    written[2].write_text(json.dumps({"dataset": space.dataset, "strategies": summary}, indent=2))
+    write_json(written[2], {"dataset": space.dataset, "strategies": summary}, indent=2)
     with open(written[3], "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["strategy", "index", "arch", "accuracy", "throughput", "utilization"])
@@ -376,7 +358,7 @@ def write_outputs(out: str | os.PathLike[str], runs: Sequence[SearchRun], space:
                 w.writerow([s["strategy"], i, str(nb.arch_of_index(i)), space.accuracy[i],
                             space.throughput[i], space.utilization[i]])
     if plots:
-        plt = _require_matplotlib()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(7, 5))
         avail = np.flatnonzero(space.available)
         ax.scatter(space.throughput[avail], space.accuracy[avail], s=2, c="0.85", label="space")

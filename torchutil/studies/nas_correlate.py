@@ -10,7 +10,6 @@ output train to chance level and would dominate the ranks of the cheapest cells)
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from pathlib import Path
@@ -19,17 +18,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from torchutil.nas import natsbench as nb
-from torchutil.nas.evaluate import read_rows
 from torchutil.nas.stats import kendall, spearman
+from torchutil.studies._common import nas_error, pyplot, write_json
+from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
 __all__ = ["ACCURACY_DATASETS", "METRICS", "correlate", "format_table", "write_outputs"]
 
-ACCURACY_DATASETS = {"cifar10": "cifar10_test_acc", "cifar100": "cifar100_test_acc",
-                     "ImageNet16-120": "imagenet16_test_acc"}
+# The datasets of the accuracy table (natsbench.AccuracyRow.test_accuracy).
+ACCURACY_DATASETS = tuple(nb.DATASETS)
 # Metric name -> db column.
 METRICS = {"utilization": "utilization", "throughput": "inputs_per_second", "flops": "flops",
            "params": "params"}
-_CONFIG = ("dataset", "batch", "dtype", "device", "mode")
 
 
 def _config_name(config: tuple[Any, ...]) -> str:
@@ -43,12 +42,12 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
     the joined arrays (index, metrics, accuracies) the plots use."""
     rows = read_rows(db)
     if not rows:
-        raise ValueError(f"torchutil.nas: no measurements in {db}; run `nas evaluate` first")
+        raise nas_error(f"no measurements in {db}; run `nas evaluate` first")
     table = nb.load_accuracy_table(table_csv)
     connected = np.array([nb.is_connected(r.arch) for r in table])
     by_config: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
-        by_config.setdefault(tuple(r[k] for k in _CONFIG), []).append(r)
+        by_config.setdefault(tuple(r[k] for k in CONFIG_COLUMNS), []).append(r)
     results: list[dict[str, Any]] = []
     joined: dict[tuple, dict[str, np.ndarray]] = {}
     for config, crow in sorted(by_config.items()):
@@ -56,8 +55,8 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
         data = {"index": idx, "connected": connected[idx]}
         for m in metrics:
             data[m] = np.array([r[METRICS[m]] for r in crow])
-        for ds, column in ACCURACY_DATASETS.items():
-            data[ds] = np.array([getattr(table[i], column) for i in idx])
+        for ds in ACCURACY_DATASETS:
+            data[ds] = np.array([table[i].test_accuracy(ds) for i in idx])
         joined[config] = data
         for subset in ("all", "connected"):
             keep = np.ones(idx.size, dtype=bool) if subset == "all" else data["connected"]
@@ -66,7 +65,7 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
                     ok = keep & np.isfinite(data[m])
                     x, y = data[m][ok], data[ds][ok]
                     results.append({
-                        "config": _config_name(config), **dict(zip(_CONFIG, config)),
+                        "config": _config_name(config), **dict(zip(CONFIG_COLUMNS, config)),
                         "subset": subset, "accuracy_dataset": ds, "metric": m, "n": int(ok.sum()),
                         "spearman": spearman(x, y) if ok.sum() >= 2 else math.nan,
                         "kendall": kendall(x, y) if ok.sum() >= 2 else math.nan,
@@ -102,13 +101,10 @@ def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]]
         w = csv.DictWriter(f, fieldnames=list(results[0]))
         w.writeheader()
         w.writerows(results)
-    clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in results]
-    written[1].write_text(json.dumps(clean, indent=2))
+    write_json(written[1], results, indent=2)
     if not plots:
         return written
-    from torchutil.nas.search import _require_matplotlib
-
-    plt = _require_matplotlib()
+    plt = pyplot()
     for config, data in joined.items():
         metrics = [m for m in METRICS if m in data]
         fig, axes = plt.subplots(len(metrics), len(ACCURACY_DATASETS), squeeze=False,

@@ -14,15 +14,15 @@ trace unless asked), and one row in SQLite. The input and the peak FLOP/s are ma
 sweep. Building a TinyNetwork is ~340 nn.Module constructions (~20 ms of Python on a 2-core
 CPU, whatever the device), more than a profile of it on a GPU, so by default a sweep builds
 the network once and, per arch, only swaps the edge ops of its 15 cells from a pool of the
-15 x 6 x 5 edge modules made once on the device (NetworkPool: the same module tree as
-natsbench.network(arch), with random weights). rebuild=True builds every network afresh.
+15 x 6 x 5 edge modules made once on the device (natsbench.NetworkPool: the same module tree
+as natsbench.network(arch), with random weights). rebuild=True builds every network afresh.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sqlite3
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,12 +35,13 @@ import torchutil
 from torchutil.fields import FIELDS
 from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
+from torchutil.studies._common import Progress, cudnn_autotune, nas_error
 
 __all__ = [
+    "CONFIG_COLUMNS",
     "KEY_COLUMNS",
     "METRIC_COLUMNS",
     "EvalConfig",
-    "NetworkPool",
     "SweepStats",
     "connect",
     "distributed_sweep",
@@ -60,6 +61,8 @@ __all__ = [
 # A row's identity. `device` is the device type ("cuda", "cpu"): the shards of one sweep run on
 # cuda:0..cuda:7 and are one measurement; the GPU's name is in `device_name`.
 KEY_COLUMNS = ("idx", "dataset", "batch", "dtype", "device", "mode")
+# One measurement config: a row's key without the arch index.
+CONFIG_COLUMNS = KEY_COLUMNS[1:]
 # Copied from the profile summary (torchutil.FIELDS); kernel figures are NaN (NULL) untraced.
 SUMMARY_COLUMNS = ("utilization", "matrix_utilization", "flops", "matrix_flops", "bytes",
                    "seconds", "inputs_per_second", "achieved_flops_per_second",
@@ -80,10 +83,6 @@ CREATE TABLE IF NOT EXISTS results (
 _COLUMNS = (*KEY_COLUMNS, "arch", "device_name", *METRIC_COLUMNS)
 
 
-def _error(message: str) -> ValueError:
-    return ValueError(f"torchutil.nas: {message}")
-
-
 @dataclass(frozen=True)
 class EvalConfig:
     """What one sweep measures. mode is "eager" or "cuda_graph"; trace=False skips CUPTI (the
@@ -102,9 +101,9 @@ class EvalConfig:
     def __post_init__(self) -> None:
         nb.input_shape(self.dataset)  # checks the name
         if self.dtype not in DTYPES:
-            raise _error(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+            raise nas_error(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.batch < 1 or self.iters < 1 or self.warmup < 0:
-            raise _error(f"need batch >= 1, iters >= 1, warmup >= 0; got {self.batch}, {self.iters}, {self.warmup}")
+            raise nas_error(f"need batch >= 1, iters >= 1, warmup >= 0; got {self.batch}, {self.iters}, {self.warmup}")
 
     @property
     def mode(self) -> str:
@@ -131,7 +130,7 @@ def parse_indices(text: str | None) -> list[int]:
         else:
             i = int(part)
             if not 0 <= i < n:
-                raise _error(f"index {i} is outside [0, {n})")
+                raise nas_error(f"index {i} is outside [0, {n})")
             out.append(i)
     return list(dict.fromkeys(out))
 
@@ -139,7 +138,7 @@ def parse_indices(text: str | None) -> list[int]:
 def shard_indices(indices: Sequence[int], rank: int, world_size: int) -> list[int]:
     """The indices rank `rank` of `world_size` evaluates: those with i % world_size == rank."""
     if not 0 <= rank < world_size:
-        raise _error(f"rank must be in [0, world_size={world_size}), got {rank}")
+        raise nas_error(f"rank must be in [0, world_size={world_size}), got {rank}")
     return [i for i in indices if i % world_size == rank]
 
 
@@ -173,7 +172,7 @@ def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> 
         where = {k: v for k, v in where.items() if v is not None}
         for k in where:
             if k not in KEY_COLUMNS:
-                raise _error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
+                raise nas_error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
         clause = " AND ".join(f"{k}=?" for k in where) or "1"
         cur = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM results WHERE {clause} ORDER BY idx",
                           tuple(where.values()))
@@ -217,45 +216,6 @@ def _make_input(config: EvalConfig, device: torch.device) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last) if config.channels_last else x
 
 
-class NetworkPool:
-    """The NATS-Bench network of any arch in microseconds: one TinyNetwork built once on
-    `device`, whose cells' edge ops are swapped per arch from modules built once (for each cell
-    position, edge and op). get(index) returns that one network set to the arch: the same
-    module tree, parameter count and FLOPs as natsbench.network(index, dataset), with random
-    weights. Not thread-safe: get() changes the network in place."""
-
-    def __init__(self, dataset: str, device: torch.device | str, dtype: torch.dtype = torch.float32,
-                 channels_last: bool = False) -> None:
-        device = torch.device(device)
-        with device:
-            self.model = nb.network(0, dataset)
-            self.cells: list[nb.InferCell] = []
-            edges: list[list[dict[str, nn.Module]]] = []
-            channels = self.model.stem[0].out_channels
-            for cell in self.model.cells:
-                if isinstance(cell, nb.ResNetBasicblock):
-                    channels = cell.conv_b.op[1].out_channels
-                    continue
-                self.cells.append(cell)
-                edges.append([{op: nb._edge_op(op, channels) for op in nb.OPS} for _ in nb.EDGES])
-        self.pool = edges
-        # One holder so that dtype, memory format and eval mode reach every pooled module.
-        holder = nn.ModuleList([self.model, *(m for cell in edges for edge in cell for m in edge.values())])
-        holder.eval()
-        holder.to(dtype=dtype)
-        if channels_last:
-            holder.to(memory_format=torch.channels_last)
-
-    def get(self, arch: nb.Arch | str | int) -> nb.TinyNetwork:
-        arch = nb._as_arch(arch)
-        self.model.arch = arch
-        for cell, edges in zip(self.cells, self.pool):
-            cell.arch = arch
-            for k, op in enumerate(arch.ops):
-                cell.layers[k] = edges[k][op]
-        return self.model
-
-
 def _build(index: int, config: EvalConfig, device: torch.device) -> nn.Module:
     # Parameters are created (and initialized) on the device: no host copy per arch.
     with device:
@@ -269,7 +229,7 @@ def _build(index: int, config: EvalConfig, device: torch.device) -> nn.Module:
 
 
 def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: float | None = None,
-                  device: torch.device | None = None, pool: NetworkPool | None = None) -> dict[str, Any]:
+                  device: torch.device | None = None, pool: nb.NetworkPool | None = None) -> dict[str, Any]:
     """Profiles the network of arch `index` on x (taken from `pool`, else built afresh on the
     device): one result row."""
     device = torch.device(config.device) if device is None else device
@@ -303,35 +263,6 @@ def insert_rows(con: sqlite3.Connection, rows: list[dict[str, Any]]) -> None:
     con.commit()
 
 
-class _Progress:
-    """tqdm if it is installed, else one text line every `every` seconds on stderr."""
-
-    def __init__(self, total: int, desc: str, every: float = 10.0) -> None:
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            tqdm = None
-        self._bar = tqdm(total=total, desc=desc, unit="arch") if tqdm is not None and total else None
-        self.total, self.desc, self.every = total, desc, every
-        self.done, self._t0, self._last = 0, time.perf_counter(), 0.0
-
-    def update(self, n: int = 1) -> None:
-        self.done += n
-        if self._bar is not None:
-            self._bar.update(n)
-            return
-        now = time.perf_counter()
-        if now - self._last >= self.every or self.done == self.total:
-            self._last = now
-            rate = (now - self._t0) / max(self.done, 1)
-            print(f"{self.desc}: {self.done}/{self.total} archs, {1e3 * rate:.1f} ms/arch, "
-                  f"{rate * (self.total - self.done):.0f} s left", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-
 @dataclass
 class SweepStats:
     """What a sweep did. seconds_per_arch: wall time per evaluated arch (construction, profile
@@ -356,26 +287,25 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
           skip: Iterable[int] = ()) -> SweepStats:
     """Evaluates `indices` (this rank's share of them) with `config` into `db`, skipping rows
     that are already there (and the indices in `skip`), committing every `commit_every` archs.
-    rebuild: build every network afresh instead of swapping edge ops in one (NetworkPool)."""
+    rebuild: build every network afresh instead of swapping edge ops in one (nb.NetworkPool)."""
     device = torch.device(config.device)
     if device.type == "cuda":
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
-        torch.backends.cudnn.benchmark = cudnn_benchmark
     mine = shard_indices(indices, rank, world_size)
-    con = connect(db)
-    try:
+    with contextlib.closing(connect(db)) as con, cudnn_autotune(cudnn_benchmark):
         done = finished_indices(con, config) | set(skip)
         todo = [i for i in mine if i not in done]
         x = _make_input(config, device)
         pool = None
         if todo and not rebuild:
-            pool = NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
+            pool = nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
         peak = None
         if device.type != "meta":
             peak, _ = torchutil.peak_flops(device, DTYPES[config.dtype])  # once, not per arch
-        bar = _Progress(len(todo), f"nas evaluate rank {rank}" if world_size > 1 else "nas evaluate") if progress else None
+        bar = Progress(len(todo), f"nas evaluate rank {rank}" if world_size > 1 else "nas evaluate", "arch",
+                       enabled=progress, every=10.0)
         pending: list[dict[str, Any]] = []
         build = 0.0
         t0 = time.perf_counter()
@@ -386,15 +316,11 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
             if len(pending) >= commit_every:
                 insert_rows(con, pending)
                 pending.clear()
-            if bar is not None:
-                bar.update()
+            bar.update()
         if pending:
             insert_rows(con, pending)
         seconds = time.perf_counter() - t0
-        if bar is not None:
-            bar.close()
-    finally:
-        con.close()
+        bar.close()
     per_arch = seconds / len(todo) if todo else math.nan
     return SweepStats(
         evaluated=len(todo), skipped=len(mine) - len(todo), seconds=seconds, seconds_per_arch=per_arch,

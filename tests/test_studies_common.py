@@ -1,0 +1,53 @@
+"""torchutil.studies._common: what the study commands share (JSON without NaN, progress, exits)."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pytest
+
+from torchutil._json import json_safe
+from torchutil.studies._common import Progress, exit_on_error, fail, write_json
+
+
+def test_json_safe_and_write_json(tmp_path):
+    value = {"a": math.nan, "b": [1.5, math.inf, (-math.inf, 2)], "c": {"d": "x", "e": 3}}
+    assert json_safe(value) == {"a": None, "b": [1.5, None, [None, 2]], "c": {"d": "x", "e": 3}}
+    write_json(tmp_path / "v.json", value, indent=1)
+    text = (tmp_path / "v.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == json_safe(value)
+
+
+def test_progress_text_lines(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # the fallback without tqdm
+    bar = Progress(3, "survey", "config", in_place=True)
+    for label in ("a", "b", "c"):
+        bar.update(label)
+    bar.close()
+    err = capsys.readouterr().err
+    assert err.count("\r") == 3 and "survey [3/3]" in err and "ms/config" in err and err.endswith("\n")
+    # every=: at most one line per period, and always the last.
+    bar = Progress(5, "nas evaluate", "arch", every=3600.0)
+    for _ in range(5):
+        bar.update()
+    bar.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nas evaluate [5/5]")
+    for quiet in (Progress(2, "x", "y", enabled=False), Progress(0, "x", "y")):
+        quiet.update()
+        quiet.close()
+    assert capsys.readouterr().err == ""
+
+
+def test_exits():
+    with pytest.raises(SystemExit, match="^torchutil: no such thing$"):
+        raise fail("no such thing")
+    with pytest.raises(SystemExit, match="^torchutil: bad width$") as info:
+        with exit_on_error():
+            raise ValueError("torchutil: bad width")
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    with pytest.raises(KeyError):
+        with exit_on_error():
+            raise KeyError("not a user error")

@@ -1,0 +1,134 @@
+"""What the study commands share: JSON files without NaN, progress on stderr, how a command
+exits on a user's error, matplotlib without a display, and the backend flags a measurement
+sets and restores (TF32, cuDNN autotuning)."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from typing import Any, Iterator
+
+import torch
+
+from torchutil._json import json_safe
+
+__all__ = ["TORCH_DTYPES", "Progress", "cudnn_autotune", "exit_on_error", "fail", "nas_error",
+           "pyplot", "tf32_flags", "write_json"]
+
+# The dtypes the survey and fold-bench measure in: "tf32" is float32 with TF32 allowed in
+# cuBLAS and cuDNN (tf32_flags), "float32" the same with TF32 off.
+TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
+                "bfloat16": torch.bfloat16}
+
+
+def write_json(path: str | os.PathLike[str], value: Any, **kwargs: Any) -> None:
+    """json.dumps(value, **kwargs) into `path`, non-finite floats written as null."""
+    with open(path, "w") as f:
+        f.write(json.dumps(json_safe(value), **kwargs))
+
+
+def fail(message: str) -> SystemExit:
+    """`raise fail("...")`: the command stops, printing "torchutil: ..." and exiting with 1."""
+    return SystemExit(f"torchutil: {message}")
+
+
+@contextlib.contextmanager
+def exit_on_error() -> Iterator[None]:
+    """A ValueError raised inside (a bad model name, factor or width: its message already says
+    what and why) ends the command with that message instead of a traceback."""
+    try:
+        yield
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+
+
+def nas_error(message: str) -> ValueError:
+    """The error of a bad argument to the NAS studies: `raise nas_error("...")`."""
+    return ValueError(f"torchutil.nas: {message}")
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot drawing to files only (the Agg backend); ImportError without matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+class Progress:
+    """Progress through `total` pieces of work on stderr: a tqdm bar when tqdm is installed,
+    else a text line with the time per piece and the time left, rewritten in place
+    (in_place=True) or printed anew at most every `every` seconds (for logs, and for several
+    ranks sharing one terminal). Nothing at all with enabled=False or no work."""
+
+    def __init__(self, total: int, desc: str, unit: str, *, enabled: bool = True,
+                 in_place: bool = False, every: float = 0.0) -> None:
+        self.total, self.desc, self.unit = total, desc, unit
+        self.enabled, self.in_place, self.every = enabled and total > 0, in_place, every
+        self.done = 0
+        self._bar = None
+        if self.enabled:
+            try:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, desc=desc, unit=unit)
+            except ImportError:
+                pass
+        self._t0 = self._last = time.perf_counter()
+
+    def update(self, label: str = "") -> None:
+        """One more piece done; `label` names it."""
+        self.done += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            if label:
+                self._bar.set_postfix_str(label)
+            self._bar.update(1)
+            return
+        now = time.perf_counter()
+        if now - self._last < self.every and self.done < self.total:
+            return
+        self._last = now
+        per = (now - self._t0) / self.done
+        line = (f"{self.desc} [{self.done}/{self.total}] {now - self._t0:.0f} s elapsed, "
+                f"{1e3 * per:.1f} ms/{self.unit}, ~{per * (self.total - self.done):.0f} s left"
+                + (f": {label}" if label else ""))
+        sys.stderr.write(f"\r{line}\033[K" if self.in_place else f"{line}\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self.enabled and self.in_place:
+            sys.stderr.write("\n")
+
+
+@contextlib.contextmanager
+def tf32_flags(dtype: str) -> Iterator[None]:
+    """TF32 on for "tf32", off for "float32" (cuBLAS matmuls and cuDNN convolutions), untouched
+    otherwise; restored on exit."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        if dtype in ("float32", "tf32"):
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+            torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@contextlib.contextmanager
+def cudnn_autotune(on: bool) -> Iterator[None]:
+    """torch.backends.cudnn.benchmark = on inside the block (cuDNN times its algorithms per
+    shape; the warm-up forwards absorb the tuning); restored on exit."""
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = on
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = saved
