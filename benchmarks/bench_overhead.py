@@ -6,7 +6,8 @@ For one model and input, interleaves rounds of:
   Profiler       the same inside `with torchutil.Profiler()` (counting + building the result)
   profile/fwd    torch.ops.util.profile(model, x, warmup=W, iters=N) wall time / (W + N) forwards:
                  what a NAS loop pays per forward (one counted forward, the rest unhooked;
-                 on CUDA with kernel tracing, and as profile-notrace/fwd without it)
+                 on CUDA with kernel tracing of the counted forward and one more, and as
+                 profile-notrace/fwd without it; the timed forwards are never traced)
   FlopCounter    model(x) inside torch.utils.flop_counter.FlopCounterMode
   torch.profiler model(x) inside torch.profiler.profile(with_flops=True)
 and prints medians and ratios to plain. Every timing synchronizes the device at both ends.

@@ -1,31 +1,40 @@
 #!/usr/bin/env bash
-# Everything the GPU machine has to show, in one go (run after building torchutil there, e.g.
-# scripts/device_run.sh benchmarks/run_gpu.sh). Results under $OUT (default ./gpu-results).
+# What the GPU machine has to show, in phases that each fit one device call (run after building
+# torchutil there: scripts/device_run.sh benchmarks/run_gpu.sh PHASE...). Results under $OUT
+# (default ./gpu-results); every step has its own time limit, so one hang does not cost the rest.
+#
+#   tests    the GPU tests (pytest -m cuda)
+#   repeat   twelve profile calls per configuration: CV of utilization (benchmarks/bench_repeatability.py)
+#   overhead counting and tracing cost, resnet50 fp16 batch 1 (benchmarks/bench_overhead.py)
+#   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
+#   reference utilization of the reference models and the README's Chrome trace
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/overhead.txt"
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/gpu.txt"
 
-# The whole test suite, GPU tests included.
-python3 -m pytest tests -q -p no:cacheprovider -rs -s > "$OUT/pytest.txt" 2>&1
-grep -E "passed|failed|error" "$OUT/pytest.txt" | tail -3
-
-# Counting and tracing overhead, resnet50 fp16 channels_last at batch 1 and 256.
-python3 benchmarks/bench_overhead.py --model resnet50 --batch 1 --device cuda --dtype float16 \
-  --json "$OUT/overhead_b1.json" 2>&1 | grep -v "^USDT\|^STAGE" | tee -a "$OUT/overhead.txt"
-python3 benchmarks/bench_overhead.py --model resnet50 --batch 256 --device cuda --dtype float16 \
-  --rounds 9 --json "$OUT/overhead_b256.json" 2>&1 | grep -v "^USDT\|^STAGE" | tee -a "$OUT/overhead.txt"
-
-# Utilization of the reference models.
-python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt"
-
-# A Chrome trace of resnet50 (batch 32) for the README's picture.
-python3 - "$OUT/trace_resnet50_b32.json" <<'PY'
-import sys, torch, torchvision, torchutil
-m = torchvision.models.resnet50(weights=None).eval().cuda().half().to(memory_format=torch.channels_last)
-x = torch.randn(32, 3, 224, 224, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
-r = torchutil.profile(m, x, warmup=3, iters=2, chrome_trace=True)
-r.save_trace(sys.argv[1])
-print(r.format(top=5))
-PY
+phases=("$@")
+[ ${#phases[@]} -gt 0 ] || phases=(tests repeat overhead)
+for phase in "${phases[@]}"; do
+  echo "=== $phase ($(date +%T))"
+  case $phase in
+    tests)
+      timeout 420 python3 -m pytest tests -m cuda -q -p no:cacheprovider -rs -s > "$OUT/pytest_cuda.txt" 2>&1
+      grep -E "passed|failed|error|FAILED" "$OUT/pytest_cuda.txt" | tail -8 ;;
+    repeat)
+      timeout 300 python3 benchmarks/bench_repeatability.py --timings eager auto auto+ci \
+        --json "$OUT/repeatability.json" 2>&1 | tee "$OUT/repeatability.txt" | tail -12 ;;
+    overhead)
+      timeout 240 python3 benchmarks/bench_overhead.py --model resnet50 --batch 1 --device cuda \
+        --dtype float16 --json "$OUT/overhead_b1.json" 2>&1 | grep -v "^USDT\|^STAGE" | tee "$OUT/overhead.txt" ;;
+    nastrial)
+      rm -f /tmp/nastrial.sqlite
+      timeout 240 python3 -m torchutil nas evaluate --db /tmp/nastrial.sqlite --indices 0:1000 --no-progress \
+        2>&1 | tee "$OUT/nastrial.txt" | tail -4 ;;
+    reference)
+      timeout 300 python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
+    *) echo "unknown phase $phase" ;;
+  esac
+done

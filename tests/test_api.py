@@ -342,3 +342,53 @@ def test_build_info():
     # Built against the torch that runs it (a mismatch would break the ABI).
     assert info["torch_version"].split("+")[0] == torch.__version__.split("+")[0]
     assert not info["cupti"] or info["cuda"]
+
+
+# ---- timing modes, adaptive repetition, bandwidth (CPU; the CUDA side is in test_cuda.py) ----
+
+def test_adaptive_repetition_reports_its_interval():
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+    x = torch.randn(8, 64)
+    r = torchutil.profile(model, x, warmup=1, iters=10, target_ci=0.5, max_time=5.0)
+    assert r.repetition.startswith("converged"), r.repetition
+    assert r.iterations >= 10
+    assert r.seconds_ci_low <= r.seconds <= r.seconds_ci_high
+    assert 0 <= r.seconds_relative_ci <= 0.5
+    assert r.seconds_relative_ci == pytest.approx((r.seconds_ci_high - r.seconds_ci_low) / 2 / r.seconds)
+    # A target no CPU meets: the time budget ends it, and says so.
+    r = torchutil.profile(model, x, warmup=0, iters=5, target_ci=1e-9, max_time=0.2)
+    assert r.repetition.startswith("time budget of 0.2 s reached"), r.repetition
+    assert r.iterations > 5
+    # Without a target exactly iters forwards are timed.
+    r = torchutil.profile(model, x, warmup=0, iters=7)
+    assert r.iterations == 7 and r.repetition == "fixed count of 7"
+
+
+def test_timing_auto_on_a_cpu_is_eager_and_says_why():
+    r = torchutil.profile(torch.nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=2, timing="auto")
+    assert r.timing_mode == "eager" and r.cuda_graph == 0.0
+    assert r.timing_note == "auto: eager, since CUDA graphs need a CUDA device, not cpu"
+    assert torchutil.profile(torch.nn.Linear(4, 4), torch.randn(2, 4), iters=2).timing_note == ""
+
+
+def test_bandwidth_utilization_is_bytes_over_time_over_bandwidth():
+    r = torchutil.profile(torch.nn.Linear(256, 256), torch.randn(64, 256), warmup=1, iters=5)
+    bandwidth, source = torchutil.memory_bandwidth("cpu")
+    assert r.peak_bytes_per_second == bandwidth and r.bandwidth_source == source
+    assert r.achieved_bytes_per_second == pytest.approx(r.bytes / r.seconds)
+    assert r.bandwidth_utilization == pytest.approx(r.bytes / r.seconds / bandwidth)
+    assert 0 < r.bandwidth_utilization
+    # Untraced, the per-op and kernel-time bandwidth figures do not exist (NaN, not 0).
+    assert all(o.kernel_bandwidth_utilization != o.kernel_bandwidth_utilization for o in r.ops)
+    assert r.kernel_bandwidth_utilization != r.kernel_bandwidth_utilization
+
+
+def test_reward_times_with_auto_by_default():
+    from torchutil.nas import reward
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).eval()
+    x = torch.randn(4, 16)
+    summary = torch.ops.util.profile(model, x, warmup=1, iters=3, timing="auto", trace=False)
+    assert torchutil.field(summary, "cuda_graph").item() == 0.0  # a CPU: auto is eager
+    r = reward(model, x, accuracy=0.5, weight=0.0)
+    assert r.item() == 0.5

@@ -113,3 +113,47 @@ def test_input_on_cuda_model_on_cpu():
         torchutil.profile(model, x)
     assert torch.ops.util._live_callbacks() == 0
 
+
+
+def test_timing_auto_replays_a_graph_and_converges(resnet18_fp16, batch):
+    r = torchutil.profile(resnet18_fp16, batch, warmup=3, iters=10, timing="auto", target_ci=0.005)
+    print(f"resnet18 fp16 b8 auto: {r.timing_mode}, {r.repetition}, util {100 * r.utilization:.3f} %, "
+          f"bandwidth util {100 * r.bandwidth_utilization:.2f} %")
+    assert r.timing_mode == "cuda_graph" and r.cuda_graph == 1 and r.timing_note == ""
+    assert r.repetition.startswith("converged"), r.repetition
+    assert r.seconds_relative_ci <= 0.005
+    assert 0 < r.bandwidth_utilization < 1
+    assert r.peak_bytes_per_second == torchutil.memory_bandwidth(batch.device)[0]
+
+
+def test_timing_auto_falls_back_to_eager_when_the_forward_cannot_be_captured(resnet18_fp16, batch):
+    def forward(x):
+        y = resnet18_fp16(x)
+        if y.float().abs().sum().item() < 0:  # .item() synchronizes: not allowed while capturing
+            raise AssertionError
+        return y
+
+    r = torchutil.profile(forward, batch, warmup=1, iters=3, timing="auto")
+    print(f"auto fallback: {r.timing_note}")
+    assert r.timing_mode == "eager" and r.cuda_graph == 0
+    assert r.timing_note.startswith("auto: eager, since the forward could not be captured"), r.timing_note
+    with pytest.raises(RuntimeError, match="could not be captured in a CUDA graph"):
+        torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph")
+    # Nothing is left behind: the next graph capture works.
+    assert torchutil.profile(resnet18_fp16, batch, warmup=1, iters=3, timing="cuda_graph").cuda_graph == 1
+    assert torch.ops.util._live_callbacks() == 0
+
+
+def test_trace_forwards_chooses_how_many_forwards_are_traced(resnet18_fp16, batch):
+    results = {n: torchutil.profile(resnet18_fp16, batch, warmup=2, iters=10, trace_forwards=n) for n in (0, 1, 3)}
+    for n, r in results.items():
+        assert r.trace_status == "on" and r.traced_forwards == n
+        timed = [k for k in r.kernels if k.timed]
+        counted = [k for k in r.kernels if not k.timed]
+        assert len(timed) == n * len(counted)
+        assert sorted({k.forward for k in timed}) == list(range(n))
+        assert r.kernel_attribution == ("timed" if n else "counted")
+    one, three = results[1], results[3]
+    assert one.kernels_per_forward == three.kernels_per_forward == results[0].kernels_per_forward
+    assert one.kernel_seconds == pytest.approx(three.kernel_seconds, rel=0.05)
+    assert one.kernel_bandwidth_utilization >= one.bandwidth_utilization

@@ -83,7 +83,9 @@ def test_evaluate_resumes(tmp_path, capsys):
     assert [r["idx"] for r in rows] == list(range(8))
     table = nb.load_accuracy_table()
     for r in rows:
-        assert (r["dataset"], r["batch"], r["dtype"], r["device"], r["mode"]) == ("ImageNet16-120", 1, "float32", "cpu", "eager")
+        # The sweep's default timing is "auto", which is eager on a CPU (no CUDA graph).
+        assert (r["dataset"], r["batch"], r["dtype"], r["device"], r["mode"]) == ("ImageNet16-120", 1, "float32", "cpu", "auto")
+        assert r["cuda_graph"] == 0.0 and r["bandwidth_utilization"] > 0
         assert r["arch"] == str(table[r["idx"]].arch)
         assert r["utilization"] > 0 and r["inputs_per_second"] > 0 and r["seconds"] > 0
         assert math.isnan(r["kernel_seconds"]) and math.isnan(r["gpu_busy_fraction"])  # no GPU trace
@@ -291,3 +293,22 @@ def test_reward():
     assert with_thr.item() == pytest.approx(0.1 + 1.5)
     with pytest.raises(ValueError, match="summary"):
         reward(None, None, summary=torch.zeros(3))
+
+
+def test_a_db_from_before_new_metric_columns_gets_them(tmp_path):
+    # The schema of earlier sweeps: no bandwidth, interval or cuda_graph columns.
+    import sqlite3
+
+    db = tmp_path / "old.sqlite"
+    old_metrics = [c for c in ev.METRIC_COLUMNS if c not in ("bandwidth_utilization", "peak_bytes_per_second",
+                                                              "seconds_relative_ci", "cuda_graph")]
+    con = sqlite3.connect(db)
+    con.execute(f"CREATE TABLE results ({', '.join(f'{c} TEXT' for c in ev.KEY_COLUMNS[1:3])}, idx INTEGER, "
+                f"dtype TEXT, device TEXT, mode TEXT, arch TEXT, device_name TEXT, "
+                f"{', '.join(f'{c} REAL' for c in old_metrics)}, PRIMARY KEY (idx, dataset, batch, dtype, device, mode))")
+    con.commit()
+    con.close()
+    stats = ev.sweep(ev.EvalConfig(**FAST), [0, 1], db, progress=False)
+    assert stats.evaluated == 2
+    rows = ev.read_rows(db)
+    assert [r["idx"] for r in rows] == [0, 1] and all(r["bandwidth_utilization"] > 0 for r in rows)

@@ -33,6 +33,7 @@ def reward(
     summary: torch.Tensor | None = None,
     warmup: int = 1,
     iters: int = 3,
+    timing: str = "auto",
     cuda_graph: bool = False,
     trace: bool = False,
     peak_flops: float | None = None,
@@ -40,14 +41,19 @@ def reward(
     """A 0-dim float64 tensor: accuracy (0 if None) + weight x utilization
     + throughput_weight x inputs_per_second / throughput_scale.
 
-    model, x: what torch.ops.util.profile(model, x, warmup=, iters=, cuda_graph=, trace=,
+    model, x: what torch.ops.util.profile(model, x, warmup=, iters=, timing=, trace=,
     peak_flops=) measures; pass summary (that call's tensor) instead to reuse a measurement, and
-    model / x are then not run. trace=False by default: a reward needs no kernel trace.
+    model / x are then not run. timing="auto" by default: CUDA-graph replays where the forward
+    captures, so that the reward measures the network and not the host's launch path (eager
+    utilization of small networks varies by tens of percent from call to call);
+    cuda_graph=True is timing="cuda_graph". trace=False by default: a reward needs no kernel
+    trace.
     throughput_scale: inputs/s that count as 1 (e.g. the throughput of a reference network).
     A NaN utilization (the meta device has no timing) gives a NaN reward: it is not hidden.
     """
     if summary is None:
-        summary = torch.ops.util.profile(model, x, warmup=warmup, iters=iters, cuda_graph=cuda_graph,
+        summary = torch.ops.util.profile(model, x, warmup=warmup, iters=iters,
+                                         timing="cuda_graph" if cuda_graph else timing,
                                          peak_flops=peak_flops, trace=trace)
     if summary.dim() != 1 or summary.numel() != len(FIELDS):
         raise ValueError(f"torchutil.nas: summary must be a 1-d tensor of {len(FIELDS)} values "

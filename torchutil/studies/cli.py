@@ -61,8 +61,8 @@ def _profile_command(args: argparse.Namespace) -> int:
     where = torch.cuda.get_device_name(device) if on_cuda else "CPU"
     print(f"torchutil: {args.model}, batch {batch}, {dtype_name}, "
           f"{'channels_last' if channels_last else 'contiguous'}, on {device} ({where})")
-    result = profile(model, x, warmup=args.warmup, iters=args.iters, cuda_graph=args.cuda_graph,
-                     peak=args.peak)
+    result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=_timing(args),
+                     target_ci=args.target_ci, max_time=args.max_time, peak=args.peak)
     print(result.format(top=args.top))
     if device.type == "cpu":
         print("note: on a CPU the peak is a timed GEMM of this machine, so utilization says how "
@@ -86,7 +86,7 @@ def _nas_evaluate(args: argparse.Namespace) -> int:
     config = ev.EvalConfig(
         dataset=args.dataset, batch=args.batch or (256 if on_cuda else 8),
         dtype=args.dtype or _default_dtype(device), device=str(device),
-        warmup=args.warmup, iters=args.iters, cuda_graph=args.cuda_graph, trace=args.trace,
+        warmup=args.warmup, iters=args.iters, timing=_timing(args, default="auto"), trace=args.trace,
         channels_last=on_cuda if args.channels_last is None else args.channels_last)
     indices = ev.parse_indices(args.indices)
     kwargs = dict(commit_every=args.commit_every, cudnn_benchmark=args.cudnn_benchmark,
@@ -199,7 +199,7 @@ def _add_nas_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda (under torchrun: cuda:LOCAL_RANK)")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--iters", type=int, default=3)
-    p.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays (mode cuda_graph)")
+    _add_timing_arguments(p, default="auto")
     p.add_argument("--trace", action="store_true", help="record kernels with CUPTI (kernel-time columns)")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
                    help="default on for CUDA")
@@ -354,6 +354,19 @@ def _add_survey_parsers(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(func=_fold_bench_command)
 
 
+def _add_timing_arguments(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--timing", choices=["eager", "cuda_graph", "auto"], default=None,
+                   help=f"how forwards are timed: eager, CUDA-graph replays, or auto (replays where the "
+                        f"forward captures, else eager); default {default}")
+    p.add_argument("--cuda-graph", action="store_true", help="same as --timing cuda_graph")
+
+
+def _timing(args: argparse.Namespace, default: str = "eager") -> str:
+    if args.cuda_graph and args.timing not in (None, "cuda_graph"):
+        fail(f"--cuda-graph contradicts --timing {args.timing}")
+    return "cuda_graph" if args.cuda_graph else (args.timing or default)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m torchutil",
                                      description="GPU/CPU utilization of PyTorch inference.")
@@ -369,8 +382,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="channels_last memory format (default on for CUDA)")
     p.add_argument("--image-size", type=int, default=None, help="input height and width (default 224)")
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--iters", type=int, default=10)
-    p.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
+    p.add_argument("--iters", type=int, default=10, help="timed forwards (with --target-ci: at least)")
+    _add_timing_arguments(p, default="eager")
+    p.add_argument("--target-ci", type=float, default=None,
+                   help="repeat until the median time is known to +-this fraction (0.005: +-0.5 %%)")
+    p.add_argument("--max-time", type=float, default=2.0, help="seconds of timing at most, with --target-ci")
     p.add_argument("--peak", default="auto", choices=["auto", "datasheet", "computed", "measured"])
     p.add_argument("--top", type=int, default=10, help="how many ops to list")
     p.add_argument("--json", default=None, help="also write the full result as JSON here")

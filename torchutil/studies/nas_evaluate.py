@@ -61,13 +61,17 @@ __all__ = [
 # A row's identity. `device` is the device type ("cuda", "cpu"): the shards of one sweep run on
 # cuda:0..cuda:7 and are one measurement; the GPU's name is in `device_name`.
 KEY_COLUMNS = ("idx", "dataset", "batch", "dtype", "device", "mode")
+TIMINGS = ("auto", "cuda_graph", "eager")
 # One measurement config: a row's key without the arch index.
 CONFIG_COLUMNS = KEY_COLUMNS[1:]
 # Copied from the profile summary (torchutil.FIELDS); kernel figures are NaN (NULL) untraced.
+# cuda_graph: 1 where the forward was timed as graph replays (timing "auto" falls back to
+# eager for a cell that cannot be captured); seconds_relative_ci: how tight its median is.
 SUMMARY_COLUMNS = ("utilization", "matrix_utilization", "flops", "matrix_flops", "bytes",
                    "seconds", "inputs_per_second", "achieved_flops_per_second",
                    "peak_flops_per_second", "kernels_per_forward", "kernel_seconds",
-                   "gpu_busy_fraction", "kernel_utilization")
+                   "gpu_busy_fraction", "kernel_utilization", "bandwidth_utilization",
+                   "peak_bytes_per_second", "seconds_relative_ci", "cuda_graph")
 # params: trainable parameters of the network; eval_seconds: wall time of the whole
 # evaluation of the arch (construction + profile), what a sweep pays per arch.
 METRIC_COLUMNS = (*SUMMARY_COLUMNS, "params", "build_seconds", "eval_seconds")
@@ -85,8 +89,10 @@ _COLUMNS = (*KEY_COLUMNS, "arch", "device_name", *METRIC_COLUMNS)
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """What one sweep measures. mode is "eager" or "cuda_graph"; trace=False skips CUPTI (the
-    kernel columns are then NULL) and is the fast default for a full-space sweep."""
+    """What one sweep measures. timing is "auto" (CUDA-graph replays where the cell captures,
+    else eager: the repeatable default), "cuda_graph" or "eager"; it is the rows' `mode`.
+    trace=False skips CUPTI (the kernel columns are then NULL) and is the fast default for a
+    full-space sweep."""
 
     dataset: str = "cifar10"
     batch: int = 256
@@ -94,7 +100,7 @@ class EvalConfig:
     device: str = "cpu"
     warmup: int = 1
     iters: int = 3
-    cuda_graph: bool = False
+    timing: str = "auto"
     trace: bool = False
     channels_last: bool = False
 
@@ -102,12 +108,14 @@ class EvalConfig:
         nb.input_shape(self.dataset)  # checks the name
         if self.dtype not in DTYPES:
             raise nas_error(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.timing not in TIMINGS:
+            raise nas_error(f"timing must be one of {', '.join(TIMINGS)}, got {self.timing!r}")
         if self.batch < 1 or self.iters < 1 or self.warmup < 0:
             raise nas_error(f"need batch >= 1, iters >= 1, warmup >= 0; got {self.batch}, {self.iters}, {self.warmup}")
 
     @property
     def mode(self) -> str:
-        return "cuda_graph" if self.cuda_graph else "eager"
+        return self.timing
 
     @property
     def device_type(self) -> str:
@@ -152,6 +160,11 @@ def connect(db: str | os.PathLike[str]) -> sqlite3.Connection:
     """Opens (creating if needed) a results database."""
     con = sqlite3.connect(str(db), timeout=60)
     con.execute(_SCHEMA)
+    # A db written before a metric column existed gets it (NULL in its old rows).
+    have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+    for column in METRIC_COLUMNS:
+        if column not in have:
+            con.execute(f"ALTER TABLE results ADD COLUMN {column} REAL")
     con.commit()
     return con
 
@@ -238,7 +251,7 @@ def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: f
     params = sum(p.numel() for p in model.parameters())
     t1 = time.perf_counter()
     summary = torch.ops.util.profile(model, x, warmup=config.warmup, iters=config.iters,
-                                     cuda_graph=config.cuda_graph, peak_flops=peak_flops,
+                                     timing=config.timing, peak_flops=peak_flops,
                                      trace=config.trace).tolist()
     t2 = time.perf_counter()
     row: dict[str, Any] = dict(zip(KEY_COLUMNS, config.key(index)))

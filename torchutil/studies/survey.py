@@ -33,7 +33,7 @@ __all__ = ["DTYPES", "MODES", "SurveyConfig", "build_classifier", "imagenet_top1
            "write_outputs"]
 
 DTYPES = tuple(TORCH_DTYPES)  # float32, tf32 (float32 with TF32 allowed), float16, bfloat16
-MODES = ("eager", "cuda_graph")
+MODES = ("eager", "cuda_graph", "auto")
 RESULTS = "survey.jsonl"
 # What a row keeps of each op of its roofline, keyed by these torchutil.RooflineRow field names:
 # FLOPs, bytes, intensity (FLOP/byte), achieved kernel FLOP/s (None without a kernel trace),
@@ -68,8 +68,8 @@ class SurveyConfig:
         on_cuda = torch.device(self.device).type == "cuda"
         todo = []
         for model, batch, dtype, mode in itertools.product(self.models, self.batches, self.dtypes, self.modes):
-            if not on_cuda and (mode == "cuda_graph" or dtype == "tf32"):
-                what = "CUDA-graph mode" if mode == "cuda_graph" else "tf32"
+            if not on_cuda and (mode != "eager" or dtype == "tf32"):
+                what = {"eager": "tf32", "cuda_graph": "CUDA-graph mode"}.get(mode, f"timing {mode}")
                 note = f"{what} runs on CUDA only: skipped on {self.device}"
                 if note not in self.skipped:
                     self.skipped.append(note)
@@ -151,13 +151,15 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
         x = x.contiguous(memory_format=torch.channels_last)
     with tf32_flags(dtype):
         result = profile(model, x, warmup=config.warmup, iters=config.iters,
-                         cuda_graph=mode == "cuda_graph", peak=config.peak)
+                         timing=mode, peak=config.peak)
     roof = roofline(result, bandwidth=bandwidth)
     return {
         "image_size": size,
         "channels_last": channels_last,
         "summary": dict(zip(FIELDS, result.summary.tolist())),
         "peak_source": result.peak_source,
+        "timing_mode": result.timing_mode,
+        "timing_note": result.timing_note,
         "peak_dtype": result.peak_dtype,
         "ridge_intensity": roof.ridge_intensity,
         "bounds": roof.counts(),
@@ -308,7 +310,7 @@ def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
 
     # Utilization vs throughput, every configuration: colour = dtype, marker = mode.
     fig, ax = plt.subplots(figsize=(8, 5))
-    markers = {"eager": "o", "cuda_graph": "^"}
+    markers = {"eager": "o", "cuda_graph": "^", "auto": "s"}
     for dtype, mode in sorted({(r["dtype"], r["mode"]) for r in ok}):
         pts = [r for r in ok if (r["dtype"], r["mode"]) == (dtype, mode)]
         ax.scatter([r["summary"]["inputs_per_second"] for r in pts],
