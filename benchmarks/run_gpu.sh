@@ -6,6 +6,7 @@
 #   tests    the GPU tests (pytest -m cuda)
 #   repeat   twelve profile calls per configuration: CV of utilization (benchmarks/bench_repeatability.py)
 #   overhead counting and tracing cost, resnet50 fp16 batch 1 (benchmarks/bench_overhead.py)
+#   tracecost where a traced call's cost goes (benchmarks/trace_cost.py)
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   reference utilization of the reference models and the README's Chrome trace
 set -uo pipefail
@@ -29,6 +30,8 @@ for phase in "${phases[@]}"; do
     overhead)
       timeout 240 python3 benchmarks/bench_overhead.py --model resnet50 --batch 1 --device cuda \
         --dtype float16 --json "$OUT/overhead_b1.json" 2>&1 | grep -v "^USDT\|^STAGE" | tee "$OUT/overhead.txt" ;;
+    tracecost)
+      timeout 180 python3 benchmarks/trace_cost.py 2>&1 | tee "$OUT/trace_cost.txt" | tail -12 ;;
     nastrial)
       rm -f /tmp/nastrial.sqlite
       timeout 240 python3 -m torchutil nas evaluate --db /tmp/nastrial.sqlite --indices 0:1000 --no-progress \

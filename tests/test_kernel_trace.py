@@ -59,7 +59,7 @@ def test_trace_false_is_reported():
 def test_kernel_time_matches_event_time_when_gpu_bound():
     model, x = _resnet50(256)
     untraced = torchutil.profile(model, x, warmup=3, iters=10, trace=False)
-    r = torchutil.profile(model, x, warmup=3, iters=10)
+    r = torchutil.profile(model, x, warmup=3, iters=10, trace_forwards=10)
     assert r.trace_status == "on", r.trace_status
     assert r.traced == 1.0
     forward = _column(r, "forward")
@@ -95,7 +95,7 @@ def test_kernel_time_matches_event_time_when_gpu_bound():
 @pytest.mark.cuda
 def test_every_kernel_of_a_resnet50_forward_is_attributed():
     model, x = _resnet50(8)
-    r = torchutil.profile(model, x, warmup=3, iters=5)
+    r = torchutil.profile(model, x, warmup=3, iters=5, trace_forwards=5)
     op_row = _column(r, "op_row")
     counted = _column(r, "timed") == 0
     assert counted.sum() > 50
@@ -145,7 +145,10 @@ def test_torch_compile_kernels_are_recorded():
     # their time is reported as unattributed.
     fused = [k for k in r.kernels if not k.timed and k.name.startswith("triton_")]
     assert fused, [k.name for k in r.kernels[:20]]
-    assert all(k.op == "" and k.op_row is None for k in fused)
+    owners = sorted({k.op for k in fused})
+    print(f"compiled resnet50 b8: {len(fused)} Triton kernels in the counted forward, launched inside: {owners}")
+    # None is priced as the work of a counted matrix op (a convolution or matmul it did not run).
+    assert not [k for k in fused if k.op_row is not None and r.ops[k.op_row].op_class == "matrix"]
     assert 0 < r.unattributed_kernel_seconds < r.kernel_seconds
     # Its convolutions and the classifier's matmul run as extern ATen kernels through the
     # dispatcher: the matrix FLOPs the dispatcher saw are the eager forward's.
@@ -222,7 +225,7 @@ def test_chrome_trace_opens_as_json(tmp_path):
     assert len(kernels) == int((_column(r, "kind") == 0).sum())
     assert any(e["name"] == "aten::convolution" and e["args"]["flops_per_call"] > 0 for e in ops)
     assert all(k["args"]["op"] for k in kernels if k["args"]["forward"] == "counted")
-    assert {k["args"]["forward"] for k in kernels} == {"counted", 0, 1}
+    assert {k["args"]["forward"] for k in kernels} == {"counted", 0}  # trace_forwards=1
     r.kernels_to_csv(str(tmp_path / "k.csv"))
     with open(tmp_path / "k.csv") as f:
         assert sum(1 for _ in f) == r.kernel_table.shape[0] + 1

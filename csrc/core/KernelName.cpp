@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
 namespace torchutil {
 namespace {
@@ -16,18 +19,36 @@ struct FreeChars {
   void operator()(char* p) const noexcept { std::free(p); }
 };
 
-}  // namespace
-
-std::string demangleKernelName(const char* name) {
-  if (name == nullptr) {
-    return "";
-  }
+std::string demangleUncached(const char* name) {
   if (std::strlen(name) > kMaxDemangledSymbol) {
     return name;
   }
   int status = 0;
   std::unique_ptr<char, FreeChars> demangled(abi::__cxa_demangle(name, nullptr, nullptr, &status));
   return status == 0 && demangled != nullptr ? std::string(demangled.get()) : std::string(name);
+}
+
+}  // namespace
+
+std::string demangleKernelName(const char* name) {
+  if (name == nullptr) {
+    return "";
+  }
+  // A forward launches the same few hundred kernels every time, and demangling a long template
+  // name costs tens of microseconds: each name is demangled once per process.
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::string> cache;
+  std::string raw(name);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(raw);
+    if (it != cache.end()) {
+      return it->second;
+    }
+  }
+  std::string shown = demangleUncached(name);
+  std::lock_guard<std::mutex> lock(mutex);
+  return cache.emplace(std::move(raw), std::move(shown)).first->second;
 }
 
 const char* memcpyKindName(MemcpyKind kind) {
