@@ -31,7 +31,7 @@ def main() -> None:
 
     def call(m, inp, iters, **kw):
         def run():
-            torch.ops.util.profile(m, inp, warmup=1, iters=iters, peak_flops=1.0, **kw)
+            torch.ops.util.profile(m, inp, warmup=3, iters=iters, peak_flops=1.0, **kw)
         return run
 
     def plain():
@@ -39,13 +39,13 @@ def main() -> None:
 
     variants = {
         "plain forward": (plain, 1),
-        "untraced, iters 10": (call(model, x, 10, trace=False), 11),
-        "traced 0, iters 10": (call(model, x, 10, trace_forwards=0), 11),
-        "traced 1, iters 10": (call(model, x, 10), 11),
-        "untraced, iters 40": (call(model, x, 40, trace=False), 41),
-        "traced 1, iters 40": (call(model, x, 40), 41),
-        "tiny untraced": (call(tiny, xt, 1, trace=False), 1),
-        "tiny traced 0": (call(tiny, xt, 1, trace_forwards=0), 1),
+        "untraced, iters 10": (call(model, x, 10, trace=False), 13),
+        "traced 0, iters 10": (call(model, x, 10, trace_forwards=0), 13),
+        "traced 1, iters 10": (call(model, x, 10), 13),
+        "untraced, iters 40": (call(model, x, 40, trace=False), 43),
+        "traced 1, iters 40": (call(model, x, 40), 43),
+        "tiny untraced": (call(tiny, xt, 1, trace=False), 4),
+        "tiny traced 0": (call(tiny, xt, 1, trace_forwards=0), 4),
     }
     samples = {k: [] for k in variants}
     with torch.inference_mode():

@@ -225,10 +225,12 @@ def profile(
 ) -> ProfileResult:
     """Profiles model(*x): utilization, FLOPs, bytes, time and the per-op table.
 
-    Runs `warmup` forwards (the last of them, or one extra if warmup is 0, with counting on;
-    a torch.compile'd model always gets one uncounted forward first, where it compiles), then
-    on CUDA with trace=True `trace_forwards` forwards whose kernels CUPTI records, then the
+    Runs `warmup` forwards (one of them, or one extra if warmup is 0, with counting on; a
+    torch.compile'd model always gets one uncounted forward first, where it compiles), then the
     timed forwards without any hook: device events on accelerators, a steady clock on the CPU.
+    On CUDA with trace=True, CUPTI records the kernels of the counted forward and of
+    `trace_forwards` more, which are taken from the warm-ups (after the counted one; replays
+    when timing as a CUDA graph) while there are enough.
     On the meta device only the count runs. Everything runs in inference mode.
 
     model: nn.Module, torch.compile'd module, TorchScript module or any callable.

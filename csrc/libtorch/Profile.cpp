@@ -116,8 +116,15 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   // count; then one counted forward; then the traced forwards; then the timed forwards, which
   // run without any hook.
   const bool onMeta = device.is_meta();
-  // A torch.compile'd forward compiles on its first call: that call is never the counted one.
-  const int64_t plainWarmups = std::max<int64_t>(options.warmup - 1, forward->compiled() ? 1 : 0);
+  // Traced forwards count as warm-ups: eager ones run after the counted forward instead of
+  // before it (graph replays are warmed up after the capture), so tracing adds no forward
+  // while warmup - 1 >= trace_forwards. A torch.compile'd forward compiles on its first call:
+  // that call is never the counted one.
+  const bool traces = options.trace && device.is_cuda();
+  const int64_t tracedEager =
+      traces && options.timing == TimingMode::Eager ? options.traceForwards : 0;
+  const int64_t plainWarmups =
+      std::max<int64_t>(options.warmup - 1 - tracedEager, forward->compiled() ? 1 : 0);
   for (int64_t i = 0; i < plainWarmups; ++i) {
     forward->run(inputs);
   }

@@ -5,6 +5,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -128,7 +129,8 @@ TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& input
   if (!runner) {
     runner = std::make_unique<EagerRunner>(forward, inputs, device);
   }
-  const int64_t warmup = result.used == TimingMode::CudaGraph ? plan.warmup : 0;
+  const int64_t warmup =
+      result.used == TimingMode::CudaGraph ? std::max<int64_t>(plan.warmup - plan.tracedForwards, 0) : 0;
   for (int64_t i = 0; i < warmup; ++i) {
     runner->run();
   }

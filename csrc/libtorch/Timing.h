@@ -36,10 +36,12 @@ class Runner {
 
 struct TimingPlan {
   TimingMode mode = TimingMode::Eager;
-  // Replays of a captured graph first, neither timed nor traced (the first replay uploads the
-  // graph); eager forwards are warm by then and get none.
+  // Replays of a captured graph before the timed ones (the first replay uploads the graph);
+  // the last tracedForwards of them are the traced ones. Eager forwards are warm by then (the
+  // caller ran its warm-ups before the counted forward).
   int64_t warmup = 0;
-  int64_t tracedForwards = 0;  // then these, between beforeTraced and afterTraced, not timed
+  // Forwards (replays) between beforeTraced and afterTraced, not timed.
+  int64_t tracedForwards = 0;
   std::function<void()> beforeTraced;  // called with the device idle
   std::function<void()> afterTraced;   // called with the device idle
   RepeatPolicy repeat;                 // then the timed forwards
