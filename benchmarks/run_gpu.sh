@@ -8,6 +8,7 @@
 #   overhead counting and tracing cost, resnet50 fp16 batch 1 (benchmarks/bench_overhead.py)
 #   tracecost where a traced call's cost goes (benchmarks/trace_cost.py)
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
+#   sweep    all 15,625 NATS-Bench cells, default timing (auto), into $OUT/sweep.sqlite
 #   reference utilization of the reference models and the README's Chrome trace
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,17 @@ for phase in "${phases[@]}"; do
       rm -f /tmp/nastrial.sqlite
       timeout 240 python3 -m torchutil nas evaluate --db /tmp/nastrial.sqlite --indices 0:1000 --no-progress \
         2>&1 | tee "$OUT/nastrial.txt" | tail -4 ;;
+    sweep)
+      # The whole NATS-Bench space in the default (repeatable, auto) timing, one GPU.
+      timeout 570 python3 -m torchutil nas evaluate --db "$OUT/sweep.sqlite" --no-progress 2>&1 \
+        | tee "$OUT/sweep.txt" | tail -4 ;;
+    sweep3k)
+      # Cells 0..2999 in one process: more graph captures than a whole GPU's memory of freed
+      # graph pools (the 2,068th failed before the fix in cuda/CudaSupport.cpp).
+      rm -f /tmp/sweep3k.sqlite
+      timeout 200 python3 -m torchutil nas evaluate --db /tmp/sweep3k.sqlite --indices 0:3000 --no-progress 2>&1 \
+        | grep -v "CUDA Graph is empty" | tee "$OUT/sweep3k.txt" | tail -3
+      python3 -c "import sqlite3; c = sqlite3.connect('/tmp/sweep3k.sqlite'); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" ;;
     reference)
       timeout 300 python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
     *) echo "unknown phase $phase" ;;

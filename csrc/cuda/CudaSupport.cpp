@@ -3,11 +3,14 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
+
+#include <string>
 
 namespace torchutil::cuda {
 namespace {
@@ -61,6 +64,33 @@ class GraphRunner final : public Runner {
 
 }  // namespace
 
+namespace {
+
+// One capture attempt: the runner, or the message of the forward's failure during capture.
+std::unique_ptr<GraphRunner> tryCapture(Forward& forward, const std::vector<at::Tensor>& inputs,
+                                        c10::Device device, c10::cuda::CUDAStream side,
+                                        std::string* failure) {
+  auto runner = std::make_unique<GraphRunner>(device, side);
+  c10::cuda::CUDAStreamGuard streamGuard(side);
+  runner->graph().capture_begin();
+  try {
+    forward.run(inputs);
+  } catch (const std::exception& e) {
+    try {
+      runner->graph().capture_end();
+    } catch (...) {
+      // capture is invalid after a failure inside it; capture_end reports that too
+    }
+    (void)cudaGetLastError();  // the failed capture's error must not reach the next call
+    *failure = e.what();
+    return nullptr;
+  }
+  runner->graph().capture_end();
+  return runner;
+}
+
+}  // namespace
+
 std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
                                      c10::Device device) {
   c10::cuda::CUDAGuard deviceGuard(device);
@@ -72,27 +102,25 @@ std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Ten
     ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
     ready.block(side);
   }
-  auto runner = std::make_unique<GraphRunner>(device, side);
   {
     c10::cuda::CUDAStreamGuard streamGuard(side);
     forward.run(inputs);
     side.synchronize();
-    runner->graph().capture_begin();
-    try {
-      forward.run(inputs);
-    } catch (const std::exception& e) {
-      try {
-        runner->graph().capture_end();
-      } catch (...) {
-        // capture is invalid after a failure inside it; capture_end reports that too
-      }
-      (void)cudaGetLastError();  // the failed capture's error must not reach the next call
-      TORCH_CHECK(false, "torchutil: the model could not be captured in a CUDA graph; its "
-                  "forward failed during capture: ", e.what());
-    }
-    runner->graph().capture_end();
   }
-  return runner;
+  std::string failure;
+  if (auto runner = tryCapture(forward, inputs, device, side, &failure)) {
+    return runner;
+  }
+  // A destroyed graph's private memory pool stays cached until the allocator frees cached
+  // blocks, which it cannot do while capturing: after some thousand profiles of one network
+  // (a NAS sweep on an H200 failed every capture from the 2,068th cell on) the next capture
+  // runs out of memory. Free the cache once and try again.
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  if (auto runner = tryCapture(forward, inputs, device, side, &failure)) {
+    return runner;
+  }
+  TORCH_CHECK(false, "torchutil: the model could not be captured in a CUDA graph; its forward "
+              "failed during capture: ", failure);
 }
 
 }  // namespace torchutil::cuda
