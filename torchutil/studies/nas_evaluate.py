@@ -379,7 +379,7 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
     """Evaluates `indices` (this rank's share of them) with `config` into `db`, skipping rows
     that are already there (and the indices in `skip`), committing every `commit_every` archs
     (default 1: a kill loses at most the arch in flight; WAL mode keeps a commit cheap) and
-    saying on stderr (with progress) what it resumes. rebuild: build every network afresh
+    saying on stderr what it resumes. rebuild: build every network afresh
     instead of swapping edge ops in one (nb.NetworkPool)."""
     device = torch.device(config.device)
     if device.type == "cuda":
@@ -391,7 +391,7 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
         with db_errors(db):
             done = finished_indices(con, config) | set(skip)
         todo = [i for i in mine if i not in done]
-        if progress and todo and len(todo) < len(mine):
+        if todo and len(todo) < len(mine):
             sys.stderr.write(f"nas evaluate: resuming {db}: {len(mine) - len(todo):,} of these {len(mine):,} cells "
                              f"are there; evaluating the other {len(todo):,}, from cell {todo[0]}\n")
         x = _make_input(config, device)
