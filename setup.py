@@ -1,6 +1,13 @@
-"""Builds torchutil and its one extension, torchutil._C, against the installed torch.
+"""Builds torchutil (distribution torch-utilization) and its one extension, torchutil._C,
+against the installed torch.
 
     pip install --no-build-isolation .
+
+The extension is compiled against one torch's C++ ABI and runs under that torch only, so the
+wheel requires torch==<the version it was built with> and `import torchutil` checks the full
+version (local suffix like +cu130 included). An isolated build (`pip install .` without
+--no-build-isolation) would build against a torch fetched into a throwaway environment, not the
+one the extension will run under: it stops at once with the fix.
 
 CUDA support (CUDA-graph timing, device properties) is compiled in when torch has CUDA and the
 CUDA toolkit headers of the same major version are found (CUDA_HOME); CUPTI kernel tracing when
@@ -10,9 +17,33 @@ torchutil.build_info() says what was compiled in. Set TORCHUTIL_CUDA=0 to build 
 import glob
 import os
 import re
+import sys
 
-import torch
 from setuptools import find_packages, setup
+
+REBUILD = "pip install --no-build-isolation ."
+
+
+def _import_torch():
+    """The environment's torch. SystemExit with the one-line fix without torch, or in an isolated
+    build: pip's and `python -m build`'s PEP 517 build environments (pip-build-env-*/,
+    build-env-*/) see no torch, or a second one fetched into them."""
+    try:
+        import torch
+    except ModuleNotFoundError:
+        torch = None
+    paths = [sys.prefix, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    isolated = "PEP517_BUILD_BACKEND" in os.environ and any("build-env-" in p for p in paths)
+    if torch is not None and "build-env-" not in torch.__file__:
+        return torch
+    if torch is not None or isolated:
+        found = f"torch {torch.__version__} in it" if torch else "no torch in it"
+        raise SystemExit(f"torchutil: an isolated build environment ({found}) cannot build the extension for "
+                         f"the torch it will run with; install torch, then: {REBUILD}")
+    raise SystemExit(f"torchutil: torch is not installed; install torch (https://pytorch.org), then: {REBUILD}")
+
+
+torch = _import_torch()
 
 # torch.utils.cpp_extension guesses CUDA_HOME from the nvcc on PATH; where that nvcc is a link
 # outside the toolkit (/usr/local/bin/nvcc), point it at the toolkit itself.
@@ -130,8 +161,15 @@ def _extension():
     return cpp_extension.CppExtension(**kwargs)
 
 
+def _torch_requirement():
+    """torch==<the public version this build is compiled against>: the local suffix (+cu130,
+    +cpu) is not a package index version; import torchutil checks it (torchutil/_ops.py)."""
+    return f"torch=={torch.__version__.split('+')[0]}"
+
+
 setup(
-    name="torchutil",
+    # The import name stays torchutil; "torchutil" on PyPI is an unrelated project.
+    name="torch-utilization",
     version=_version(),
     description="GPU utilization of PyTorch inference: FLOPs counted in the dispatcher, "
     "kernels traced with CUPTI, utilization as tensors",
@@ -143,7 +181,7 @@ setup(
     include_package_data=False,
     python_requires=">=3.10",
     # numpy: torchutil.nas (rank statistics) and the NAS studies.
-    install_requires=["torch>=2.4", "numpy"],
+    install_requires=[_torch_requirement(), "numpy"],
     extras_require={
         # torchvision's classifiers: the command line's model names (profile, survey), the
         # fold benchmark's resnet18_cifar. An extra, not a requirement: pip would replace an
@@ -156,6 +194,7 @@ setup(
         # their progress bars when present (else a plain text line). Neither is needed to profile.
         "plot": ["matplotlib", "tqdm"],
     },
+    entry_points={"console_scripts": ["torchutil = torchutil.studies.cli:main"]},
     ext_modules=[_extension()],
     cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
 )

@@ -34,7 +34,14 @@ fi
 "$PYTHON" -m ruff --version >/dev/null 2>&1 || "$PYTHON" -m pip install -q ruff
 # Optional for users (the `plot` extra), needed by the survey tests: its PNG plots.
 "$PYTHON" -c "import matplotlib" 2>/dev/null || "$PYTHON" -m pip install -q matplotlib
-"$PYTHON" -c "import setuptools, wheel" 2>/dev/null || "$PYTHON" -m pip install -q setuptools wheel
+# pyproject.toml's build requirement (builds wheels without the `wheel` package); a no-op when met.
+"$PYTHON" -m pip install -q "setuptools>=70.1"
+# The distribution is torch-utilization; one named torchutil (this project's former name, or the
+# unrelated project of that name on the package index) would claim the same import name.
+if "$PYTHON" -m pip show -q torchutil >/dev/null 2>&1; then
+  echo "install: pip uninstall torchutil (the distribution is torch-utilization now)"
+  "$PYTHON" -m pip uninstall -y -q torchutil
+fi
 
 # --no-build-isolation: build against the torch installed above (an isolated build would fetch
 # another multi-GB torch).

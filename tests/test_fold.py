@@ -213,7 +213,7 @@ def test_fuse_batchnorm_same_outputs_fewer_ops(name):
         assert not any("batch_norm" in op for op in ops), ops
 
 
-def test_fold_bench_cli_variants(tmp_path):
+def test_fold_bench_cli_variants(tmp_path, capsys):
     from torchutil.studies.cli import main
     import json
 
@@ -228,6 +228,7 @@ def test_fold_bench_cli_variants(tmp_path):
                  "--f", "2", "--cudnn-benchmark", "--warmup", "0", "--iters", "1", "--out", str(tmp_path)]) == 0
     assert [r["cudnn_benchmark"] for r in json.loads((tmp_path / "fold_bench.json").read_text())] == [True, True]
     assert torch.backends.cudnn.benchmark == saved  # restored
-    with pytest.raises(SystemExit, match="multiple_of must be a positive int, got 0"):
+    with pytest.raises(SystemExit) as info:  # refused by argparse, before any work
         main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "8",
               "--f", "2", "--multiple-of", "0", "--out", str(tmp_path)])
+    assert info.value.code == 2 and "--multiple-of: expected an integer >= 1, got 0" in capsys.readouterr().err

@@ -112,7 +112,7 @@ def test_merge_shards(tmp_path, capsys):
     assert [r["idx"] for r in ev.read_rows(db)] == indices
     assert ev.merge(db, [ev.shard_path(db, 0)]) == 5  # merging again replaces, adds nothing
     assert len(ev.read_rows(db)) == 10
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ValueError, match="no results db at .*missing.sqlite"):
         ev.merge(db, [tmp_path / "missing.sqlite"])
 
 

@@ -22,6 +22,7 @@ def test_json_safe_and_write_json(tmp_path):
 
 def test_progress_text_lines(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)  # the fallback without tqdm
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     bar = Progress(3, "survey", "config", in_place=True)
     for label in ("a", "b", "c"):
         bar.update(label)
@@ -35,6 +36,15 @@ def test_progress_text_lines(capsys, monkeypatch):
     bar.close()
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("nas evaluate [5/5]")
+    # Not a terminal: no carriage-return frames (and no tqdm bar), one line per piece.
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    monkeypatch.delitem(sys.modules, "tqdm")
+    bar = Progress(2, "survey", "config", in_place=True)
+    bar.update("a")
+    bar.update("b")
+    bar.close()
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.count("\n") == 2 and "survey [2/2]" in err
     for quiet in (Progress(2, "x", "y", enabled=False), Progress(0, "x", "y")):
         quiet.update()
         quiet.close()

@@ -17,7 +17,7 @@ from torchutil.studies import survey
 from torchutil.studies._common import tf32_flags
 from torchutil.studies.cli import main
 
-pytest.importorskip("matplotlib", reason="the survey's plots need matplotlib (pip install torchutil[plot])")
+pytest.importorskip("matplotlib", reason="the survey's plots need matplotlib (pip install matplotlib: the plot extra)")
 
 MODELS = ["squeezenet1_1", "mobilenet_v3_small"]
 ARGS = ["survey", "--device", "cpu", "--models", *MODELS, "--batches", "1", "2", "--dtypes", "float32",
@@ -105,9 +105,10 @@ def test_plots_with_many_models(survey_dir, tmp_path):
 
 
 def test_resume_drops_a_cut_line(tmp_path):
-    good = {"model": "m", "batch": 1, "dtype": "float32", "mode": "eager", "status": "ok"}
+    good = {"model": "m", "batch": 1, "dtype": "float32", "mode": "eager", "status": "ok", "summary": {}}
     (tmp_path / survey.RESULTS).write_text(json.dumps(good) + "\n" + '{"model": "m", "bat')
-    assert survey.load_results(str(tmp_path)) == [good]
+    with pytest.warns(UserWarning, match="line 2: not JSON"):
+        assert survey.load_results(str(tmp_path)) == [good]
 
 
 def test_op_keys_are_roofline_fields():
@@ -116,7 +117,8 @@ def test_op_keys_are_roofline_fields():
 
 def test_old_positional_ops_are_read_by_name(tmp_path):
     op = ["aten::convolution", "features.0", 140747200, 734848, 191.5, None, 0.93, "memory-bound"]
-    old = {"model": "m", "batch": 1, "dtype": "float32", "mode": "eager", "status": "ok", "ops": [op, op]}
+    old = {"model": "m", "batch": 1, "dtype": "float32", "mode": "eager", "status": "ok", "summary": {},
+           "ops": [op, op]}
     new = {**old, "model": "n", "ops": [dict(zip(survey.OP_KEYS, op))]}
     (tmp_path / survey.RESULTS).write_text(json.dumps(old) + "\n" + json.dumps(new) + "\n")
     with pytest.warns(UserWarning, match="1 row.* positional list"):

@@ -13,7 +13,33 @@ from typing import Any
 
 import torch
 
-from torchutil import _C
+REBUILD = "pip install --no-build-isolation --force-reinstall ."
+
+try:
+    from torchutil import _C
+except ImportError as e:
+    # A torch with another ABI (or without the CUDA libraries the build linked) fails here,
+    # before the recorded version can be read.
+    raise ImportError(f"torchutil: its extension (torchutil._C) does not load under torch {torch.__version__}: "
+                      f"{e}. It was probably built against another torch; rebuild it for this one: "
+                      f"{REBUILD}") from e
+
+
+def _built_torch_version() -> str:
+    """The torch.__version__ the extension was compiled against (recorded at build time)."""
+    return _C._build_info()["torch_version"]
+
+
+def check_torch_version() -> None:
+    """ImportError unless the running torch is the one the extension was built against: the
+    extension uses torch's C++ ABI, which changes between releases and builds (+cpu, +cu130)."""
+    built, running = _built_torch_version(), torch.__version__
+    if built != running:
+        raise ImportError(f"torchutil was built against torch {built} but torch {running} is running; "
+                          f"rebuild it for this torch: {REBUILD}")
+
+
+check_torch_version()
 
 _MODEL_OPS = ("profile", "_profile")
 

@@ -41,13 +41,13 @@ def build_classifier(name: str) -> nn.Module:
         try:
             import timm
         except ImportError:
-            raise ValueError(f"torchutil: {name} needs timm (pip install torchutil[timm])") from None
+            raise ValueError(f"torchutil: {name} needs timm (pip install timm: the timm extra)") from None
         return timm.create_model(name.removeprefix("timm:"), pretrained=False)
     try:
         import torchvision
     except ImportError:
-        raise ValueError(f"torchutil: {name} needs torchvision (pip install torchutil[vision], or the "
-                         "torchvision release that matches your torch)") from None
+        raise ValueError(f"torchutil: {name} needs torchvision (pip install the torchvision release "
+                         "that matches your torch: the vision extra)") from None
 
     available = torchvision.models.list_models(module=torchvision.models)
     if name not in available:

@@ -60,18 +60,20 @@ def pyplot() -> Any:
 
 
 class Progress:
-    """Progress through `total` pieces of work on stderr: a tqdm bar when tqdm is installed,
-    else a text line with the time per piece and the time left, rewritten in place
-    (in_place=True) or printed anew at most every `every` seconds (for logs, and for several
-    ranks sharing one terminal). Nothing at all with enabled=False or no work."""
+    """Progress through `total` pieces of work on stderr: a tqdm bar when tqdm is installed and
+    stderr is a terminal, else a text line with the time per piece and the time left, rewritten
+    in place (in_place=True, on a terminal only: a log gets no carriage-return frames) or
+    printed anew at most every `every` seconds (for logs, and for several ranks sharing one
+    terminal). Nothing at all with enabled=False or no work."""
 
     def __init__(self, total: int, desc: str, unit: str, *, enabled: bool = True,
                  in_place: bool = False, every: float = 0.0) -> None:
+        terminal = sys.stderr.isatty()
         self.total, self.desc, self.unit = total, desc, unit
-        self.enabled, self.in_place, self.every = enabled and total > 0, in_place, every
+        self.enabled, self.in_place, self.every = enabled and total > 0, in_place and terminal, every
         self.done = 0
         self._bar = None
-        if self.enabled:
+        if self.enabled and terminal:
             try:
                 from tqdm import tqdm
 

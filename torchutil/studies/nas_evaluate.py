@@ -23,6 +23,7 @@ import contextlib
 import math
 import os
 import sqlite3
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -43,7 +44,9 @@ __all__ = [
     "METRIC_COLUMNS",
     "EvalConfig",
     "SweepStats",
+    "check_db",
     "connect",
+    "db_errors",
     "distributed_sweep",
     "evaluate_arch",
     "finished_indices",
@@ -126,19 +129,40 @@ class EvalConfig:
 
 
 def parse_indices(text: str | None) -> list[int]:
-    """'0:100' (a slice), '5' or '1,7,9:12' -> indices; None or '' -> the whole space."""
+    """'0:100' (START:STOP, STOP excluded; either may be left out), '5' or '1,7,9:12' ->
+    indices; None -> the whole space. Nothing is clipped or counted from the end: an index
+    outside [0, 15625), an empty or reversed range and a step are errors."""
     n = nb.num_archs()
-    if not text:
+    if text is None:
         return list(range(n))
     out: list[int] = []
+
+    def index(word: str, default: int) -> int:
+        if not word.strip():
+            return default
+        try:
+            i = int(word)
+        except ValueError:
+            raise nas_error(f"{word!r} in {text!r} is not an index") from None
+        if not 0 <= i <= n:  # n itself only as a range's stop (checked below)
+            raise nas_error(f"index {i} in {text!r} is outside the space's 0..{n - 1}")
+        return i
+
     for part in text.split(","):
+        if part.count(":") > 1:
+            raise nas_error(f"{part!r} in {text!r}: ranges are START:STOP, without a step")
         if ":" in part:
-            lo, _, hi = part.partition(":")
-            out.extend(range(*slice(int(lo) if lo else None, int(hi) if hi else None).indices(n)))
+            lo_text, _, hi_text = part.partition(":")
+            lo, hi = index(lo_text, 0), index(hi_text, n)
+            if lo >= hi:
+                raise nas_error(f"range {part!r} in {text!r} is empty (START:STOP takes START <= i < STOP)")
+            out.extend(range(lo, hi))
         else:
-            i = int(part)
-            if not 0 <= i < n:
-                raise nas_error(f"index {i} is outside [0, {n})")
+            if not part.strip():
+                raise nas_error(f"an empty index in {text!r}")
+            i = index(part, 0)
+            if i == n:
+                raise nas_error(f"index {i} in {text!r} is outside the space's 0..{n - 1}")
             out.append(i)
     return list(dict.fromkeys(out))
 
@@ -156,17 +180,66 @@ def shard_path(db: str | os.PathLike[str], rank: int) -> Path:
     return db.with_name(f"{db.stem}.rank{rank}{db.suffix or '.sqlite'}")
 
 
-def connect(db: str | os.PathLike[str]) -> sqlite3.Connection:
-    """Opens (creating if needed) a results database."""
-    con = sqlite3.connect(str(db), timeout=60)
-    con.execute(_SCHEMA)
-    # A db written before a metric column existed gets it (NULL in its old rows).
-    have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
-    for column in METRIC_COLUMNS:
-        if column not in have:
-            con.execute(f"ALTER TABLE results ADD COLUMN {column} REAL")
-    con.commit()
+@contextlib.contextmanager
+def db_errors(db: str | os.PathLike[str] | sqlite3.Connection) -> Iterator[None]:
+    """sqlite3 errors inside become torchutil errors that name the db file."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        name = _db_name(db)
+        hint = "; is it a results db of nas evaluate?" if isinstance(e, sqlite3.DatabaseError) else ""
+        raise nas_error(f"{name}: {e}{hint}") from e
+
+
+def _db_name(db: str | os.PathLike[str] | sqlite3.Connection) -> str:
+    if isinstance(db, sqlite3.Connection):
+        return next((row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main"), "the db")
+    return str(db)
+
+
+def _check_schema(con: sqlite3.Connection, db: str | os.PathLike[str]) -> None:
+    tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if tables and "results" not in tables:
+        raise nas_error(f"{db} is a SQLite db of something else (tables {', '.join(sorted(tables))}), "
+                        "not a results db of nas evaluate")
+    if "results" in tables:
+        have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+        missing = [c for c in (*KEY_COLUMNS, "arch") if c not in have]
+        if missing:
+            raise nas_error(f"{db}: its table `results` has no column {', '.join(missing)}; it is not a results "
+                            "db of nas evaluate")
+
+
+def connect(db: str | os.PathLike[str], create: bool = True) -> sqlite3.Connection:
+    """Opens a results database (creating it if needed and `create`; else a missing file is an
+    error and nothing is created). Refuses a SQLite file of something else and a file that is
+    not SQLite, naming it. The db is in WAL mode: a committed row survives a kill, cheaply."""
+    if not create and not Path(db).is_file():
+        raise nas_error(f"no results db at {db}; run `nas evaluate --db {db}` first")
+    with db_errors(db):
+        con = sqlite3.connect(str(db), timeout=60)
+        try:
+            _check_schema(con, db)
+            # WAL with synchronous=NORMAL: a commit is an append to the log, without an fsync,
+            # and survives a killed process (not a power cut), which is what a sweep needs.
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute(_SCHEMA)
+            # A db written before a metric column existed gets it (NULL in its old rows).
+            have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+            for column in METRIC_COLUMNS:
+                if column not in have:
+                    con.execute(f"ALTER TABLE results ADD COLUMN {column} REAL")
+            con.commit()
+        except BaseException:
+            con.close()
+            raise
     return con
+
+
+def check_db(db: str | os.PathLike[str]) -> None:
+    """An error naming db unless it is a readable results db (it is not created)."""
+    connect(db, create=False).close()
 
 
 def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
@@ -180,25 +253,30 @@ def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
 def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> list[dict[str, Any]]:
     """Rows of a results db as dicts (NULL -> NaN for metrics), filtered by key columns
     given as keywords (dataset="cifar10", batch=256, ...; None means any)."""
-    con = db if isinstance(db, sqlite3.Connection) else connect(db)
+    con = db if isinstance(db, sqlite3.Connection) else connect(db, create=False)
     try:
         where = {k: v for k, v in where.items() if v is not None}
         for k in where:
             if k not in KEY_COLUMNS:
                 raise nas_error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
-        clause = " AND ".join(f"{k}=?" for k in where) or "1"
-        cur = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM results WHERE {clause} ORDER BY idx",
-                          tuple(where.values()))
-        rows = []
-        for values in cur:
-            row = dict(zip(_COLUMNS, values))
-            for c in METRIC_COLUMNS:
-                row[c] = math.nan if row[c] is None else float(row[c])
-            rows.append(row)
-        return rows
+        with db_errors(db):
+            return _read(con, where)
     finally:
         if con is not db:
             con.close()
+
+
+def _read(con: sqlite3.Connection, where: dict[str, Any]) -> list[dict[str, Any]]:
+    clause = " AND ".join(f"{k}=?" for k in where) or "1"
+    cur = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM results WHERE {clause} ORDER BY idx",
+                      tuple(where.values()))
+    rows = []
+    for values in cur:
+        row = dict(zip(_COLUMNS, values))
+        for c in METRIC_COLUMNS:
+            row[c] = math.nan if row[c] is None else float(row[c])
+        rows.append(row)
+    return rows
 
 
 def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]) -> int:
@@ -208,17 +286,17 @@ def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]
     copied = 0
     try:
         for i, src in enumerate(sources):
-            if not Path(src).exists():
-                raise FileNotFoundError(f"torchutil.nas: no results db at {src}")
+            check_db(src)
             alias = f"src{i}"
-            con.execute(f"ATTACH DATABASE ? AS {alias}", (str(src),))
-            try:
-                cols = ", ".join(_COLUMNS)
-                cur = con.execute(f"INSERT OR REPLACE INTO results ({cols}) SELECT {cols} FROM {alias}.results")
-                copied += cur.rowcount
-                con.commit()
-            finally:
-                con.execute(f"DETACH DATABASE {alias}")
+            with db_errors(src):
+                con.execute(f"ATTACH DATABASE ? AS {alias}", (str(src),))
+                try:
+                    cols = ", ".join(_COLUMNS)
+                    cur = con.execute(f"INSERT OR REPLACE INTO results ({cols}) SELECT {cols} FROM {alias}.results")
+                    copied += cur.rowcount
+                    con.commit()
+                finally:
+                    con.execute(f"DETACH DATABASE {alias}")
     finally:
         con.close()
     return copied
@@ -295,12 +373,14 @@ class SweepStats:
 
 
 def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *,
-          rank: int = 0, world_size: int = 1, commit_every: int = 64,
+          rank: int = 0, world_size: int = 1, commit_every: int = 1,
           cudnn_benchmark: bool = False, progress: bool = True, rebuild: bool = False,
           skip: Iterable[int] = ()) -> SweepStats:
     """Evaluates `indices` (this rank's share of them) with `config` into `db`, skipping rows
-    that are already there (and the indices in `skip`), committing every `commit_every` archs.
-    rebuild: build every network afresh instead of swapping edge ops in one (nb.NetworkPool)."""
+    that are already there (and the indices in `skip`), committing every `commit_every` archs
+    (default 1: a kill loses at most the arch in flight; WAL mode keeps a commit cheap) and
+    saying on stderr what it resumes. rebuild: build every network afresh
+    instead of swapping edge ops in one (nb.NetworkPool)."""
     device = torch.device(config.device)
     if device.type == "cuda":
         if device.index is None:
@@ -308,8 +388,12 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
         torch.cuda.set_device(device)
     mine = shard_indices(indices, rank, world_size)
     with contextlib.closing(connect(db)) as con, cudnn_autotune(cudnn_benchmark):
-        done = finished_indices(con, config) | set(skip)
+        with db_errors(db):
+            done = finished_indices(con, config) | set(skip)
         todo = [i for i in mine if i not in done]
+        if todo and len(todo) < len(mine):
+            sys.stderr.write(f"nas evaluate: resuming {db}: {len(mine) - len(todo):,} of these {len(mine):,} cells "
+                             f"are there; evaluating the other {len(todo):,}, from cell {todo[0]}\n")
         x = _make_input(config, device)
         pool = None
         if todo and not rebuild:
@@ -327,11 +411,13 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
             build += row["build_seconds"]
             pending.append(row)
             if len(pending) >= commit_every:
-                insert_rows(con, pending)
+                with db_errors(db):
+                    insert_rows(con, pending)
                 pending.clear()
             bar.update()
         if pending:
-            insert_rows(con, pending)
+            with db_errors(db):
+                insert_rows(con, pending)
         seconds = time.perf_counter() - t0
         bar.close()
     per_arch = seconds / len(todo) if todo else math.nan

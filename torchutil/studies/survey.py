@@ -4,8 +4,9 @@ and timing modes, and writes what it measured as CSV, JSON, PNG plots and one HT
     python -m torchutil survey --models resnet50 mobilenet_v3_large --batches 1 32 256 --out survey/
 
 Resumable: every finished (model, batch, dtype, mode) is appended to OUT/survey.jsonl at once,
-and a rerun skips what is there (failures included: they are recorded with their error).
-Plots need matplotlib (pip install torchutil[plot]); the progress bar uses tqdm when present.
+and a rerun skips what is there (failures included: they are recorded with their error;
+retry_failed / --retry-failed runs them again, and the newer row of a configuration wins).
+Plots need matplotlib (pip install matplotlib: the plot extra); the progress bar uses tqdm when present.
 """
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ class SurveyConfig:
     iters: int = 10
     peak: str = "auto"
     progress: bool = True
+    retry_failed: bool = False  # run the configurations recorded as failed again
     skipped: list[str] = field(default_factory=list)  # filled by plan(): what cannot run here
 
     def plan(self) -> list[tuple[str, int, str, str]]:
@@ -115,18 +117,51 @@ def ops_by_name(row: dict[str, Any]) -> bool:
     return True
 
 
+def _row_problem(row: Any) -> str | None:
+    """Why a line of survey.jsonl is not a usable row, or None."""
+    if not isinstance(row, dict):
+        return f"not a JSON object but {type(row).__name__}"
+    missing = [k for k in ("model", "batch", "dtype", "mode", "status") if k not in row]
+    if missing:
+        return f"no {', '.join(missing)}"
+    if not isinstance(row["batch"], int) or isinstance(row["batch"], bool) or row["batch"] < 1:
+        return f"batch {row['batch']!r} is not an integer >= 1"
+    if row["status"] not in ("ok", "error"):
+        return f"status {row['status']!r} is neither ok nor error"
+    if row["status"] == "ok" and not isinstance(row.get("summary"), dict):
+        return "an ok row without its summary"
+    return None
+
+
 def load_results(out: str) -> list[dict[str, Any]]:
-    """The rows of OUT/survey.jsonl; a line cut short by a crash is dropped (and rerun). Rows
-    of the old form (ops as positional lists) are converted on reading, with a warning."""
+    """The rows of OUT/survey.jsonl, one per configuration (a later row of a configuration, from
+    --retry-failed, replaces the earlier). A line that is not a usable row (cut short by a kill,
+    not an object, missing keys, batch < 1) is skipped with a warning, and its configuration is
+    run again. Rows of the old form (ops as positional lists) are converted on reading, with a
+    warning."""
     path = os.path.join(out, RESULTS)
-    rows = []
+    by_key: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+    bad = []
     if os.path.exists(path):
         with open(path) as f:
-            for line in f:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
                     continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    problem = "not JSON (cut short?)"
+                else:
+                    problem = _row_problem(row)
+                if problem:
+                    bad.append(f"line {number}: {problem}")
+                    continue
+                by_key.pop(_key(row), None)  # the newer row goes to the end, in run order
+                by_key[_key(row)] = row
+    if bad:
+        warnings.warn(f"torchutil: skipped {len(bad)} unusable line(s) of {path} ({'; '.join(bad[:5])}"
+                      f"{'; ...' if len(bad) > 5 else ''}); their configurations run again", stacklevel=2)
+    rows = list(by_key.values())
     old = sum(ops_by_name(r) for r in rows)
     if old:
         warnings.warn(f"torchutil: {old} row(s) of {path} store each op as a positional list (surveys "
@@ -184,17 +219,25 @@ def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
     finishes, and returns all rows (old and new). Models are built once per (model, dtype)."""
     os.makedirs(config.out, exist_ok=True)
     rows = load_results(config.out)
-    done = {_key(r) for r in rows}
+    done = {_key(r) for r in rows if r["status"] == "ok" or not config.retry_failed}
     todo = [c for c in config.plan() if c not in done]
     device = torch.device(config.device)
     if not todo:
         return rows
+    rerun = set(todo)
+    rows = [r for r in rows if _key(r) not in rerun]  # failed rows being retried: the new row replaces them
     bandwidth, bandwidth_source = memory_bandwidth(device)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     progress = Progress(len(todo), "survey", "config", enabled=config.progress, in_place=True)
     built: tuple[tuple[str, str], torch.nn.Module | Exception] | None = None
+    path = os.path.join(config.out, RESULTS)
     try:
-        with open(os.path.join(config.out, RESULTS), "a") as sink:
+        with open(path, "a+b") as sink:
+            # A last line cut short by a kill must not swallow the first row appended after it.
+            if sink.tell():
+                sink.seek(-1, os.SEEK_END)
+                if sink.read(1) != b"\n":
+                    sink.write(b"\n")
             for model_name, batch, dtype, mode in todo:
                 row: dict[str, Any] = {
                     "model": model_name, "batch": batch, "dtype": dtype, "mode": mode,
@@ -223,7 +266,7 @@ def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
                     if device.type == "cuda":
                         torch.cuda.empty_cache()
                 row["config_seconds"] = time.perf_counter() - t0
-                sink.write(json.dumps(json_safe(row)) + "\n")
+                sink.write((json.dumps(json_safe(row)) + "\n").encode())
                 sink.flush()
                 rows.append(json_safe(row))
                 progress.update(f"{model_name} b{batch} {dtype} {mode}")

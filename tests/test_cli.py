@@ -1,0 +1,301 @@
+"""The command line's habits: bad input ends in one message (never a traceback or a silent
+substitution), --json - and closed pipes, --version, exit statuses, --retry-failed, progress
+without carriage returns in logs, and a nas evaluate killed with SIGKILL."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import torchutil
+from torchutil.nas import natsbench as nb
+from torchutil.studies import nas_evaluate as ev
+from torchutil.studies import survey
+from torchutil.studies.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _cli(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "torchutil", *args], env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def _row(i: int, **key) -> dict:
+    row = {"idx": i, "dataset": "cifar10", "batch": 256, "dtype": "float16", "device": "cuda", "mode": "eager",
+           "arch": str(nb.arch_of_index(i)), "device_name": "synthetic", **key}
+    row.update({c: 0.01 for c in ev.METRIC_COLUMNS})
+    return row
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    """Bad inputs on disk: a foreign SQLite db, a file that is not SQLite, a results db cut
+    short, an empty and a partial results db, a plain file where a folder is expected."""
+    tmp = tmp_path_factory.mktemp("bad")
+    foreign = sqlite3.connect(tmp / "foreign.sqlite")
+    foreign.execute("CREATE TABLE photos (id INTEGER, path TEXT)")
+    foreign.commit()
+    foreign.close()
+    (tmp / "garbage.sqlite").write_bytes(b"SQLite format 3\0" + b"\x13" * 40)
+    con = ev.connect(tmp / "full.sqlite")
+    ev.insert_rows(con, [_row(i) for i in range(0, 3000)])
+    con.close()
+    data = (tmp / "full.sqlite").read_bytes()
+    (tmp / "truncated.sqlite").write_bytes(data[: len(data) // 3])
+    ev.connect(tmp / "empty.sqlite").close()
+    con = ev.connect(tmp / "partial.sqlite")
+    ev.insert_rows(con, [_row(i) for i in range(50)])
+    con.close()
+    (tmp / "file").write_text("not a folder")
+    return {"tmp": str(tmp), **{p.stem: str(p) for p in tmp.iterdir()}}
+
+
+# (command line, what the message must name). {name} is a path from the `files` fixture.
+BAD = [
+    # profile
+    ("profile --batch 0", "--batch"),
+    ("profile --batch -3", "--batch"),
+    ("profile --batch abc", "--batch"),
+    ("profile --image-size 0", "--image-size"),
+    ("profile --device xpu9", "xpu9"),
+    ("profile --device cuda:99", "cuda:99"),
+    ("profile --device mps", "mps"),
+    ("profile no_such_model --device cpu", "no_such_model"),
+    ("profile --dtype float8", "--dtype"),
+    ("profile --warmup -1", "--warmup"),
+    ("profile --iters 0", "--iters"),
+    ("profile --top -1", "--top"),
+    ("profile --target-ci 0", "--target-ci"),
+    ("profile --target-ci 1.5", "--target-ci"),
+    ("profile --max-time nan", "--max-time"),
+    ("profile --json {file}/out.json", "--json"),
+    ("profile --json {tmp}", "is a directory"),
+    ("profile --cuda-graph --timing eager", "contradicts"),
+    ("profile --peak bogus", "--peak"),
+    ("profile --no-such-flag", "--no-such-flag"),
+    ("bogus", "bogus"),
+    # nas evaluate
+    ("nas evaluate --batch 0", "--batch"),
+    ("nas evaluate --indices 5:2", "empty"),
+    ("nas evaluate --indices 20000", "20000"),
+    ("nas evaluate --indices -1", "-1"),
+    ("nas evaluate --indices 0:99999", "99999"),
+    ("nas evaluate --indices=-5:", "-5"),
+    ("nas evaluate --indices 1:9:2", "step"),
+    ("nas evaluate --indices abc", "abc"),
+    ("nas evaluate --indices 1,,2", "empty"),
+    ("nas evaluate --dataset imagenet", "--dataset"),
+    ("nas evaluate --iters 0", "--iters"),
+    ("nas evaluate --commit-every 0", "--commit-every"),
+    ("nas evaluate --device xpu9", "xpu9"),
+    ("nas evaluate --db {file}/x.sqlite", "--db"),
+    ("nas evaluate --db {tmp}", "is a directory"),
+    ("nas evaluate --db {foreign} --indices 0 --device cpu", "foreign.sqlite"),
+    ("nas evaluate --db {garbage} --indices 0 --device cpu", "garbage.sqlite"),
+    ("nas", "required"),
+    # nas merge
+    ("nas merge --db {tmp}/merged.sqlite {tmp}/missing.sqlite", "missing.sqlite"),
+    ("nas merge --db {tmp}/merged.sqlite {garbage}", "garbage.sqlite"),
+    ("nas merge --db {tmp}/merged.sqlite {foreign}", "foreign.sqlite"),
+    ("nas merge --db {tmp}/nothing-here.sqlite", "no shards"),
+    # nas correlate
+    ("nas correlate --db {tmp}/missing.sqlite", "missing.sqlite"),
+    ("nas correlate --db {foreign}", "foreign.sqlite"),
+    ("nas correlate --db {garbage}", "garbage.sqlite"),
+    ("nas correlate --db {truncated}", "truncated.sqlite"),
+    ("nas correlate --db {empty} --no-plots --out {tmp}/c", "no measurements"),
+    ("nas correlate --db {partial} --csv {tmp}/missing.csv", "missing.csv"),
+    ("nas correlate --db {partial} --out {file}/out", "--out"),
+    # nas search
+    ("nas search --db {tmp}/missing.sqlite", "missing.sqlite"),
+    ("nas search --db {partial} --no-plots --out {tmp}/s", "50 of the 15,625"),
+    ("nas search --db {garbage}", "garbage.sqlite"),
+    ("nas search --seeds 0", "--seeds"),
+    ("nas search --seeds a,b", "--seeds"),
+    ("nas search --iterations 0", "--iterations"),
+    ("nas search --quantile 1.5", "--quantile"),
+    ("nas search --lr -1", "--lr"),
+    ("nas search --weight nan", "--weight"),
+    ("nas search --dtype int8", "--dtype"),
+    ("nas search --db {partial} --out {file}", "--out"),
+    # survey
+    ("survey --batches 0", "--batches"),
+    ("survey --batches 1 -8", "--batches"),
+    ("survey --image-size 0", "--image-size"),
+    ("survey --device xpu9", "xpu9"),
+    ("survey --dtypes float64", "--dtypes"),
+    ("survey --iters 0", "--iters"),
+    ("survey --out {file}", "--out"),
+    ("survey --report-only --out {tmp}/nothing", "no results"),
+    ("survey --models no_such_model --batches 1 --device cpu --no-progress --out {tmp}/sv", "no_such_model"),
+    # fold-bench
+    ("fold-bench --f 0", "--f"),
+    ("fold-bench --batch 0", "--batch"),
+    ("fold-bench --multiple-of 0", "--multiple-of"),
+    ("fold-bench --out {file}/x", "--out"),
+    ("fold-bench --models nope --device cpu --out {tmp}/fb", "nope"),
+    ("fold-bench --models spec_2conv_32 --batch 2 --f 3 --device cpu --out {tmp}/fb", "batch"),
+]
+
+
+def _status(argv: list[str], capsys) -> tuple[int, str]:
+    """main(argv) as the interpreter would end it: (exit status, stderr). Any exception other
+    than SystemExit propagates, failing the test: it would be a traceback."""
+    try:
+        status = main(argv)
+    except SystemExit as e:
+        if isinstance(e.code, str):  # the interpreter prints the message and exits with 1
+            print(e.code, file=sys.stderr)
+            status = 1
+        else:
+            status = 0 if e.code is None else e.code
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line,names", BAD, ids=[b[0] for b in BAD])
+def test_bad_command_line(line, names, files, capsys):
+    argv = [word.format(**files) for word in line.split()]
+    status, err = _status(argv, capsys)
+    assert status != 0
+    assert names in err, err
+    assert "Traceback" not in err
+    assert not os.path.exists(os.path.join(files["tmp"], "missing.sqlite"))  # a reader creates no db
+
+
+def test_bad_lines_end_without_a_traceback_in_a_process(files):
+    """The same as the interpreter runs them, for a few lines that fail at different stages."""
+    for line in ("nas evaluate --indices 5:2", "nas correlate --db {garbage}", "profile --device xpu9"):
+        p = _cli(*[w.format(**files) for w in line.split()])
+        out, err = p.communicate(timeout=120)
+        assert p.returncode in (1, 2) and "Traceback" not in err and err.strip(), (line, err)
+
+
+def test_version_and_entry_point(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"torchutil {torchutil.__version__} (torch ") and "cuda " in out
+    # setup.py's console script `torchutil` calls this function and exits with what it returns.
+    from importlib import import_module
+
+    assert import_module("torchutil.studies.cli").main is main
+
+
+def test_closed_pipe_is_quiet(files):
+    """`torchutil ... | head`: the reader is gone before the output is written."""
+    for args in (["--version"], ["nas", "correlate", "--db", files["partial"], "--no-plots", "--out",
+                                 os.path.join(files["tmp"], "pipe")]):
+        p = _cli(*args)
+        p.stdout.close()
+        err = p.stderr.read()
+        assert p.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_json_to_stdout(capsys):
+    status = main(["profile", "resnet18", "--device", "cpu", "--batch", "1", "--image-size", "32",
+                   "--warmup", "0", "--iters", "1", "--json", "-"])
+    captured = capsys.readouterr()
+    assert status == 0 and not os.path.exists("-")
+    result = json.loads(captured.out)  # stdout holds the JSON alone; the text went to stderr
+    assert result["summary"]["batch_size"] == 1 and "utilization" in captured.err
+
+
+def _fake_measure(fail_models):
+    def measure(config, model_name, model, batch, dtype, mode, bandwidth):
+        if model_name in fail_models:
+            raise RuntimeError("out of memory (faked)")
+        return {"summary": {"utilization": 0.5, "inputs_per_second": 10.0, "flops": 1.0, "seconds": 1.0,
+                            "arithmetic_intensity": 1.0, "peak_flops_per_second": 1.0}, "ops": [],
+                "bounds": {}, "ridge_intensity": 1.0}
+    return measure
+
+
+def test_survey_exit_status_and_retry_failed(tmp_path, monkeypatch, capsys):
+    args = ["survey", "--models", "squeezenet1_1", "--batches", "1", "2", "--device", "cpu", "--no-progress",
+            "--out", str(tmp_path)]
+    monkeypatch.setattr(survey, "_measure", _fake_measure({"squeezenet1_1"}))
+    monkeypatch.setattr(survey, "write_outputs", lambda rows, config, plots=True: ["survey.csv"])
+    assert main(args) == 1
+    assert "2 configuration(s) failed" in capsys.readouterr().err
+    assert main(args) == 1  # a rerun skips failures: still failed
+    monkeypatch.setattr(survey, "_measure", _fake_measure(set()))
+    assert main([*args, "--retry-failed"]) == 0
+    rows = survey.load_results(str(tmp_path))
+    assert [(r["batch"], r["status"]) for r in rows] == [(1, "ok"), (2, "ok")]
+    assert len((tmp_path / survey.RESULTS).read_text().splitlines()) == 4  # appended, never rewritten
+
+
+def test_survey_jsonl_repair(tmp_path, monkeypatch):
+    """A cut-short last line does not swallow the next row; bad lines are skipped with a
+    warning, their configurations rerun, and no good row is lost."""
+    good = {"model": "squeezenet1_1", "batch": 1, "dtype": "float32", "mode": "eager", "status": "ok",
+            "summary": {"utilization": 0.1}}
+    lines = [json.dumps(good), "[1, 2]", json.dumps({"model": "x"}),
+             json.dumps({**good, "batch": 0}), '{"model": "squeezenet1_1", "batch": 2, "dt']
+    (tmp_path / survey.RESULTS).write_text("\n".join(lines))  # no newline after the cut line
+    with pytest.warns(UserWarning, match="skipped 4 unusable line"):
+        assert survey.load_results(str(tmp_path)) == [good]
+    monkeypatch.setattr(survey, "_measure", _fake_measure(set()))
+    config = survey.SurveyConfig(models=["squeezenet1_1"], batches=[1, 2], dtypes=["float32"], modes=["eager"],
+                                 out=str(tmp_path), progress=False)
+    with pytest.warns(UserWarning):
+        rows = survey.run_survey(config)
+    assert [(r["batch"], r["status"]) for r in rows] == [(1, "ok"), (2, "ok")]
+    with pytest.warns(UserWarning, match="skipped 4"):  # the same bad lines, nothing new
+        assert [r["batch"] for r in survey.load_results(str(tmp_path))] == [1, 2]
+
+
+def test_sqlite_errors_name_the_file(files):
+    with pytest.raises(ValueError, match="garbage.sqlite"):
+        ev.read_rows(files["garbage"])
+    with pytest.raises(ValueError, match="truncated.sqlite"):
+        ev.read_rows(files["truncated"])
+    with pytest.raises(ValueError, match="foreign.sqlite.*something else"):
+        ev.connect(files["foreign"])
+    with pytest.raises(ValueError, match="no results db"):
+        ev.read_rows(os.path.join(files["tmp"], "absent.sqlite"))
+    assert not os.path.exists(os.path.join(files["tmp"], "absent.sqlite"))
+
+
+def _count(db: Path) -> int:
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.slow
+def test_evaluate_killed_loses_at_most_the_cell_in_flight(tmp_path):
+    db = tmp_path / "results.sqlite"
+    args = ["nas", "evaluate", "--db", str(db), "--device", "cpu", "--dataset", "ImageNet16-120", "--batch", "1",
+            "--warmup", "0", "--iters", "1"]
+    p = _cli(*args, "--indices", "0:2000")
+    deadline = time.monotonic() + 240
+    seen = 0
+    while seen < 5 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+        seen = _count(db)
+    os.kill(p.pid, signal.SIGKILL)
+    p.communicate()
+    assert seen >= 5, "the sweep did not commit rows as it went"
+    kept = _count(db)
+    assert kept >= seen  # every row seen committed survived the kill
+    p = _cli(*args, "--indices", f"0:{kept + 2}")
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == 0, err
+    assert f"resuming {db}: {kept:,} of these {kept + 2:,} cells are there" in err
+    assert "evaluated 2 archs" in out and _count(db) == kept + 2
