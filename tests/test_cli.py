@@ -299,3 +299,11 @@ def test_evaluate_killed_loses_at_most_the_cell_in_flight(tmp_path):
     assert p.returncode == 0, err
     assert f"resuming {db}: {kept:,} of these {kept + 2:,} cells are there" in err
     assert "evaluated 2 archs" in out and _count(db) == kept + 2
+
+
+def test_survey_without_torchvision_says_so(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "torchvision", None)  # import torchvision raises ImportError
+    status, err = _status(["survey", "--device", "cpu", "--out", str(tmp_path)], capsys)
+    assert status == 1 and "torchvision" in err and "Traceback" not in err
+    status, err = _status(["profile", "resnet18", "--device", "cpu"], capsys)
+    assert status == 1 and "needs torchvision" in err and "Traceback" not in err

@@ -81,7 +81,12 @@ class SurveyConfig:
 
 
 def default_models() -> list[str]:
-    import torchvision
+    try:
+        import torchvision
+    except ImportError:
+        raise ValueError("torchutil: the survey's default models are torchvision's; install the torchvision "
+                         "release that matches your torch (the vision extra), or name timm:<name> models "
+                         "with --models") from None
 
     return sorted(torchvision.models.list_models(module=torchvision.models))
 
