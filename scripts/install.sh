@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what torchutil needs on a fresh Debian/Ubuntu machine and builds it in place
 # (editable install, so the tests and the examples see the built extension).
-#   system: a C++ compiler, CMake, Ninja, GoogleTest (libgtest-dev), chromium (the survey
-#           test screenshots its HTML report)
+#   system: a C++ compiler, CMake, Ninja, GoogleTest (libgtest-dev), clang-format (the C++
+#           format check of scripts/test.sh), chromium (the survey test screenshots its HTML
+#           report)
 #   Python: torch + torchvision (only if torch is missing; TORCHUTIL_TORCH_SPEC overrides
 #           which), pytest, ruff (the lint step of scripts/test.sh), matplotlib (the survey's
 #           plots; optional for users)
@@ -16,6 +17,7 @@ command -v g++ >/dev/null || missing+=(g++)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v ninja >/dev/null || missing+=(ninja-build)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+command -v clang-format >/dev/null || missing+=(clang-format)
 # The survey test renders report.html in a headless browser.
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Runs every test: ruff (pyproject.toml's rules), the GoogleTest suite through CTest, then
-# pytest. Installs first.
+# Runs every test: ruff (pyproject.toml's rules), clang-format (.clang-format) over the C++,
+# the GoogleTest suite through CTest, then pytest. Installs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 ./scripts/install.sh
 
 "$PYTHON" -m ruff check .
+# The C++ as .clang-format lays it out; `clang-format -i <files>` fixes what this reports.
+git ls-files -z 'csrc/*.h' 'csrc/*.cpp' 'tests/cpp/*.h' 'tests/cpp/*.cpp' \
+  | xargs -0 clang-format --dry-run --Werror
 
 prefix=$("$PYTHON" -c "import torch; print(torch.utils.cmake_prefix_path)")
 cmake -S . -B cmake-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
