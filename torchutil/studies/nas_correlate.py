@@ -3,14 +3,14 @@ the NATS-Bench cells against their accuracy.
 
 For every measurement config in a `nas evaluate` db (dataset of the measured network, batch,
 dtype, device, mode), every accuracy dataset of the table (cifar10, cifar100, ImageNet16-120)
-and every metric, Spearman's rho and Kendall's tau-b (ties handled; torchutil.nas.stats), over
+and every metric, Spearman's rho and Kendall's tau-b (ties handled; torchutil.nas.stats) with
+their two-sided p-values (NaN without scipy), over
 all measured cells and over the connected ones only (the 341 cells with no path from input to
 output train to chance level and would dominate the ranks of the cheapest cells).
 """
 from __future__ import annotations
 
 import csv
-import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from torchutil.nas import natsbench as nb
-from torchutil.nas.stats import kendall, spearman
+from torchutil.nas.stats import kendall_test, spearman_test
 from torchutil.studies._common import nas_error, pyplot, write_json
 from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
@@ -64,11 +64,12 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
                 for m in metrics:
                     ok = keep & np.isfinite(data[m])
                     x, y = data[m][ok], data[ds][ok]
+                    rho, rho_p = spearman_test(x, y)
+                    tau, tau_p = kendall_test(x, y)
                     results.append({
                         "config": _config_name(config), **dict(zip(CONFIG_COLUMNS, config)),
                         "subset": subset, "accuracy_dataset": ds, "metric": m, "n": int(ok.sum()),
-                        "spearman": spearman(x, y) if ok.sum() >= 2 else math.nan,
-                        "kendall": kendall(x, y) if ok.sum() >= 2 else math.nan,
+                        "spearman": rho, "spearman_p": rho_p, "kendall": tau, "kendall_p": tau_p,
                     })
     return results, joined
 
