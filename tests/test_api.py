@@ -197,6 +197,51 @@ def test_format(result):
     assert str(result) == text
 
 
+def test_repr_is_a_short_summary(result):
+    text = repr(result)
+    assert text.startswith("ProfileResult(") and "\n" not in text
+    assert "tensor(" not in text  # no raw tensors
+    for part in ("cpu", "utilization", "GFLOP", " ms", f"{len(result.ops)} rows"):
+        assert part in text
+
+
+def test_repr_html_has_summary_and_top_ops(result):
+    page = result._repr_html_()
+    assert page.startswith("<div>") and page.endswith("</div>")
+    assert "utilization" in page and "aten::convolution" in page
+
+
+def test_to_pandas_tables(result):
+    pandas = pytest.importorskip("pandas")
+    ops = result.to_pandas()
+    assert isinstance(ops, pandas.DataFrame)
+    assert list(ops.columns)[:3] == ["op", "module", "dtype"]
+    assert ops["matrix_flops"].sum() == MATRIX
+    assert len(result.to_pandas("kernels")) == len(result.kernels)  # none traced on a CPU
+    assert result.to_pandas("summary")["matrix_flops"].item() == MATRIX
+    with pytest.raises(ValueError, match="'ops', 'kernels' or 'summary'"):
+        result.to_pandas("bogus")
+
+
+def test_to_pandas_without_pandas_names_the_install(result, monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_pandas(name, *args, **kwargs):
+        if name == "pandas":
+            raise ImportError("No module named 'pandas'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pandas)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        result.to_pandas()
+
+
+def test_package_is_typed():
+    import pathlib
+    assert (pathlib.Path(torchutil.__file__).parent / "py.typed").is_file()
+
+
 def test_module_paths_in_rows():
     torch.manual_seed(0)
     model = tvm.resnet18(weights=None).eval()
