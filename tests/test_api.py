@@ -148,7 +148,7 @@ def test_result_attributes_mirror_summary(result):
     assert result.device == "cpu"
     assert result.timing_mode == "eager"
     assert result.peak_source == "given by the caller"
-    assert result.peak_dtype == "fp32"
+    assert result.peak_dtype == "float32"
     with pytest.raises(AttributeError, match="not_a_field"):
         result.not_a_field
 
