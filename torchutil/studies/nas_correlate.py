@@ -19,7 +19,7 @@ import numpy as np
 
 from torchutil.nas import natsbench as nb
 from torchutil.nas.stats import kendall_test, spearman_test
-from torchutil.studies._common import nas_error, pyplot, write_json
+from torchutil.studies._common import figure, nas_error, write_json
 from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
 __all__ = ["ACCURACY_DATASETS", "METRICS", "correlate", "format_table", "write_outputs"]
@@ -105,20 +105,20 @@ def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]]
     write_json(written[1], results, indent=2)
     if not plots:
         return written
-    plt = pyplot()
     for config, data in joined.items():
         metrics = [m for m in METRICS if m in data]
-        fig, axes = plt.subplots(len(metrics), len(ACCURACY_DATASETS), squeeze=False,
-                                 figsize=(4 * len(ACCURACY_DATASETS), 3 * len(metrics)))
+        fig = figure(figsize=(4 * len(ACCURACY_DATASETS), 3 * len(metrics)))
+        axes = fig.subplots(len(metrics), len(ACCURACY_DATASETS), squeeze=False)
         colors = np.where(data["connected"], "tab:blue", "tab:red")
         for r, m in enumerate(metrics):
             for c, ds in enumerate(ACCURACY_DATASETS):
                 ax = axes[r][c]
-                ax.scatter(data[m], data[ds], s=2, c=colors, alpha=0.5)
+                x = 100 * data[m] if m == "utilization" else data[m]
+                ax.scatter(x, data[ds], s=2, c=colors, alpha=0.5)
                 rho = [x for x in results if x["config"] == _config_name(config) and x["subset"] == "all"
                        and x["metric"] == m and x["accuracy_dataset"] == ds]
                 ax.set_title(f"{m} vs {ds}: rho {rho[0]['spearman']:+.3f}" if rho else ds, fontsize=8)
-                ax.set_xlabel(m, fontsize=8)
+                ax.set_xlabel("utilization (%)" if m == "utilization" else m, fontsize=8)
                 ax.set_ylabel(f"{ds} acc (%)", fontsize=8)
                 if m == "throughput":
                     ax.set_xscale("log")
@@ -126,6 +126,5 @@ def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]]
         fig.tight_layout()
         path = out / f"scatter_{_config_name(config).replace(' ', '_')}.png"
         fig.savefig(path, dpi=110)
-        plt.close(fig)
         written.append(path)
     return written
