@@ -571,8 +571,8 @@ def _header(rows: list[dict[str, Any]], config: SurveyConfig) -> str:
     for r in ok:
         dtype = _OLD_DTYPE_NAMES.get(r.get("peak_dtype", ""), r.get("peak_dtype", ""))
         peaks.setdefault(r["dtype"], (dtype, r["summary"]["peak_flops_per_second"], r.get("peak_source", "")))
-    peak_text = "; ".join(
-        f"{d}: {_rate(p, 'FLOP/s')} {pd} ({s})" if p is not None else f"{d}: –"
+    peak_text = "\n".join(
+        f"{d}: {_rate(p, 'FLOP/s')}{'' if pd == d else f' {pd}'} ({s})" if p is not None else f"{d}: –"
         for d, (pd, p, s) in peaks.items()) or "–"
     bandwidths = {(r.get("bandwidth"), r.get("bandwidth_source", "")) for r in rows if r.get("bandwidth")}
     bw_text = "; ".join(f"{_rate(b, 'B/s')} ({s})" for b, s in sorted(bandwidths)) or "–"
@@ -587,7 +587,7 @@ def _header(rows: list[dict[str, Any]], config: SurveyConfig) -> str:
                            f"{__version__} with torch {torch.__version__}"),
         ("configurations", f"{len(ok)} measured, {sum(r.get('status') == 'error' for r in rows)} failed"),
     ]
-    return "<dl>" + "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in items) + "</dl>"
+    return "<dl>" + "".join(f"<dt>{e(k)}</dt><dd>{e(v).replace(chr(10), '<br>')}</dd>" for k, v in items) + "</dl>"
 
 
 def _figure_html(name: str, caption: str) -> str:
@@ -635,7 +635,7 @@ def _report(rows: list[dict[str, Any]], plots: list[str], config: SurveyConfig) 
 body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
 dl {{ display: grid; grid-template-columns: max-content auto; gap: 2px 1em; font-size: 14px; }}
 dt {{ font-weight: 600; }} dd {{ margin: 0; }}
-.grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 1em; }}
+.grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 1em; align-items: start; }}
 .grid.small {{ grid-template-columns: repeat(auto-fill, minmax(380px, 1fr)); }}
 figure {{ margin: 0; }} img {{ width: 100%; border: 1px solid #ddd; }}
 figcaption {{ font-size: 13px; color: #444; margin-top: 4px; }}
