@@ -383,7 +383,8 @@ def write_outputs(out: str | os.PathLike[str], runs: Sequence[SearchRun], space:
         low = float(np.min(front_acc))
         axes[0][0].set_ylim(low - 0.25 * (float(np.max(front_acc)) - low) - 1, float(np.max(front_acc)) + 1)
         for ax in axes[-1]:
-            ax.set_xlabel("throughput (inputs/s)")
+            ax.set_xlabel("throughput (1,000 inputs/s)")
+            ax.xaxis.set_major_formatter(lambda v, _: f"{v / 1000:g}")
         for ax in axes[:, 0]:
             ax.set_ylabel(f"{space.dataset} test accuracy (%)")
         fig.suptitle("Pareto front (accuracy vs throughput) of the archs each strategy evaluated; "
