@@ -177,7 +177,7 @@ setup(
     # The NATS-Bench accuracy table and its source/license note (torchutil/nas/data), listed
     # here for wheels and sdists alike. include_package_data stays off: with it on, setuptools
     # takes the data folder for an undeclared package and warns that it would be ignored.
-    package_data={"torchutil.nas": ["data/*.csv", "data/*.md"]},
+    package_data={"torchutil": ["py.typed"], "torchutil.nas": ["data/*.csv", "data/*.md"]},
     include_package_data=False,
     python_requires=">=3.10",
     # numpy: torchutil.nas (rank statistics) and the NAS studies.

@@ -148,7 +148,7 @@ def test_result_attributes_mirror_summary(result):
     assert result.device == "cpu"
     assert result.timing_mode == "eager"
     assert result.peak_source == "given by the caller"
-    assert result.peak_dtype == "fp32"
+    assert result.peak_dtype == "float32"
     with pytest.raises(AttributeError, match="not_a_field"):
         result.not_a_field
 
@@ -195,6 +195,51 @@ def test_format(result):
     assert "aten::convolution" in text
     assert f"{MATRIX / 1e9:.3f}" in text
     assert str(result) == text
+
+
+def test_repr_is_a_short_summary(result):
+    text = repr(result)
+    assert text.startswith("ProfileResult(") and "\n" not in text
+    assert "tensor(" not in text  # no raw tensors
+    for part in ("cpu", "utilization", "GFLOP", " ms", f"{len(result.ops)} rows"):
+        assert part in text
+
+
+def test_repr_html_has_summary_and_top_ops(result):
+    page = result._repr_html_()
+    assert page.startswith("<div>") and page.endswith("</div>")
+    assert "utilization" in page and "aten::convolution" in page
+
+
+def test_to_pandas_tables(result):
+    pandas = pytest.importorskip("pandas")
+    ops = result.to_pandas()
+    assert isinstance(ops, pandas.DataFrame)
+    assert list(ops.columns)[:3] == ["op", "module", "dtype"]
+    assert ops["matrix_flops"].sum() == MATRIX
+    assert len(result.to_pandas("kernels")) == len(result.kernels)  # none traced on a CPU
+    assert result.to_pandas("summary")["matrix_flops"].item() == MATRIX
+    with pytest.raises(ValueError, match="'ops', 'kernels' or 'summary'"):
+        result.to_pandas("bogus")
+
+
+def test_to_pandas_without_pandas_names_the_install(result, monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_pandas(name, *args, **kwargs):
+        if name == "pandas":
+            raise ImportError("No module named 'pandas'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pandas)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        result.to_pandas()
+
+
+def test_package_is_typed():
+    import pathlib
+    assert (pathlib.Path(torchutil.__file__).parent / "py.typed").is_file()
 
 
 def test_module_paths_in_rows():

@@ -36,14 +36,14 @@ def test_profile_resnet18_fp16_eager(resnet18_fp16, batch):
     result = torchutil.profile(resnet18_fp16, batch, warmup=3, iters=10)
     assert 0 < result.utilization < 1
     assert result.peak_source.startswith(("datasheet", "computed")), result.peak_source
-    assert result.peak_dtype == "fp16"
+    assert result.peak_dtype == "float16"
     assert result.timing_mode == "eager"
     assert result.cuda_graph == 0
     assert result.device.startswith("cuda")
     assert result.seconds > 0
     assert result.utilization == pytest.approx(
         result.flops / result.seconds / result.peak_flops_per_second, rel=1e-9)
-    assert {r.dtype for r in result.ops if r.op_class == "matrix"} == {"Half"}
+    assert {r.dtype for r in result.ops if r.op_class == "matrix"} == {"float16"}
     assert result.unknown_ops == {}
 
 

@@ -90,7 +90,7 @@ def test_mm(seed):
     rng = random.Random(f"mm{seed}")
     n, k, m = (rng.randint(1, 48) for _ in range(3))
     dtype, dtype_name = rng.choice(
-        [(torch.float32, "Float"), (torch.float64, "Double"), (torch.bfloat16, "BFloat16")])
+        [(torch.float32, "float32"), (torch.float64, "float64"), (torch.bfloat16, "bfloat16")])
     a, b = torch.randn(n, k, dtype=dtype), torch.randn(k, m, dtype=dtype)
     size = torch.empty((), dtype=dtype).element_size()
     res, out = count(torch.mm, a, b)
@@ -750,7 +750,7 @@ def test_autocast_cpu_redispatch_counts_once_in_bfloat16():
     assert out.dtype == torch.bfloat16
     row = check_single(res, "aten::mm", matrix=2 * n * k * m, vector=0,
                        bytes=2 * (n * k + k * m + n * m))  # the bfloat16 kernel's tensors
-    assert row.dtype == "BFloat16"
+    assert row.dtype == "bfloat16"
 
 
 def test_autocast_cpu_linear():
@@ -763,7 +763,7 @@ def test_autocast_cpu_linear():
 
     res, _ = count(run)
     matrix_rows = [r for r in res.ops if r.op_class == "matrix"]
-    assert [(r.op, r.calls, r.dtype) for r in matrix_rows] == [("aten::addmm", 1, "BFloat16")]
+    assert [(r.op, r.calls, r.dtype) for r in matrix_rows] == [("aten::addmm", 1, "bfloat16")]
     assert res.matrix_flops == 2 * 4 * 16 * 8
     assert res.vector_flops == 4 * 8
     assert all(r.op_class == "memory" for r in res.ops if r not in matrix_rows)  # the casts

@@ -17,7 +17,8 @@ import torch
 from torchutil import FIELDS
 from torchutil.nas import natsbench as nb
 from torchutil.nas import reward
-from torchutil.nas.stats import kendall, kendall_pairs, rankdata, spearman
+from torchutil.nas import stats
+from torchutil.nas.stats import kendall, kendall_numpy, kendall_pairs, rankdata, spearman, spearman_numpy
 from torchutil.studies import nas_correlate as co
 from torchutil.studies import nas_evaluate as ev
 from torchutil.studies import nas_search as se
@@ -171,6 +172,8 @@ def test_correlations_hand_computed(x, y, rho, tau):
     assert spearman(x, y) == pytest.approx(rho, abs=1e-12)
     assert kendall(x, y) == pytest.approx(tau, abs=1e-12)
     assert kendall_pairs(x, y) == pytest.approx(tau, abs=1e-12)
+    assert spearman_numpy(x, y) == pytest.approx(rho, abs=1e-12)
+    assert kendall_numpy(x, y) == pytest.approx(tau, abs=1e-12)
 
 
 def test_correlations_degenerate_and_random():
@@ -181,10 +184,29 @@ def test_correlations_degenerate_and_random():
     rng = np.random.default_rng(0)
     x = rng.integers(0, 6, 500).astype(float)
     y = x + rng.integers(0, 4, 500)
-    assert kendall(x, y) == pytest.approx(kendall_pairs(x, y, block=64), abs=1e-12)
+    assert kendall_numpy(x, y) == pytest.approx(kendall_pairs(x, y, block=64), abs=1e-12)
     scipy_stats = pytest.importorskip("scipy.stats")
-    assert spearman(x, y) == pytest.approx(scipy_stats.spearmanr(x, y)[0], abs=1e-12)
-    assert kendall(x, y) == pytest.approx(scipy_stats.kendalltau(x, y)[0], abs=1e-12)
+    assert spearman_numpy(x, y) == pytest.approx(scipy_stats.spearmanr(x, y)[0], abs=1e-12)
+    assert kendall_numpy(x, y) == pytest.approx(scipy_stats.kendalltau(x, y)[0], abs=1e-12)
+    assert spearman(x, y) == pytest.approx(spearman_numpy(x, y), abs=1e-12)
+    assert kendall(x, y) == pytest.approx(kendall_numpy(x, y), abs=1e-12)
+
+
+def test_p_values_with_scipy_and_without(monkeypatch):
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=200)
+    y = x + rng.normal(size=200)
+    rho, p_rho = stats.spearman_test(x, y)
+    tau, p_tau = stats.kendall_test(x, y)
+    assert p_rho == pytest.approx(scipy_stats.spearmanr(x, y).pvalue, rel=1e-12)
+    assert p_tau == pytest.approx(scipy_stats.kendalltau(x, y).pvalue, rel=1e-12)
+    assert 0 <= p_rho < 1e-6 and 0 <= p_tau < 1e-6  # strongly associated
+    monkeypatch.setattr(stats, "_scipy_stats", None)  # the numpy fallback: no p-values
+    rho_np, p_np = stats.spearman_test(x, y)
+    tau_np, _ = stats.kendall_test(x, y)
+    assert rho_np == pytest.approx(rho, abs=1e-12) and tau_np == pytest.approx(tau, abs=1e-12)
+    assert math.isnan(p_np)
 
 
 def test_correlate_command(tmp_path, capsys):
@@ -197,6 +219,8 @@ def test_correlate_command(tmp_path, capsys):
     results, _ = co.correlate(db)
     assert len(results) == 2 * 3 * 4  # subsets x accuracy datasets x metrics
     assert all(-1 <= r["spearman"] <= 1 and -1 <= r["kendall"] <= 1 for r in results)
+    if stats._scipy_stats is not None:
+        assert all(0 <= r["spearman_p"] <= 1 and 0 <= r["kendall_p"] <= 1 for r in results)
     # The synthetic utilization grows with MACs: it ranks like FLOPs, up to its noise.
     util = next(r for r in results if r["metric"] == "utilization" and r["subset"] == "all"
                 and r["accuracy_dataset"] == "cifar10")

@@ -6,9 +6,10 @@ import math
 import sys
 
 import pytest
+import torch
 
 from torchutil._json import json_safe
-from torchutil.studies._common import Progress, exit_on_error, fail, write_json
+from torchutil.studies._common import Progress, cudnn_autotune, exit_on_error, fail, tf32_flags, write_json
 
 
 def test_json_safe_and_write_json(tmp_path):
@@ -61,3 +62,14 @@ def test_exits():
     with pytest.raises(KeyError):
         with exit_on_error():
             raise KeyError("not a user error")
+
+
+def test_backend_flags_are_restored_even_after_an_error():
+    flags = lambda: (torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32,  # noqa: E731
+                     torch.backends.cudnn.allow_tf32)
+    before = flags()
+    with pytest.raises(RuntimeError, match="inside"):
+        with cudnn_autotune(not before[0]), tf32_flags("tf32" if not before[1] else "float32"):
+            assert flags() != before
+            raise RuntimeError("inside")
+    assert flags() == before

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import html
 import json
+import os
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -60,6 +63,44 @@ def test_writes_every_output(survey_dir):
     for name in [*survey.PLOTS, survey.roofline_plot_name(MODELS[0])]:
         assert f'src="{name}"' in report
     assert "squeezenet1_1" in report and "CUDA-graph mode runs on CUDA only" in report
+
+
+def test_report_header_plots_first_sortable_table(survey_dir):
+    report = (survey_dir / "report.html").read_text()
+    for part in ("peak FLOP/s", "memory bandwidth", "report written", f"torchutil {torchutil.__version__}",
+                 f"torch {torch.__version__}", 'id="results"', 'id="filter"', "<script>", "data-v="):
+        assert part in report, part
+    # Plots before the table, each with its caption; no external assets.
+    assert report.index("util_vs_batch.png") < report.index('id="results"')
+    for caption in survey.CAPTIONS.values():
+        assert html.escape(caption) in report
+    assert "http://" not in report and "https://" not in report
+
+
+@pytest.mark.parametrize("value, text", [
+    (0.07123, "0.0712"), (3.07, "3.07"), (45.12, "45.1"), (1792.2, "1,792"), (2, "2"), (0.0, "0"),
+    (None, "–"), (float("nan"), "–"),
+])
+def test_one_number_format(value, text):
+    assert survey.format_number(value) == text
+
+
+def test_labels_are_spread_apart():
+    values = [5.0, 5.0, 5.1, 9.0, 4.95]
+    placed = survey._spread(values, gap=1.0)
+    ordered = sorted(placed)
+    assert all(b - a >= 1.0 - 1e-12 for a, b in zip(ordered, ordered[1:]))
+    assert sorted(range(5), key=placed.__getitem__) == sorted(range(5), key=values.__getitem__)
+
+
+def test_plots_leave_matplotlib_as_the_user_set_it():
+    code = ("import sys, matplotlib; before = matplotlib.get_backend(); "
+            "from torchutil.studies import _common; _common.figure().subplots().plot([1, 2]); "
+            "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'; "
+            "assert matplotlib.get_backend() == before, matplotlib.get_backend()")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
+                   env={**os.environ, "MPLBACKEND": "svg",
+                        "PYTHONPATH": os.path.dirname(os.path.dirname(torchutil.__file__))})
 
 
 def test_rerun_skips_finished_work(survey_dir, capsys):

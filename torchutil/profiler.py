@@ -6,6 +6,7 @@ module only shapes what comes back.
 from __future__ import annotations
 
 import csv
+import html
 import json
 import time
 from dataclasses import asdict, dataclass, field as dataclass_field, fields
@@ -14,6 +15,7 @@ from typing import Any, Sequence
 import torch
 
 from torchutil import _C, _ops  # noqa: F401  (registers the ops)
+from torchutil._json import json_safe
 from torchutil.fields import FIELDS, TEXT_FIELDS, output_rows, row_class
 
 __all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "profile", "utilization"]
@@ -36,7 +38,7 @@ KernelRow = row_class(
 UnknownOp = row_class("UnknownOp", "unknown_ops", "An op with no FLOP formula.")
 
 
-@dataclass
+@dataclass(repr=False)
 class ProfileResult:
     """What one profile measured.
 
@@ -136,17 +138,69 @@ class ProfileResult:
         }
 
     def to_json(self, **kwargs: Any) -> str:
-        # NaN (no timing on meta, no peak) is not JSON: written as null.
-        def clean(v: Any) -> Any:
-            if isinstance(v, float) and v != v:
-                return None
-            if isinstance(v, dict):
-                return {k: clean(x) for k, x in v.items()}
-            if isinstance(v, list):
-                return [clean(x) for x in v]
-            return v
+        """to_dict() as JSON; NaN and infinities (no timing on meta, no peak) are written as null."""
+        return json.dumps(json_safe(self.to_dict()), **kwargs)
 
-        return json.dumps(clean(self.to_dict()), **kwargs)
+    def to_pandas(self, table: str = "ops") -> Any:
+        """One table as a pandas DataFrame, a column per field: "ops" (OpRow), "kernels"
+        (KernelRow) or "summary" (one row, a column per torchutil.FIELDS and the texts but
+        chrome_trace). pandas is optional: `pip install pandas` where it is missing."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError(
+                "torchutil: ProfileResult.to_pandas() needs pandas, which is not installed; "
+                "install it with `pip install pandas`"
+            ) from None
+        if table == "ops":
+            return pandas.DataFrame([asdict(r) for r in self.ops], columns=[f.name for f in fields(OpRow)])
+        if table == "kernels":
+            return pandas.DataFrame([asdict(k) for k in self.kernels],
+                                    columns=[f.name for f in fields(KernelRow)])
+        if table == "summary":
+            texts = {k: v for k, v in self.texts.items() if k != "chrome_trace"}
+            return pandas.DataFrame([{**self._values, **texts}])
+        raise ValueError(f"torchutil: to_pandas(table=...) takes 'ops', 'kernels' or 'summary', got {table!r}")
+
+    def _summary_items(self) -> list[tuple[str, str]]:
+        """The headline figures as (label, formatted value): what repr() and the notebook show."""
+        v = self._values
+        items = [
+            ("device", f"{self.device}, timing {self.timing_mode}, batch {_count(v['batch_size'])}"),
+            ("utilization", f"{_percent(v['utilization'])} of {_scaled(v['peak_flops_per_second'], 1e12)} "
+                            f"TFLOP/s ({self.peak_dtype})"),
+            ("FLOPs / forward", f"{_scaled(v['flops'], 1e9)} GFLOP"),
+            ("time / forward", f"{_scaled(v['seconds'], 1e-3)} ms"),
+            ("ops", f"{len(self.ops)} rows, {_count(v['counted_op_calls'])} calls"
+                    + (f", {len(self.unknown_ops)} with no formula" if self.unknown_ops else "")),
+        ]
+        if v.get("traced") == 1.0:
+            items.append(("kernels", f"{_count(v['kernels_per_forward'])} / forward, "
+                                     f"GPU busy {_percent(v['gpu_busy_fraction'])}"))
+        else:
+            items.append(("kernels", f"not traced ({self.trace_status})"))
+        return items
+
+    def __repr__(self) -> str:
+        return "ProfileResult(" + "; ".join(f"{k}: {x}" for k, x in self._summary_items()) + ")"
+
+    def _repr_html_(self, top: int = 10) -> str:
+        """For notebooks: the summary and the top ops by FLOPs, as HTML tables."""
+        e = html.escape
+        summary = "".join(f"<tr><th style='text-align:left'>{e(k)}</th><td style='text-align:left'>{e(x)}</td></tr>"
+                          for k, x in self._summary_items())
+        head = ("op", "module", "dtype", "calls", "GFLOP", "MB", "FLOP/B", "kernel ms")
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{e(c)}</td>" for c in (
+                r.op, r.module, r.dtype, str(r.calls), _scaled(r.flops, 1e9), _scaled(r.bytes, 1e6),
+                _scaled(r.arithmetic_intensity, 1.0), _scaled(r.kernel_seconds, 1e-3))) + "</tr>"
+            for r in self.top_ops(top))
+        return (
+            f"<div><b>torchutil profile</b><table>{summary}</table>"
+            f"<details open><summary>top {top} ops by FLOPs</summary><table><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in head)
+            + f"</tr></thead><tbody>{rows}</tbody></table></details></div>"
+        )
 
     def format(self, top: int = 10) -> str:
         """A human-readable summary and the top ops by FLOPs."""
@@ -183,6 +237,19 @@ class ProfileResult:
 
     def __str__(self) -> str:
         return self.format()
+
+
+def _scaled(value: float, unit: float) -> str:
+    """value / unit to four significant digits, "n/a" where it is NaN."""
+    return "n/a" if value != value else f"{value / unit:.4g}"
+
+
+def _percent(fraction: float) -> str:
+    return "n/a" if fraction != fraction else f"{100 * fraction:.3g} %"
+
+
+def _count(value: float) -> str:
+    return "n/a" if value != value else str(int(value))
 
 
 def _rows_to_csv(path: str, rows: list[Any], cls: type) -> None:

@@ -94,8 +94,8 @@ const char* opEventKindName(OpEvent::Kind k) {
 namespace {
 
 bool isIntegral(std::string_view dtype) {
-  for (std::string_view d : {"Long", "Int", "Short", "Char", "Byte", "Bool", "UInt16", "UInt32",
-                             "UInt64"}) {
+  for (std::string_view d : {"int64", "int32", "int16", "int8", "uint8", "bool", "uint16",
+                             "uint32", "uint64"}) {
     if (dtype == d) {
       return true;
     }

@@ -11,7 +11,7 @@ namespace torchutil {
 struct TensorInfo {
   std::vector<int64_t> sizes;
   int64_t elementSize = 0;   // bytes per element
-  const char* dtype = "";    // a static name such as "Float" or "Half"
+  const char* dtype = "";    // a static torch name such as "float32" or "float16"
 
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
   int64_t numel() const;
@@ -19,6 +19,11 @@ struct TensorInfo {
   // Size of dimension d; negative d counts from the end.
   int64_t size(int64_t d) const;
 };
+
+// torch's name of a c10 ScalarType name, as Python spells it ("Half" -> "float16",
+// "BFloat16" -> "bfloat16", "Long" -> "int64"); c10Name itself for a type with no other name.
+// Static storage: the result lives as long as c10Name does.
+const char* torchDtypeName(const char* c10Name);
 
 enum class ArgKind : uint8_t { None, Tensor, TensorList, Int, IntList, Double, Bool, Other };
 
@@ -31,7 +36,7 @@ struct Arg {
   bool flag = false;                 // kind == Bool
 
   static Arg none() { return {}; }
-  static Arg ofTensor(std::vector<int64_t> sizes, int64_t elementSize = 4, const char* dtype = "Float");
+  static Arg ofTensor(std::vector<int64_t> sizes, int64_t elementSize = 4, const char* dtype = "float32");
   static Arg ofInt(int64_t v);
   static Arg ofInts(std::vector<int64_t> v);
   static Arg ofDouble(double v);

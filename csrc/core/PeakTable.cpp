@@ -49,7 +49,7 @@ constexpr size_t idx(PeakDtype d) {
 
 const char* peakDtypeName(PeakDtype d) {
   static constexpr std::array<const char*, idx(PeakDtype::kCount)> names{
-      "fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"};
+      "float64", "float32", "tf32", "float16", "bfloat16", "float8", "int8"};
   return d < PeakDtype::kCount ? names[idx(d)] : "?";
 }
 

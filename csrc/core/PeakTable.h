@@ -13,6 +13,7 @@ namespace torchutil {
 // tensor cores.
 enum class PeakDtype : uint8_t { FP64, FP32, TF32, FP16, BF16, FP8, INT8, kCount };
 
+// The torch spelling ("float16", "bfloat16", "tf32", "float8"), as every result says it.
 const char* peakDtypeName(PeakDtype d);
 // Accepts torch names ("float16", "bfloat16", "float32"), short names ("fp16", "bf16", "tf32",
 // "fp8", "int8") and c10 names ("Half", "BFloat16", "Float", "Float8_e4m3fn", "Char").

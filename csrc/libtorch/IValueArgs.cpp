@@ -78,7 +78,7 @@ TensorInfo tensorInfo(const at::Tensor& t) {
   }
   info.sizes = t.sizes().vec();
   info.elementSize = static_cast<int64_t>(t.element_size());
-  info.dtype = c10::toString(t.scalar_type());
+  info.dtype = torchDtypeName(c10::toString(t.scalar_type()));
   return info;
 }
 

@@ -12,7 +12,7 @@
 namespace torchutil {
 namespace {
 
-Arg t(std::vector<int64_t> sizes, int64_t elementSize = 4, const char* dtype = "Float") {
+Arg t(std::vector<int64_t> sizes, int64_t elementSize = 4, const char* dtype = "float32") {
   return Arg::ofTensor(std::move(sizes), elementSize, dtype);
 }
 
@@ -67,7 +67,7 @@ TEST(CountSessionTest, OnlyTheOutermostCountedOpIsCounted) {
   EXPECT_EQ(r.opClass, OpClass::Matrix);
   EXPECT_EQ(r.calls, 1);
   EXPECT_EQ(r.matrixFlops, kConvFlops);
-  EXPECT_EQ(r.dtype, "Float");
+  EXPECT_EQ(r.dtype, "float32");
   EXPECT_EQ(r.bytes, (2 * 3 * 8 * 8 + 4 * 3 * 3 * 3 + 2 * 4 * 6 * 6) * 4);
   EXPECT_TRUE(s.table().unknown().empty());
 }
@@ -75,18 +75,18 @@ TEST(CountSessionTest, OnlyTheOutermostCountedOpIsCounted) {
 TEST(CountSessionTest, SameNameRedispatchReplacesItsCaller) {
   CountSession s;
   const Args floatIn = {t({4, 8}), t({8, 2})};
-  const Args halfIn = {t({4, 8}, 2, "Half"), t({8, 2}, 2, "Half")};
+  const Args halfIn = {t({4, 8}, 2, "float16"), t({8, 2}, 2, "float16")};
   // Autocast: mm casts its inputs (ops inside it), then re-dispatches mm with the cast ones.
   call(s, "aten::mm", floatIn, {t({4, 2})}, [&] {
     EXPECT_FALSE(call(s, "aten::_to_copy", {floatIn[0]}, {halfIn[0]}));
     EXPECT_FALSE(call(s, "aten::_to_copy", {floatIn[1]}, {halfIn[1]}));
-    EXPECT_TRUE(call(s, "aten::mm", halfIn, {t({4, 2}, 2, "Half")}));
+    EXPECT_TRUE(call(s, "aten::mm", halfIn, {t({4, 2}, 2, "float16")}));
   });
 
   ASSERT_EQ(s.table().rows().size(), 1u);
   const OpStats& r = s.table().rows()[0];
   EXPECT_EQ(r.op, "aten::mm");
-  EXPECT_EQ(r.dtype, "Half");
+  EXPECT_EQ(r.dtype, "float16");
   EXPECT_EQ(r.calls, 1);
   EXPECT_EQ(r.matrixFlops, 2 * 4 * 8 * 2);
   EXPECT_EQ(r.bytes, (4 * 8 + 8 * 2 + 4 * 2) * 2);
@@ -97,13 +97,13 @@ TEST(CountSessionTest, OnlyADirectSameNameCalleeReplacesItsCaller) {
   // mm -> (inside) addmm -> mm: the inner mm is not a re-dispatch of the outer one.
   call(s, "aten::mm", {t({4, 8}), t({8, 2})}, {t({4, 2})}, [&] {
     call(s, "aten::addmm", {t({2}), t({4, 8}), t({8, 2})}, {t({4, 2})}, [&] {
-      EXPECT_FALSE(call(s, "aten::mm", {t({4, 8}, 2, "Half"), t({8, 2}, 2, "Half")},
-                        {t({4, 2}, 2, "Half")}));
+      EXPECT_FALSE(call(s, "aten::mm", {t({4, 8}, 2, "float16"), t({8, 2}, 2, "float16")},
+                        {t({4, 2}, 2, "float16")}));
     });
   });
   ASSERT_EQ(s.table().rows().size(), 1u);
   EXPECT_EQ(s.table().rows()[0].op, "aten::mm");
-  EXPECT_EQ(s.table().rows()[0].dtype, "Float");
+  EXPECT_EQ(s.table().rows()[0].dtype, "float32");
 }
 
 TEST(CountSessionTest, TransparentWrappersLetTheirCalleesCount) {
@@ -282,11 +282,11 @@ TEST(CountSessionTest, ModulePathsAreRecordedPerRow) {
 TEST(CountSessionTest, RowsAggregateByOpModuleAndDtype) {
   CountSession s;
   const Args floatIn = {t({3, 4}), t({3, 4})};
-  const Args halfIn = {t({3, 4}, 2, "Half"), t({3, 4}, 2, "Half")};
+  const Args halfIn = {t({3, 4}, 2, "float16"), t({3, 4}, 2, "float16")};
   call(s, "aten::add", floatIn, {t({3, 4})});
   call(s, "aten::mul", floatIn, {t({3, 4})});
   call(s, "aten::add", floatIn, {t({3, 4})});
-  call(s, "aten::add", halfIn, {t({3, 4}, 2, "Half")});
+  call(s, "aten::add", halfIn, {t({3, 4}, 2, "float16")});
   s.enterModule("block");
   call(s, "aten::add", floatIn, {t({3, 4})});
   s.exitModule();
@@ -301,7 +301,7 @@ TEST(CountSessionTest, RowsAggregateByOpModuleAndDtype) {
   EXPECT_EQ(rows[1].op, "aten::mul");
   EXPECT_EQ(rows[1].calls, 1);
   EXPECT_EQ(rows[2].op, "aten::add");
-  EXPECT_EQ(rows[2].dtype, "Half");
+  EXPECT_EQ(rows[2].dtype, "float16");
   EXPECT_EQ(rows[2].calls, 1);
   EXPECT_EQ(rows[2].bytes, 3 * 12 * 2);
   EXPECT_EQ(rows[3].module, "block");
@@ -327,10 +327,10 @@ TEST(CountSessionTest, ExitWithoutEnterIsIgnored) {
 
 TEST(CountTableTest, TotalsSumRowsAndUnknownCalls) {
   CountTable table;
-  table.add("aten::mm", "", "Float", OpClass::Matrix, Cost{100, 0}, 40);
-  table.add("aten::addmm", "fc", "Float", OpClass::Matrix, Cost{200, 7}, 60);
-  table.add("aten::mm", "", "Float", OpClass::Matrix, Cost{100, 0}, 40);
-  table.add("aten::copy_", "", "Float", OpClass::Memory, Cost{}, 16);
+  table.add("aten::mm", "", "float32", OpClass::Matrix, Cost{100, 0}, 40);
+  table.add("aten::addmm", "fc", "float32", OpClass::Matrix, Cost{200, 7}, 60);
+  table.add("aten::mm", "", "float32", OpClass::Matrix, Cost{100, 0}, 40);
+  table.add("aten::copy_", "", "float32", OpClass::Memory, Cost{}, 16);
   table.addUnknown("custom::a");
   table.addUnknown("custom::b", 4);
   table.addUnknown("custom::a", 2);
@@ -351,17 +351,17 @@ TEST(CountTableTest, TotalsSumRowsAndUnknownCalls) {
 TEST(CountTableTest, DominantDtypeCarriesTheMostMatrixThenTheMostFlops) {
   CountTable table;
   EXPECT_EQ(table.dominantDtype(), "");
-  table.add("aten::add", "", "Float", OpClass::Vector, Cost{0, 1000000}, 0);
-  table.add("aten::mm", "", "Half", OpClass::Matrix, Cost{10, 0}, 0);
-  EXPECT_EQ(table.dominantDtype(), "Half");  // matrix FLOPs first, however many vector ones
-  table.add("aten::mm", "", "BFloat16", OpClass::Matrix, Cost{6, 0}, 0);
-  table.add("aten::mm", "x", "BFloat16", OpClass::Matrix, Cost{6, 0}, 0);
-  EXPECT_EQ(table.dominantDtype(), "BFloat16");  // summed over rows: 12 > 10
+  table.add("aten::add", "", "float32", OpClass::Vector, Cost{0, 1000000}, 0);
+  table.add("aten::mm", "", "float16", OpClass::Matrix, Cost{10, 0}, 0);
+  EXPECT_EQ(table.dominantDtype(), "float16");  // matrix FLOPs first, however many vector ones
+  table.add("aten::mm", "", "bfloat16", OpClass::Matrix, Cost{6, 0}, 0);
+  table.add("aten::mm", "x", "bfloat16", OpClass::Matrix, Cost{6, 0}, 0);
+  EXPECT_EQ(table.dominantDtype(), "bfloat16");  // summed over rows: 12 > 10
 
   CountTable tie;
-  tie.add("aten::mm", "", "Half", OpClass::Matrix, Cost{10, 1}, 0);
-  tie.add("aten::mm", "", "Float", OpClass::Matrix, Cost{10, 5}, 0);
-  EXPECT_EQ(tie.dominantDtype(), "Float");  // equal matrix FLOPs: the most FLOPs
+  tie.add("aten::mm", "", "float16", OpClass::Matrix, Cost{10, 1}, 0);
+  tie.add("aten::mm", "", "float32", OpClass::Matrix, Cost{10, 5}, 0);
+  EXPECT_EQ(tie.dominantDtype(), "float32");  // equal matrix FLOPs: the most FLOPs
 
   CountTable noDtype;
   noDtype.add("aten::zeros", "", "", OpClass::Memory, Cost{}, 8);
@@ -372,14 +372,14 @@ TEST(CountTableTest, DominantDtypeCarriesTheMostMatrixThenTheMostFlops) {
 // no floating-point work.
 TEST(CountSessionTest, IntegerVectorOpsCostBytesButNoFlops) {
   CountSession s;
-  call(s, "aten::add_", {t({}, 8, "Long"), Arg::ofInt(1)}, {t({}, 8, "Long")});
+  call(s, "aten::add_", {t({}, 8, "int64"), Arg::ofInt(1)}, {t({}, 8, "int64")});
   call(s, "aten::add_", {t({4}), t({4})}, {t({4})});
   // A boolean condition among floating-point operands is still floating-point work.
   call(s, "aten::where", {t({4}, 1, "Bool"), t({4}), t({4})}, {t({4})});
   ASSERT_EQ(s.table().rows().size(), 3u);
   EXPECT_EQ(s.table().rows()[2].vectorFlops, 4);
   const OpStats& integer = s.table().rows()[0];
-  EXPECT_EQ(integer.dtype, "Long");
+  EXPECT_EQ(integer.dtype, "int64");
   EXPECT_EQ(integer.vectorFlops, 0);
   EXPECT_EQ(integer.bytes, 16);
   EXPECT_EQ(s.table().rows()[1].vectorFlops, 4);

@@ -226,7 +226,7 @@ TEST(FormulasTest, ScaledMmCountsItsOptionalBias) {
   const int64_t m = 16, k = 32, n = 8;
   const Arg a = Arg::ofTensor({m, k}, /*elementSize=*/1, "Float8_e4m3fn");
   const Arg b = Arg::ofTensor({k, n}, /*elementSize=*/1, "Float8_e4m3fn");
-  const Args out = {Arg::ofTensor({m, n}, /*elementSize=*/2, "BFloat16")};
+  const Args out = {Arg::ofTensor({m, n}, /*elementSize=*/2, "bfloat16")};
   // _scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)
   EXPECT_EQ(matrixCost("aten::_scaled_mm",
                        {a, b, t({}), t({}), t({n}), Arg::none(), Arg::ofInt(15),

@@ -16,8 +16,8 @@ TEST(OpArgsTest, NumelIsTheProductOfSizes) {
 }
 
 TEST(OpArgsTest, NbytesUsesTheElementSize) {
-  EXPECT_EQ(Arg::ofTensor({2, 3}, /*elementSize=*/2, "Half").tensor.nbytes(), 12);
-  EXPECT_EQ(Arg::ofTensor({2, 3}, /*elementSize=*/8, "Double").tensor.nbytes(), 48);
+  EXPECT_EQ(Arg::ofTensor({2, 3}, /*elementSize=*/2, "float16").tensor.nbytes(), 12);
+  EXPECT_EQ(Arg::ofTensor({2, 3}, /*elementSize=*/8, "float64").tensor.nbytes(), 48);
   EXPECT_EQ(Arg::ofTensor({}, /*elementSize=*/4).tensor.nbytes(), 4);
 }
 
@@ -53,9 +53,9 @@ TEST(OpArgsTest, FactoriesSetKindAndValues) {
   EXPECT_TRUE(b.flag);
   EXPECT_EQ(b.number, 1.0);
 
-  const Arg t = Arg::ofTensor({2}, /*elementSize=*/2, "BFloat16");
+  const Arg t = Arg::ofTensor({2}, /*elementSize=*/2, "bfloat16");
   EXPECT_TRUE(t.isTensor());
-  EXPECT_STREQ(t.tensor.dtype, "BFloat16");
+  EXPECT_STREQ(t.tensor.dtype, "bfloat16");
   EXPECT_FALSE(Arg::none().isTensor());
   EXPECT_EQ(Arg::none().kind, ArgKind::None);
 }
@@ -89,6 +89,15 @@ TEST(OpArgsTest, FirstTensorSkipsNonTensorsAndEmptyLists) {
   const Args viaList = {emptyList, list, Arg::ofTensor({4})};
   ASSERT_NE(firstTensor(viaList), nullptr);
   EXPECT_EQ(firstTensor(viaList)->sizes, std::vector<int64_t>{9});
+}
+
+TEST(OpArgsTest, TorchDtypeNamesAreThePythonSpelling) {
+  EXPECT_STREQ(torchDtypeName("Half"), "float16");
+  EXPECT_STREQ(torchDtypeName("BFloat16"), "bfloat16");
+  EXPECT_STREQ(torchDtypeName("Float"), "float32");
+  EXPECT_STREQ(torchDtypeName("Long"), "int64");
+  EXPECT_STREQ(torchDtypeName("Float8_e4m3fn"), "float8_e4m3fn");
+  EXPECT_STREQ(torchDtypeName("QInt8"), "QInt8");  // no other name: passed through
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ TEST(PeakTableTest, DatasheetPeakIsInFlopsPerSecond) {
   ASSERT_TRUE(h100.has_value());
   EXPECT_DOUBLE_EQ(h100->flopsPerSecond, 989.4e12);
   EXPECT_NE(h100->source.find("H100 SXM"), std::string::npos) << h100->source;
-  EXPECT_NE(h100->source.find("fp16"), std::string::npos) << h100->source;
+  EXPECT_NE(h100->source.find("float16"), std::string::npos) << h100->source;
 
   const auto a100 = datasheetPeak("NVIDIA A100-SXM4-80GB", PeakDtype::TF32);
   ASSERT_TRUE(a100.has_value());
@@ -159,13 +159,13 @@ TEST(PeakTableTest, ParsesTorchShortAndC10DtypeNames) {
 }
 
 TEST(PeakTableTest, Float32CountsAsTf32WhereTf32IsAllowed) {
-  EXPECT_EQ(peakDtypeOfTensorDtype("Float", /*tf32Allowed=*/true), PeakDtype::TF32);
-  EXPECT_EQ(peakDtypeOfTensorDtype("Float", /*tf32Allowed=*/false), PeakDtype::FP32);
+  EXPECT_EQ(peakDtypeOfTensorDtype("float32", /*tf32Allowed=*/true), PeakDtype::TF32);
+  EXPECT_EQ(peakDtypeOfTensorDtype("float32", /*tf32Allowed=*/false), PeakDtype::FP32);
   // TF32 applies to float32 only.
-  EXPECT_EQ(peakDtypeOfTensorDtype("Half", /*tf32Allowed=*/true), PeakDtype::FP16);
-  EXPECT_EQ(peakDtypeOfTensorDtype("BFloat16", /*tf32Allowed=*/true), PeakDtype::BF16);
-  EXPECT_EQ(peakDtypeOfTensorDtype("Double", /*tf32Allowed=*/true), PeakDtype::FP64);
-  EXPECT_FALSE(peakDtypeOfTensorDtype("Long", /*tf32Allowed=*/true).has_value());
+  EXPECT_EQ(peakDtypeOfTensorDtype("float16", /*tf32Allowed=*/true), PeakDtype::FP16);
+  EXPECT_EQ(peakDtypeOfTensorDtype("bfloat16", /*tf32Allowed=*/true), PeakDtype::BF16);
+  EXPECT_EQ(peakDtypeOfTensorDtype("float64", /*tf32Allowed=*/true), PeakDtype::FP64);
+  EXPECT_FALSE(peakDtypeOfTensorDtype("int64", /*tf32Allowed=*/true).has_value());
   EXPECT_FALSE(peakDtypeOfTensorDtype("", /*tf32Allowed=*/false).has_value());
 }
 

@@ -28,7 +28,7 @@ from torchutil.nas.natsbench import (
     unique_str,
 )
 from torchutil.nas.rewards import reward
-from torchutil.nas.stats import kendall, spearman
+from torchutil.nas.stats import kendall, kendall_test, spearman, spearman_test
 
 __all__ = [
     "AccuracyRow",
@@ -41,6 +41,7 @@ __all__ = [
     "input_shape",
     "is_connected",
     "kendall",
+    "kendall_test",
     "load_accuracy_table",
     "macs_and_params",
     "natsbench",
@@ -49,5 +50,6 @@ __all__ = [
     "parse_arch",
     "reward",
     "spearman",
+    "spearman_test",
     "unique_str",
 ]

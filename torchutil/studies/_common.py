@@ -1,5 +1,5 @@
 """What the study commands share: JSON files without NaN, progress on stderr, how a command
-exits on a user's error, matplotlib without a display, and the backend flags a measurement
+exits on a user's error, matplotlib figures without pyplot, and the backend flags a measurement
 sets and restores (TF32, cuDNN autotuning)."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 from torchutil._json import json_safe
 
 __all__ = ["TORCH_DTYPES", "Progress", "cudnn_autotune", "exit_on_error", "fail", "nas_error",
-           "pyplot", "tf32_flags", "write_json"]
+           "figure", "tf32_flags", "write_json"]
 
 # The dtypes the survey and fold-bench measure in: "tf32" is float32 with TF32 allowed in
 # cuBLAS and cuDNN (tf32_flags), "float32" the same with TF32 off.
@@ -49,14 +49,15 @@ def nas_error(message: str) -> ValueError:
     return ValueError(f"torchutil.nas: {message}")
 
 
-def pyplot() -> Any:
-    """matplotlib.pyplot drawing to files only (the Agg backend); ImportError without matplotlib."""
-    import matplotlib
+def figure(**kwargs: Any) -> Any:
+    """A matplotlib Figure drawn by the Agg canvas, for savefig() only: pyplot is not imported
+    and matplotlib's backend is left as the user set it. ImportError without matplotlib."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 class Progress:

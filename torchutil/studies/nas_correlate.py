@@ -3,14 +3,14 @@ the NATS-Bench cells against their accuracy.
 
 For every measurement config in a `nas evaluate` db (dataset of the measured network, batch,
 dtype, device, mode), every accuracy dataset of the table (cifar10, cifar100, ImageNet16-120)
-and every metric, Spearman's rho and Kendall's tau-b (ties handled; torchutil.nas.stats), over
+and every metric, Spearman's rho and Kendall's tau-b (ties handled; torchutil.nas.stats) with
+their two-sided p-values (NaN without scipy), over
 all measured cells and over the connected ones only (the 341 cells with no path from input to
 output train to chance level and would dominate the ranks of the cheapest cells).
 """
 from __future__ import annotations
 
 import csv
-import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -18,8 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from torchutil.nas import natsbench as nb
-from torchutil.nas.stats import kendall, spearman
-from torchutil.studies._common import nas_error, pyplot, write_json
+from torchutil.nas.stats import kendall_test, spearman_test
+from torchutil.studies._common import figure, nas_error, write_json
 from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
 __all__ = ["ACCURACY_DATASETS", "METRICS", "correlate", "format_table", "write_outputs"]
@@ -64,11 +64,12 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
                 for m in metrics:
                     ok = keep & np.isfinite(data[m])
                     x, y = data[m][ok], data[ds][ok]
+                    rho, rho_p = spearman_test(x, y)
+                    tau, tau_p = kendall_test(x, y)
                     results.append({
                         "config": _config_name(config), **dict(zip(CONFIG_COLUMNS, config)),
                         "subset": subset, "accuracy_dataset": ds, "metric": m, "n": int(ok.sum()),
-                        "spearman": spearman(x, y) if ok.sum() >= 2 else math.nan,
-                        "kendall": kendall(x, y) if ok.sum() >= 2 else math.nan,
+                        "spearman": rho, "spearman_p": rho_p, "kendall": tau, "kendall_p": tau_p,
                     })
     return results, joined
 
@@ -104,20 +105,20 @@ def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]]
     write_json(written[1], results, indent=2)
     if not plots:
         return written
-    plt = pyplot()
     for config, data in joined.items():
         metrics = [m for m in METRICS if m in data]
-        fig, axes = plt.subplots(len(metrics), len(ACCURACY_DATASETS), squeeze=False,
-                                 figsize=(4 * len(ACCURACY_DATASETS), 3 * len(metrics)))
+        fig = figure(figsize=(4 * len(ACCURACY_DATASETS), 3 * len(metrics)))
+        axes = fig.subplots(len(metrics), len(ACCURACY_DATASETS), squeeze=False)
         colors = np.where(data["connected"], "tab:blue", "tab:red")
         for r, m in enumerate(metrics):
             for c, ds in enumerate(ACCURACY_DATASETS):
                 ax = axes[r][c]
-                ax.scatter(data[m], data[ds], s=2, c=colors, alpha=0.5)
+                x = 100 * data[m] if m == "utilization" else data[m]
+                ax.scatter(x, data[ds], s=2, c=colors, alpha=0.5)
                 rho = [x for x in results if x["config"] == _config_name(config) and x["subset"] == "all"
                        and x["metric"] == m and x["accuracy_dataset"] == ds]
                 ax.set_title(f"{m} vs {ds}: rho {rho[0]['spearman']:+.3f}" if rho else ds, fontsize=8)
-                ax.set_xlabel(m, fontsize=8)
+                ax.set_xlabel("utilization (%)" if m == "utilization" else m, fontsize=8)
                 ax.set_ylabel(f"{ds} acc (%)", fontsize=8)
                 if m == "throughput":
                     ax.set_xscale("log")
@@ -125,6 +126,5 @@ def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]]
         fig.tight_layout()
         path = out / f"scatter_{_config_name(config).replace(' ', '_')}.png"
         fig.savefig(path, dpi=110)
-        plt.close(fig)
         written.append(path)
     return written

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from torchutil.nas import natsbench as nb
-from torchutil.studies._common import nas_error, pyplot, write_json
+from torchutil.studies._common import figure, nas_error, write_json
 from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
 __all__ = [
@@ -358,28 +358,48 @@ def write_outputs(out: str | os.PathLike[str], runs: Sequence[SearchRun], space:
                 w.writerow([s["strategy"], i, str(nb.arch_of_index(i)), space.accuracy[i],
                             space.throughput[i], space.utilization[i]])
     if plots:
-        plt = pyplot()
-        fig, ax = plt.subplots(figsize=(7, 5))
+        # One panel per strategy: its front in colour over the space and, in grey, the other
+        # strategies' fronts (drawn on one axes they hide each other where they coincide).
+        cols = min(3, len(summary))
+        rows_n = math.ceil(len(summary) / cols)
+        fig = figure(figsize=(4.6 * cols, 3.6 * rows_n))
+        axes = fig.subplots(rows_n, cols, squeeze=False, sharex=True, sharey=True)
         avail = np.flatnonzero(space.available)
-        ax.scatter(space.throughput[avail], space.accuracy[avail], s=2, c="0.85", label="space")
-        for s in summary:
-            front = s["pareto_front"]
-            ax.plot(space.throughput[front], space.accuracy[front], marker="o", ms=3, label=s["strategy"])
-        ax.set_xlabel("throughput (inputs/s)")
-        ax.set_ylabel(f"{space.dataset} test accuracy (%)")
-        ax.set_title("Pareto fronts of the archs each strategy evaluated")
-        ax.legend(fontsize=7)
+        fronts = [np.asarray(s["pareto_front"], dtype=int) for s in summary]
+        front_acc = np.concatenate([space.accuracy[f] for f in fronts if f.size]) if any(f.size for f in fronts) else space.accuracy[avail]
+        colors = [f"C{i}" for i in range(len(summary))]
+        for k, (ax, s) in enumerate(zip(axes.flat, summary)):
+            ax.scatter(space.throughput[avail], space.accuracy[avail], s=1, c="0.88", rasterized=True)
+            for j, other in enumerate(fronts):
+                if j != k:
+                    ax.plot(space.throughput[other], space.accuracy[other], color="0.55", lw=0.8, alpha=0.6)
+            ax.plot(space.throughput[fronts[k]], space.accuracy[fronts[k]], marker="o", ms=3.5, lw=1.8,
+                    color=colors[k])
+            ax.set_title(f"{s['strategy']} ({len(fronts[k])} on the front)", fontsize=9)
+            ax.grid(alpha=0.3)
+        for ax in list(axes.flat)[len(summary):]:
+            ax.axis("off")
+        # The chance-level cells (about 10 %) would squeeze the fronts into the top strip.
+        low = float(np.min(front_acc))
+        axes[0][0].set_ylim(low - 0.25 * (float(np.max(front_acc)) - low) - 1, float(np.max(front_acc)) + 1)
+        for ax in axes[-1]:
+            ax.set_xlabel("throughput (1,000 inputs/s)")
+            ax.xaxis.set_major_formatter(lambda v, _: f"{v / 1000:g}")
+        for ax in axes[:, 0]:
+            ax.set_ylabel(f"{space.dataset} test accuracy (%)")
+        fig.suptitle("Pareto front (accuracy vs throughput) of the archs each strategy evaluated; "
+                     "grey lines: the other strategies' fronts", fontsize=10)
         fig.tight_layout()
         fig.savefig(out / "pareto.png", dpi=120)
-        plt.close(fig)
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig = figure(figsize=(7, 4))
+        ax = fig.subplots()
         names = [s["strategy"] for s in summary]
-        ax.bar(names, [s["simulated_hours_mean"] for s in summary])
+        ax.bar(names, [s["simulated_hours_mean"] for s in summary], color=colors)
         ax.set_ylabel("simulated GPU-hours per search (mean)")
+        ax.set_title("Simulated search cost per strategy", fontsize=10)
         ax.tick_params(axis="x", rotation=30, labelsize=7)
         fig.tight_layout()
         fig.savefig(out / "search_cost.png", dpi=120)
-        plt.close(fig)
         written += [out / "pareto.png", out / "search_cost.png"]
     return written
 

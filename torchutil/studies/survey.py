@@ -28,7 +28,7 @@ from torchutil.fields import FIELDS
 from torchutil.models import build_classifier, classifier_image_size
 from torchutil.profiler import profile
 from torchutil.rooflines import memory_bandwidth, roofline
-from torchutil.studies._common import TORCH_DTYPES, Progress, pyplot, tf32_flags, write_json
+from torchutil.studies._common import TORCH_DTYPES, Progress, figure, tf32_flags, write_json
 
 __all__ = ["DTYPES", "MODES", "SurveyConfig", "build_classifier", "imagenet_top1", "run_survey",
            "write_outputs"]
@@ -310,24 +310,100 @@ def roofline_plot_name(model: str) -> str:
     return f"roofline_{_safe_name(model)}.png"
 
 
+def _spread(values: list[float], gap: float) -> list[float]:
+    """Label positions near `values` (in their order) with at least `gap` between sorted
+    neighbours: each label is pushed up past the one below it, then the stack is centred on the
+    values again, so labels at one spot fan out instead of overprinting."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    placed = [values[i] for i in order]
+    for k in range(1, len(placed)):
+        placed[k] = max(placed[k], placed[k - 1] + gap)
+    shift = (sum(placed) - sum(values[i] for i in order)) / max(1, len(placed))
+    out = [0.0] * len(values)
+    for k, i in enumerate(order):
+        out[i] = placed[k] - shift
+    return out
+
+
+def _labels(ax: Any, points: dict[str, tuple[float, float]], fontsize: float = 7) -> None:
+    """Names beside their points (right of them, left near the right edge), spread apart
+    vertically and tied to their points by a thin line. points: name -> (x, y) in data units;
+    call it once the axes' scales and limits are final."""
+    if not points:
+        return
+    ax.autoscale_view()
+    to_axes = ax.transData + ax.transAxes.inverted()
+    names = list(points)
+    xy = [tuple(to_axes.transform(points[n])) for n in names]
+    for right in (True, False):  # the two sides are spread apart separately
+        side = [i for i, (x, _) in enumerate(xy) if (x <= 0.75) == right]
+        ys = _spread([xy[i][1] for i in side], gap=fontsize / 260)
+        for i, ly in zip(side, ys):
+            x, y = xy[i]
+            ax.annotate(names[i], xy=(x, y), xycoords="axes fraction",
+                        xytext=(x + 0.04 if right else x - 0.04, ly), textcoords="axes fraction",
+                        fontsize=fontsize, va="center", ha="left" if right else "right",
+                        arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5"})
+
+
+def _extremes(values: dict[str, float], n: int) -> list[str]:
+    """The n highest and the n lowest of `values` by value: the names worth labelling."""
+    ranked = sorted(values, key=values.get)
+    return list(dict.fromkeys(ranked[-n:][::-1] + ranked[:n]))
+
+
+def _grid(n: int, width: float, height: float, cols: int = 2) -> tuple[Any, list[Any]]:
+    """A figure of n panels, `cols` wide, and its axes in reading order (spare ones hidden)."""
+    cols = max(1, min(cols, n))
+    rows_n = math.ceil(max(n, 1) / cols)
+    fig = figure(figsize=(width * cols, height * rows_n))
+    axes = list(fig.subplots(rows_n, cols, squeeze=False).flat)
+    for ax in axes[n:]:
+        ax.axis("off")
+    return fig, axes
+
+
+def _panels(ok: list[dict[str, Any]]) -> list[str]:
+    """The dtypes measured, one panel each, in DTYPES order."""
+    found = {r["dtype"] for r in ok}
+    return [d for d in DTYPES if d in found] + sorted(found - set(DTYPES))
+
+
+MODE_STYLE = {"eager": ("o", "tab:blue"), "cuda_graph": ("^", "tab:orange"), "auto": ("s", "tab:green")}
+
+# What each plot shows, for the report's captions and the results README.
+CAPTIONS = {
+    PLOTS[0]: "Utilization (achieved FLOP/s as % of the dtype's peak) against batch size, one panel "
+              "per dtype and timing mode, one line per model. With many models the highest and "
+              "lowest at the largest batch are drawn bold and named; the rest are faint.",
+    PLOTS[1]: "Utilization against throughput (images/s), every model and batch, one panel per "
+              "dtype; marker and colour give the timing mode. Throughput is log-scaled.",
+    PLOTS[2]: "Utilization at each model's largest batch (the better timing mode) against the "
+              "ImageNet-1K top-1 of its torchvision weights, one panel per dtype. The most and "
+              "least utilized and the most and least accurate models are named.",
+}
+ROOFLINE_CAPTION = ("{model}: each op of the forward on the device's roofline (log-log; FLOP/s "
+                    "on the left axis, % of peak on the right) at batch {batch}, {dtype}, {mode}. "
+                    "Dot area grows with the op's FLOPs; colour is its bound class; the star is "
+                    "the whole forward.")
+
+
 def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
-    plt = pyplot()
     ok = _ok(rows)
     written = []
 
     def save(fig: Any, name: str) -> None:
         fig.tight_layout()
         fig.savefig(os.path.join(out, name), dpi=110)
-        plt.close(fig)
         written.append(name)
 
+    dtypes = _panels(ok)
+
     # Utilization vs batch size: one panel per (dtype, mode), one line per model. With many
-    # models only the LABELLED best at the largest batch are named (at their line's end).
-    panels = sorted({(r["dtype"], r["mode"]) for r in ok}) or [("", "")]
-    cols = min(2, len(panels))
-    rows_n = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(7 * cols, 4.2 * rows_n), squeeze=False)
-    for ax, (dtype, mode) in zip(axes.flat, panels):
+    # models only the LABELLED extremes at the largest batch are bold and named.
+    panels = [(d, m) for d in dtypes for m in MODES if any((r["dtype"], r["mode"]) == (d, m) for r in ok)]
+    fig, axes = _grid(len(panels), 7, 4.6)
+    for ax, (dtype, mode) in zip(axes, panels):
         series: dict[str, list[tuple[int, float]]] = {}
         for r in ok:
             if (r["dtype"], r["mode"]) == (dtype, mode):
@@ -335,77 +411,89 @@ def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
         for points in series.values():
             points.sort()
         many = len(series) > LABELLED
-        named = sorted(series, key=lambda m: series[m][-1][1], reverse=True)[:LABELLED]
+        named = _extremes({m: p[-1][1] for m, p in series.items()}, LABELLED // 2) if many else list(series)
         for model, points in sorted(series.items()):
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=3,
-                    lw=1.6 if model in named or not many else 0.7, alpha=1.0 if model in named or not many else 0.35,
-                    label=model if (model in named or not many) else None)
-        if many:
-            for model in named:
-                b, u = series[model][-1]
-                ax.annotate(model, (b, u), fontsize=6, xytext=(3, 0), textcoords="offset points")
+            bold = model in named
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=3 if bold else 2,
+                    lw=1.4 if bold else 0.6, alpha=1.0 if bold else 0.3,
+                    color=None if bold else "0.5", label=model if bold and not many else None)
         ax.set_xscale("log", base=2)
+        if many:
+            batches = [p[0] for s in series.values() for p in s]
+            ax.set_xlim(min(batches) / 1.3, max(batches) * 12)  # room for the names on the right
+            _labels(ax, {m: series[m][-1] for m in named}, fontsize=6.5)
+        elif series:
+            ax.legend(fontsize=6.5, ncol=2 if len(series) > 6 else 1, loc="best")
         ax.set_xlabel("batch size")
         ax.set_ylabel("utilization (% of peak FLOP/s)")
-        ax.set_title(f"{dtype} {mode}" + (f" ({len(series)} models, best {LABELLED} named)" if many else ""), fontsize=9)
-        if series and not many:
-            ax.legend(fontsize=6)
+        ax.set_title(f"{dtype}, {mode}" + (f": {len(series)} models, highest and lowest {LABELLED // 2} named"
+                                           if many else ""), fontsize=9)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
     fig.suptitle("Utilization vs batch size")
     save(fig, PLOTS[0])
 
-    # Utilization vs throughput, every configuration: colour = dtype, marker = mode.
-    fig, ax = plt.subplots(figsize=(8, 5))
-    markers = {"eager": "o", "cuda_graph": "^", "auto": "s"}
-    for dtype, mode in sorted({(r["dtype"], r["mode"]) for r in ok}):
-        pts = [r for r in ok if (r["dtype"], r["mode"]) == (dtype, mode)]
-        ax.scatter([r["summary"]["inputs_per_second"] for r in pts],
-                   [100 * r["summary"]["utilization"] for r in pts], label=f"{dtype} {mode}", s=14,
-                   marker=markers.get(mode, "o"), alpha=0.7)
-    ax.set_xscale("log")
-    ax.set_xlabel("throughput (images/s)")
-    ax.set_ylabel("utilization (%)")
-    ax.set_title(f"Utilization vs throughput ({len({r['model'] for r in ok})} models, all batches)")
-    if ok:
-        ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    # Utilization vs throughput, every configuration: one panel per dtype, marker = mode.
+    fig, axes = _grid(len(dtypes), 6, 4.2)
+    for ax, dtype in zip(axes, dtypes):
+        for mode, (marker, color) in MODE_STYLE.items():
+            pts = [r for r in ok if (r["dtype"], r["mode"]) == (dtype, mode)]
+            if pts:
+                ax.scatter([r["summary"]["inputs_per_second"] for r in pts],
+                           [100 * r["summary"]["utilization"] for r in pts], s=14, marker=marker,
+                           color=color, alpha=0.6, label=f"{mode} ({len(pts)})")
+        ax.set_xscale("log")
+        ax.set_xlabel("throughput (images/s)")
+        ax.set_ylabel("utilization (% of peak FLOP/s)")
+        ax.set_title(f"{dtype}: {len({r['model'] for r in ok if r['dtype'] == dtype})} models, all batches",
+                     fontsize=9)
+        ax.legend(fontsize=8, title="timing", title_fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Utilization vs throughput")
     save(fig, PLOTS[1])
 
-    # Utilization vs ImageNet top-1: each model's best utilization at its largest batch.
-    fig, ax = plt.subplots(figsize=(8, 5))
-    best: dict[str, dict[str, Any]] = {}
-    for r in ok:
-        if r.get("top1") is None:
-            continue
-        b = best.get(r["model"])
-        if b is None or (r["batch"], r["summary"]["utilization"]) > (b["batch"], b["summary"]["utilization"]):
-            best[r["model"]] = r
-    for model, r in sorted(best.items()):
-        ax.scatter(r["top1"], 100 * r["summary"]["utilization"], s=22)
-        ax.annotate(model, (r["top1"], 100 * r["summary"]["utilization"]), fontsize=7,
-                    xytext=(3, 3), textcoords="offset points")
-    if not best:
-        ax.text(0.5, 0.5, "no model with ImageNet top-1 metadata", ha="center", transform=ax.transAxes)
-    ax.set_xlabel("ImageNet-1K top-1 (%) of the torchvision weights")
-    ax.set_ylabel("utilization (%) at the largest batch")
-    ax.set_title("Utilization vs accuracy")
-    ax.grid(alpha=0.3)
+    # Utilization vs ImageNet top-1: per dtype, each model's best utilization at its largest batch.
+    fig, axes = _grid(len(dtypes), 6.5, 4.6)
+    with_top1 = False
+    for ax, dtype in zip(axes, dtypes):
+        best: dict[str, dict[str, Any]] = {}
+        for r in ok:
+            if r["dtype"] != dtype or r.get("top1") is None:
+                continue
+            b = best.get(r["model"])
+            if b is None or (r["batch"], r["summary"]["utilization"]) > (b["batch"], b["summary"]["utilization"]):
+                best[r["model"]] = r
+        points = {m: (r["top1"], 100 * r["summary"]["utilization"]) for m, r in best.items()}
+        if not points:
+            ax.text(0.5, 0.5, "no model with ImageNet top-1 metadata", ha="center", transform=ax.transAxes)
+        with_top1 = with_top1 or bool(points)
+        ax.scatter([p[0] for p in points.values()], [p[1] for p in points.values()], s=18, color="tab:blue")
+        if len(points) > LABELLED:
+            names = list(dict.fromkeys(_extremes({m: p[1] for m, p in points.items()}, 4)
+                                       + _extremes({m: p[0] for m, p in points.items()}, 2)))
+        else:
+            names = list(points)
+        _labels(ax, {m: points[m] for m in names}, fontsize=6.5)
+        ax.set_xlabel("ImageNet-1K top-1 (%) of the torchvision weights")
+        ax.set_ylabel("utilization (% of peak) at the largest batch")
+        ax.set_title(f"{dtype}: {len(points)} models" + (f", {len(names)} named" if len(names) < len(points) else ""),
+                     fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Utilization vs accuracy")
     save(fig, PLOTS[2])
 
     # Each model's ops on the device's roofline, at its largest batch (first dtype and mode).
     for model in sorted({r["model"] for r in ok}):
-        r = max((x for x in ok if x["model"] == model), key=lambda x: x["batch"])
+        r = _roofline_row(ok, model)
         peak = r["summary"]["peak_flops_per_second"]
         bandwidth = r["bandwidth"]
         ops = [o for o in r["ops"] if o["intensity"] is not None and o["intensity"] > 0]
-        fig, ax = plt.subplots(figsize=(7, 5))
+        fig = figure(figsize=(7, 5))
+        ax = fig.subplots()
         lo = min([o["intensity"] for o in ops] + [r["ridge_intensity"] / 100])
         hi = max([o["intensity"] for o in ops] + [r["ridge_intensity"] * 100])
         xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
         ax.plot(xs, [min(peak, x * bandwidth) for x in xs], color="black", lw=1.5,
-                label=f"roofline: {peak / 1e12:.3g} TFLOP/s, {bandwidth / 1e9:.3g} GB/s")
+                label=f"roofline: {_rate(peak, 'FLOP/s')}, {_rate(bandwidth, 'B/s')}")
         colors = {"compute-bound": "tab:blue", "memory-bound": "tab:orange", "overhead-bound": "tab:red", "unknown": "gray"}
         traced = any(o["achieved_flops_per_second"] is not None for o in ops)
         for bound, color in colors.items():
@@ -420,67 +508,207 @@ def _plots(rows: list[dict[str, Any]], out: str) -> list[str]:
         s = r["summary"]
         if s.get("arithmetic_intensity") and s.get("achieved_flops_per_second"):
             ax.scatter([s["arithmetic_intensity"]], [s["achieved_flops_per_second"]], marker="*", s=160,
-                       color="green", label="whole forward (achieved)", zorder=5)
+                       color="green", label=f"whole forward: {format_number(100 * s['utilization'])} % of peak",
+                       zorder=5)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        if peak and peak > 0:
+            right = ax.secondary_yaxis("right", functions=(lambda y, p=peak: 100 * y / p,
+                                                           lambda u, p=peak: u * p / 100))
+            right.set_ylabel("% of peak FLOP/s")
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
         ax.set_ylabel("FLOP/s")
         where = "achieved kernel FLOP/s" if traced else "attainable FLOP/s (no kernel trace)"
         ax.set_title(f"{model}, batch {r['batch']}, {r['dtype']}, {r['mode']}: ops at {where}", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="lower right")
         ax.grid(alpha=0.3, which="both")
         save(fig, roofline_plot_name(model))
     return written
 
 
-def _fmt(v: Any, scale: float = 1.0, digits: int = 3) -> str:
+def _roofline_row(ok: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    """The row a model's roofline plot shows: its largest batch, first dtype and mode."""
+    return max((x for x in ok if x["model"] == model), key=lambda x: x["batch"])
+
+
+def format_number(v: Any) -> str:
+    """The one number format of the report: three significant digits, no exponent, thousands
+    separated (0.0712, 3.07, 45.1, 1,792); an en dash where there is no value."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
-    return f"{v * scale:.{digits}g}" if isinstance(v, float) else html.escape(str(v))
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{round(v):,}"
+    digits = max(0, 2 - math.floor(math.log10(abs(v))))
+    return f"{v:.{digits}f}"
+
+
+def _rate(v: float, unit: str) -> str:
+    """A rate with its SI prefix: 989 TFLOP/s, 19.7 GFLOP/s, 4.8 TB/s."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if abs(v) >= scale:
+            return f"{format_number(v / scale)} {prefix}{unit}"
+    return f"{format_number(v)} {unit}"
+
+
+# Peak dtypes as rows written before the torch spelling say them.
+_OLD_DTYPE_NAMES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8"}
+
+# (header, value of a row, numeric?) for each column of the report's table.
+_COLUMNS: list[tuple[str, Any, bool]] = [
+    ("model", lambda r, s: r["model"], False),
+    ("batch", lambda r, s: r["batch"], True),
+    ("dtype", lambda r, s: r["dtype"], False),
+    ("mode", lambda r, s: r["mode"], False),
+    ("utilization %", lambda r, s: 100 * s["utilization"], True),
+    ("kernel utilization %", lambda r, s: None if s.get("kernel_utilization") is None else 100 * s["kernel_utilization"], True),
+    ("GPU busy %", lambda r, s: None if s.get("gpu_busy_fraction") is None else 100 * s["gpu_busy_fraction"], True),
+    ("images/s", lambda r, s: s["inputs_per_second"], True),
+    ("GFLOP/image", lambda r, s: s["flops"] / r["batch"] / 1e9, True),
+    ("FLOP/B", lambda r, s: s["arithmetic_intensity"], True),
+    ("ms/forward", lambda r, s: None if s.get("seconds") is None else 1e3 * s["seconds"], True),
+    ("top-1 %", lambda r, s: r.get("top1"), True),
+    ("compute-bound ops", lambda r, s: (r.get("bounds") or {}).get("compute-bound", 0), True),
+    ("memory-bound ops", lambda r, s: (r.get("bounds") or {}).get("memory-bound", 0), True),
+    ("overhead-bound ops", lambda r, s: (r.get("bounds") or {}).get("overhead-bound", 0), True),
+]
+
+_SCRIPT = """
+const table = document.getElementById('results'), body = table.tBodies[0];
+const rows = Array.from(body.rows), filter = document.getElementById('filter');
+filter.addEventListener('input', () => {
+  const words = filter.value.toLowerCase().split(/\\s+/).filter(Boolean);
+  let shown = 0;
+  for (const r of rows) {
+    const text = r.textContent.toLowerCase();
+    r.hidden = !words.every(w => text.includes(w));
+    shown += !r.hidden;
+  }
+  document.getElementById('shown').textContent = shown;
+});
+table.tHead.querySelectorAll('th').forEach((th, i) => th.addEventListener('click', () => {
+  const up = th.dataset.dir !== 'up';
+  table.tHead.querySelectorAll('th').forEach(h => delete h.dataset.dir);
+  th.dataset.dir = up ? 'up' : 'down';
+  const key = r => { const c = r.cells[i]; return c.dataset.v === undefined ? c.textContent : (c.dataset.v === '' ? NaN : +c.dataset.v); };
+  const cmp = (a, b) => {
+    const x = key(a), y = key(b);
+    if (typeof x === 'number') { if (isNaN(x)) return 1; if (isNaN(y)) return -1; return up ? x - y : y - x; }
+    return up ? x.localeCompare(y) : y.localeCompare(x);
+  };
+  rows.sort(cmp).forEach(r => body.appendChild(r));
+}));
+"""
+
+
+def _header(rows: list[dict[str, Any]], config: SurveyConfig) -> str:
+    """The report's header: device, peaks, bandwidth, versions and date, as a definition list."""
+    import datetime
+
+    from torchutil._version import __version__
+
+    e = html.escape
+    ok = _ok(rows)
+    devices = sorted({r.get("device_name") or r.get("device") or "" for r in rows}) or [config.device]
+    peaks = {}
+    for r in ok:
+        dtype = _OLD_DTYPE_NAMES.get(r.get("peak_dtype", ""), r.get("peak_dtype", ""))
+        peaks.setdefault(r["dtype"], (dtype, r["summary"]["peak_flops_per_second"], r.get("peak_source", "")))
+    peak_text = "\n".join(
+        f"{d}: {_rate(p, 'FLOP/s')}{'' if pd == d else f' {pd}'} ({s})" if p is not None else f"{d}: –"
+        for d, (pd, p, s) in peaks.items()) or "–"
+    bandwidths = {(r.get("bandwidth"), r.get("bandwidth_source", "")) for r in rows if r.get("bandwidth")}
+    bw_text = "; ".join(f"{_rate(b, 'B/s')} ({s})" for b, s in sorted(bandwidths)) or "–"
+    measured_with = sorted({f"torch {r['torch_version']}, torchutil {r.get('torchutil_version', '?')}"
+                            for r in rows if r.get("torch_version")})
+    items = [
+        ("device", ", ".join(devices)),
+        ("peak FLOP/s", peak_text),
+        ("memory bandwidth", bw_text),
+        ("measured with", "; ".join(measured_with) or "not recorded in these rows"),
+        ("report written", f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by torchutil "
+                           f"{__version__} with torch {torch.__version__}"),
+        ("configurations", f"{len(ok)} measured, {sum(r.get('status') == 'error' for r in rows)} failed"),
+    ]
+    return "<dl>" + "".join(f"<dt>{e(k)}</dt><dd>{e(v).replace(chr(10), '<br>')}</dd>" for k, v in items) + "</dl>"
+
+
+def _figure_html(name: str, caption: str) -> str:
+    e = html.escape
+    return (f'<figure><a href="{e(name)}"><img src="{e(name)}" alt="{e(caption)}" loading="lazy"></a>'
+            f"<figcaption>{e(caption)}</figcaption></figure>")
 
 
 def _report(rows: list[dict[str, Any]], plots: list[str], config: SurveyConfig) -> str:
+    e = html.escape
     ok = _ok(rows)
     errors = [r for r in rows if r.get("status") == "error"]
-    device = html.escape(rows[0]["device_name"] if rows else config.device)
-    head = ("<tr><th>model</th><th>batch</th><th>dtype</th><th>mode</th><th>utilization %</th>"
-            "<th>kernel util. %</th><th>images/s</th><th>GFLOP/image</th><th>FLOP/B</th>"
-            "<th>ms/forward</th><th>top-1 %</th><th>ops compute / memory / overhead</th></tr>")
+    device = e(", ".join(sorted({r.get("device_name") or "" for r in rows})) if rows else config.device)
+    main = "\n".join(_figure_html(p, CAPTIONS[p]) for p in plots if p in CAPTIONS)
+    rooflines = []
+    for p in plots:
+        if p in CAPTIONS:
+            continue
+        model = next((m for m in {r["model"] for r in ok} if roofline_plot_name(m) == p), None)
+        r = _roofline_row(ok, model) if model else None
+        caption = (ROOFLINE_CAPTION.format(model=model, batch=r["batch"], dtype=r["dtype"], mode=r["mode"])
+                   if r else p)
+        rooflines.append(_figure_html(p, caption))
+    head = "".join(f"<th title='click to sort'>{e(h)}</th>" for h, _, _ in _COLUMNS)
     body = []
     for r in sorted(ok, key=_key):
         s = r["summary"]
-        b = r.get("bounds") or {}
-        body.append(
-            f"<tr><td>{html.escape(r['model'])}</td><td>{r['batch']}</td><td>{r['dtype']}</td><td>{r['mode']}</td>"
-            f"<td>{_fmt(s['utilization'], 100)}</td><td>{_fmt(s.get('kernel_utilization'), 100)}</td>"
-            f"<td>{_fmt(s['inputs_per_second'], 1, 4)}</td><td>{_fmt(s['flops'] / r['batch'], 1e-9)}</td>"
-            f"<td>{_fmt(s['arithmetic_intensity'])}</td><td>{_fmt(s['seconds'], 1e3)}</td>"
-            f"<td>{_fmt(r.get('top1'))}</td><td>{b.get('compute-bound', 0)} / {b.get('memory-bound', 0)} / "
-            f"{b.get('overhead-bound', 0)}</td></tr>")
-    figures = "\n".join(f'<figure><img src="{html.escape(p)}" alt="{html.escape(p)}"><figcaption>{html.escape(p)}</figcaption></figure>'
-                        for p in plots)
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in config.skipped)
-    err = "".join(f"<li>{html.escape(r['model'])} b{r['batch']} {r['dtype']} {r['mode']}: {html.escape(r.get('error', ''))}</li>"
+        cells = []
+        for _, get, numeric in _COLUMNS:
+            v = get(r, s)
+            if numeric:
+                raw = "" if v is None or (isinstance(v, float) and not math.isfinite(v)) else repr(v)
+                cells.append(f'<td data-v="{raw}">{format_number(v)}</td>')
+            else:
+                cells.append(f"<td>{e(str(v))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    notes = "".join(f"<li>{e(n)}</li>" for n in config.skipped)
+    err = "".join(f"<li>{e(r['model'])} b{r['batch']} {r['dtype']} {r['mode']}: {e(r.get('error', ''))}</li>"
                   for r in errors)
+    roofline_section = (f"<details><summary>Rooflines: {len(rooflines)} models (click to open)</summary>"
+                        f"<div class='grid small'>{''.join(rooflines)}</div></details>" if rooflines else "")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>torchutil survey: {device}</title>
 <style>
-body {{ font-family: sans-serif; margin: 1.5em; color: #222; }}
-table {{ border-collapse: collapse; font-size: 13px; }}
+body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
+dl {{ display: grid; grid-template-columns: max-content auto; gap: 2px 1em; font-size: 14px; }}
+dt {{ font-weight: 600; }} dd {{ margin: 0; }}
+.grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 1em; align-items: start; }}
+.grid.small {{ grid-template-columns: repeat(auto-fill, minmax(380px, 1fr)); }}
+figure {{ margin: 0; }} img {{ width: 100%; border: 1px solid #ddd; }}
+figcaption {{ font-size: 13px; color: #444; margin-top: 4px; }}
+table {{ border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }}
 th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: right; }}
-th {{ background: #eef; }} td:first-child {{ text-align: left; }}
-figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 760px; border: 1px solid #ddd; }}
+th {{ background: #eef; cursor: pointer; position: sticky; top: 0; }}
+th[data-dir=up]::after {{ content: " ▲"; }} th[data-dir=down]::after {{ content: " ▼"; }}
+td:nth-child(-n+4), th:nth-child(-n+4) {{ text-align: left; }}
+tbody tr:nth-child(even) {{ background: #f7f7fb; }}
+input {{ font-size: 14px; padding: 3px 6px; width: 24em; }}
 </style></head><body>
-<h1>CNN utilization survey</h1>
-<p>Device: {device}. Utilization = achieved FLOP/s ÷ peak FLOP/s of the dtype in use
-(FLOPs = 2 × multiply-accumulates, counted by torchutil). {len(ok)} configurations measured,
-{len(errors)} failed.</p>
+<h1>CNN utilization survey: {device}</h1>
+{_header(rows, config)}
+<p>Utilization = achieved FLOP/s ÷ peak FLOP/s of the dtype in use (FLOPs = 2 × multiply-accumulates,
+counted by torchutil); every percentage below is of that peak.</p>
 {f"<ul>{notes}</ul>" if notes else ""}
-<h2>Results</h2>
-<table>{head}{"".join(body)}</table>
 <h2>Plots</h2>
-{figures}
+<div class="grid">{main}</div>
+{roofline_section}
+<h2>Results</h2>
+<p><input id="filter" type="search" placeholder="filter: words that must all appear, e.g. resnet float16 eager">
+<span id="shown">{len(body)}</span> of {len(body)} rows shown; click a column header to sort.</p>
+<table id="results"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>
 {f"<h2>Failed configurations</h2><ul>{err}</ul>" if err else ""}
+<script>{_SCRIPT}</script>
 </body></html>
 """
 

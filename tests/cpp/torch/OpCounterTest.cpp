@@ -31,7 +31,7 @@ TEST(OpCounterTest, PricesAMatrixProductFromItsBoxedInputs) {
   ASSERT_EQ(table.rows().size(), 1u);
   const OpStats& row = table.rows()[0];
   EXPECT_EQ(row.op, "aten::mm");
-  EXPECT_EQ(row.dtype, "Float");
+  EXPECT_EQ(row.dtype, "float32");
   EXPECT_EQ(row.module, "");
   EXPECT_EQ(row.calls, 1);
   EXPECT_EQ(row.matrixFlops, 2 * 8 * 16 * 4);
@@ -93,7 +93,7 @@ TEST(OpCounterTest, AutocastCountsTheDtypeTheKernelRanIn) {
 
   ASSERT_EQ(table.rows().size(), 1u);
   EXPECT_EQ(table.rows()[0].op, "aten::mm");
-  EXPECT_EQ(table.rows()[0].dtype, "BFloat16");
+  EXPECT_EQ(table.rows()[0].dtype, "bfloat16");
   EXPECT_EQ(table.rows()[0].calls, 1);
   EXPECT_EQ(table.rows()[0].matrixFlops, 2 * 4 * 8 * 2);
 }
