@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass, field as dataclass_field, fields
 from typing import Any, Sequence
@@ -314,6 +315,8 @@ class Profiler:
         self.result: ProfileResult | None = None
         self._scope: Any = None
         self._t0 = 0.0
+        self._token = 0
+        self._thread = 0
 
     def __enter__(self) -> "Profiler":
         if torch.ops.util._counting():
@@ -321,7 +324,8 @@ class Profiler:
                 "torchutil: a profile is already counting on this thread; profiles cannot be nested"
             )
         _synchronize(self.device)
-        torch.ops.util._count_begin()
+        self._token = torch.ops.util._count_begin()
+        self._thread = threading.get_ident()
         try:
             if isinstance(self.model, torch.nn.Module):
                 self._scope = _C._ModuleScope(self.model)
@@ -332,6 +336,17 @@ class Profiler:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if threading.get_ident() != self._thread:
+            # The count (a thread-local callback) lives on the entering thread, which drops it
+            # at its next op; nothing was measured here.
+            torch.ops.util._count_abandon(self._token)
+            if self._scope is not None:
+                self._scope.close()
+                self._scope = None
+            raise RuntimeError(
+                "torchutil: a Profiler must be exited on the thread that entered it; the count "
+                "was abandoned"
+            )
         try:
             if exc_type is not None:
                 torch.ops.util._count_abort()

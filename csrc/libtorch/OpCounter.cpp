@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "libtorch/IValueArgs.h"
@@ -27,10 +28,28 @@ struct ThreadState {
   };
   std::unordered_map<const char*, CachedEntry> entries;
   at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
+  // Set by abandon() from another thread (a Profiler exited there): this thread removes its
+  // callback at its next op or its next begin().
+  std::shared_ptr<std::atomic<bool>> abandoned;
+  int64_t token = 0;
+  int64_t otherThreadCallsAtBegin = 0;
 };
 
 thread_local ThreadState tls;
 std::atomic<int64_t> gLiveCallbacks{0};
+// Op calls seen by a callback that a thread inherited without a count of its own: at::launch
+// and TorchScript's fork copy the thread-local state, callbacks included, to inter-op tasks.
+std::atomic<int64_t> gOtherThreadCalls{0};
+
+std::mutex gSessionsMutex;
+int64_t gNextToken = 1;
+std::unordered_map<int64_t, std::weak_ptr<std::atomic<bool>>> gSessions;
+
+void dropAbandoned() {
+  if (tls.abandoned != nullptr && tls.abandoned->load(std::memory_order_relaxed)) {
+    OpCounter::abort();
+  }
+}
 
 const Args kNoOutputs;
 
@@ -47,7 +66,15 @@ bool anyPythonTensor(c10::ArrayRef<const c10::IValue> inputs) {
 std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
   CountSession* s = tls.session.get();
   if (s == nullptr) {
-    return nullptr;  // the callback was inherited by a thread that does not count
+    // The callback was inherited by a thread that does not count (forked work).
+    if (fn.operator_name().has_value()) {
+      gOtherThreadCalls.fetch_add(1, std::memory_order_relaxed);
+    }
+    return nullptr;
+  }
+  if (tls.abandoned != nullptr && tls.abandoned->load(std::memory_order_relaxed)) {
+    OpCounter::abort();  // this op's exit finds no session
+    return nullptr;
   }
   const char* name = fn.name();
   auto it = tls.entries.find(name);
@@ -76,25 +103,35 @@ std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
     return nullptr;
   }
   const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
-  if (!counted) {
-    if (anyPythonTensor(inputs)) {
-      s->markOpaque();
-    }
-    return nullptr;
-  }
-  if (inputs.empty()) {
-    // The dispatcher boxes no inputs for ops whose arguments cannot be boxed.
-    auto schema = fn.operator_schema();
-    if (!schema.has_value() || !schema->arguments().empty()) {
-      s->inputsUnavailable();
+  // Nothing may leave this callback: RecordFunction would swallow the exception and skip the
+  // op's exit, leaving its frame open and everything after it uncounted.
+  try {
+    if (!counted) {
+      if (anyPythonTensor(inputs)) {
+        s->markOpaque();
+      } else if (it->second.entry == nullptr) {
+        s->setInputs(toArgs(inputs).args);  // for rule 4: what its callees must account for
+      }
       return nullptr;
     }
-  }
-  ConvertedArgs args = toArgs(inputs);
-  if (args.pythonTensor) {
-    s->markOpaque();
-  } else {
-    s->setInputs(std::move(args.args));
+    if (inputs.empty()) {
+      // The dispatcher boxes no inputs for ops whose arguments cannot be boxed.
+      auto schema = fn.operator_schema();
+      if (!schema.has_value() || !schema->arguments().empty()) {
+        s->inputsUnavailable();
+        return nullptr;
+      }
+    }
+    ConvertedArgs args = toArgs(inputs);
+    if (args.pythonTensor) {
+      s->markOpaque();
+    } else {
+      s->setInputs(std::move(args.args));
+    }
+  } catch (const std::exception& e) {
+    TORCH_WARN_ONCE("torchutil: could not read the inputs of ", name, " (", e.what(),
+                    "); it is reported as unknown unless its callees price it");
+    s->inputsUnavailable();
   }
   return nullptr;
 }
@@ -108,7 +145,15 @@ void onExit(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
     tls.hooks->pop();
   }
   if (s->topIsCounted()) {
-    s->exit(toArgs(fn.outputs()));
+    Args outputs;
+    try {
+      outputs = toArgs(fn.outputs());
+    } catch (const std::exception& e) {
+      TORCH_WARN_ONCE("torchutil: could not read the outputs of ", fn.name(), " (", e.what(),
+                      "); it is reported as unknown");
+      s->inputsUnavailable();
+    }
+    s->exit(outputs);
   } else {
     s->exit(kNoOutputs);
   }
@@ -116,7 +161,8 @@ void onExit(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
 
 }  // namespace
 
-void OpCounter::begin(const TraceHooks* hooks) {
+int64_t OpCounter::begin(const TraceHooks* hooks) {
+  dropAbandoned();
   TORCH_CHECK(tls.session == nullptr,
               "torchutil: a profile is already counting on this thread; profiles cannot be "
               "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
@@ -137,11 +183,31 @@ void OpCounter::begin(const TraceHooks* hooks) {
     tls.session.reset();
     throw;
   }
+  tls.abandoned = std::make_shared<std::atomic<bool>>(false);
+  tls.otherThreadCallsAtBegin = gOtherThreadCalls.load();
+  std::lock_guard<std::mutex> lock(gSessionsMutex);
+  tls.token = gNextToken++;
+  gSessions.emplace(tls.token, tls.abandoned);
+  return tls.token;
+}
+
+bool OpCounter::abandon(int64_t token) {
+  std::lock_guard<std::mutex> lock(gSessionsMutex);
+  auto it = gSessions.find(token);
+  if (it == gSessions.end()) {
+    return false;
+  }
+  if (auto flag = it->second.lock()) {
+    flag->store(true);
+  }
+  gSessions.erase(it);
+  return true;
 }
 
 CountResult OpCounter::end() {
   TORCH_CHECK(tls.session != nullptr, "torchutil: no count is running on this thread");
   CountResult result{tls.session->table(), tls.session->events()};
+  result.table.setOtherThreadCalls(gOtherThreadCalls.load() - tls.otherThreadCallsAtBegin);
   abort();
   return result;
 }
@@ -154,9 +220,15 @@ void OpCounter::abort() noexcept {
   }
   tls.session.reset();
   tls.hooks = nullptr;
+  if (tls.abandoned != nullptr) {
+    tls.abandoned.reset();
+    std::lock_guard<std::mutex> lock(gSessionsMutex);
+    gSessions.erase(tls.token);
+  }
 }
 
 bool OpCounter::active() {
+  dropAbandoned();
   return tls.session != nullptr;
 }
 
