@@ -47,6 +47,17 @@ void CountTable::addUnknown(std::string_view op, int64_t calls) {
   }
 }
 
+void CountTable::merge(const CountTable& other) {
+  for (const OpStats& r : other.rows_) {
+    const size_t i =
+        add(r.op, r.module, r.dtype, r.opClass, Cost{r.matrixFlops, r.vectorFlops}, r.bytes);
+    rows_[i].calls += r.calls - 1;
+  }
+  for (const auto& [name, calls] : other.unknown_) {
+    addUnknown(name, calls);
+  }
+}
+
 CountTotals CountTable::totals() const {
   CountTotals t;
   for (const OpStats& r : rows_) {

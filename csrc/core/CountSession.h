@@ -76,6 +76,8 @@ class CountTable {
   size_t add(std::string_view op, const std::string& module, std::string_view dtype, OpClass c,
              const Cost& cost, int64_t bytes);
   void addUnknown(std::string_view op, int64_t calls = 1);
+  // Adds every row and unknown op of other (a forked task's count) to this table.
+  void merge(const CountTable& other);
   // Op calls that ran during the count on threads that inherited the callback without counting
   // (torch.jit.fork / at::launch tasks): work the table does not hold.
   void setOtherThreadCalls(int64_t calls) { otherThreadCalls_ = calls; }

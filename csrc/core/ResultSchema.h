@@ -63,7 +63,7 @@ struct FieldSpec {
   X(traced_forwards, Real, "forwards after the counted one whose kernels were traced")          \
   X(unattributed_kernel_seconds, Real, "kernel time per forward that no counted op launched") \
   X(other_thread_op_calls, Real,                                                              \
-    "op calls on other threads (torch.jit.fork tasks): work not counted; 0 when none")         \
+    "op calls on other threads that could not be counted (forks while several counts run)")   \
   X(count_saturated, Real,                                                                    \
     "1 if a FLOP or byte count did not fit int64 and is held at 2^63-1 (a lower bound)")       \
   X(peak_exceeded, Real,                                                                      \

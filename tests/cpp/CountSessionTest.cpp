@@ -216,6 +216,21 @@ TEST(CountSessionTest, AMatrixOpOnANestedTensorIsPricedByItsCallees) {
   EXPECT_EQ(s.table().totals().vectorFlops, 17 * 64);
 }
 
+// A forked task's count joins its forward's: rows by (op, module, dtype), calls and unknowns.
+TEST(CountSessionTest, MergingATableAddsItsRowsAndUnknownOps) {
+  CountSession main, forked;
+  call(main, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})});
+  call(forked, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})});
+  call(forked, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})});
+  call(forked, "custom::kernel", {t({5})}, {t({5})});
+  CountTable table = main.table();
+  table.merge(forked.table());
+  ASSERT_EQ(table.rows().size(), 1u);
+  EXPECT_EQ(table.rows()[0].calls, 3);
+  EXPECT_EQ(table.totals().matrixFlops, 3 * 2 * 3 * 10 * 6);
+  EXPECT_EQ(table.totals().unknownCalls, 1);
+}
+
 TEST(CountSessionTest, TotalsSaturate) {
   CountSession s;
   const int64_t big = int64_t{1} << 31;
