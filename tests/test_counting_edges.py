@@ -274,3 +274,13 @@ def test_a_peak_below_the_achieved_rate_is_flagged():
     with torchutil.Profiler(peak_flops=1e30) as high:
         torch.mm(a, b)
     assert high.result.peak_exceeded == 0
+
+
+def test_the_printed_result_says_when_the_peak_was_exceeded_or_a_count_saturated():
+    with torchutil.Profiler(peak_flops=1.0) as low:
+        torch.mm(torch.randn(64, 64), torch.randn(64, 64))
+    assert "below what this device reached" in str(low.result)
+    linear = torch.nn.Linear(2**20, 2**30, bias=False, device="meta")
+    with torchutil.Profiler(device="meta", peak_flops=PEAK) as prof:
+        linear(torch.empty(2**30, 2**20, device="meta"))
+    assert "lower bounds" in str(prof.result)

@@ -173,6 +173,14 @@ class ProfileResult:
         if self.unknown_ops:
             listed = ", ".join(f"{k} x{c}" for k, c in self.unknown_ops.items())
             lines.append(f"ops with no FLOP formula (not counted): {listed}")
+        if v.get("peak_exceeded", 0) > 0:
+            lines.append(f"the forward ran at {100 * v['peak_exceeded']:.0f} % of the peak: the peak "
+                         f"({self.peak_source}) is below what this device reached for {self.peak_dtype}")
+        if v.get("count_saturated") == 1.0:
+            lines.append("a count did not fit int64 and is held at 2^63-1: the figures are lower bounds")
+        if v.get("other_thread_op_calls", 0) > 0:
+            lines.append(f"{v['other_thread_op_calls']:.0f} op calls on other threads were not counted "
+                         "(forked work while several counts ran)")
         lines.append(f"top {top} ops by FLOPs:")
         lines.append(f"  {'op':<34} {'module':<28} {'calls':>5} {'GFLOP':>9} {'MB':>8} {'FLOP/B':>7}")
         for r in self.top_ops(top):
