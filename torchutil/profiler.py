@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import html
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass, field as dataclass_field, fields
 from typing import Any, Sequence
@@ -226,6 +227,14 @@ class ProfileResult:
         if self.unknown_ops:
             listed = ", ".join(f"{k} x{c}" for k, c in self.unknown_ops.items())
             lines.append(f"ops with no FLOP formula (not counted): {listed}")
+        if v.get("peak_exceeded", 0) > 0:
+            lines.append(f"the forward ran at {100 * v['peak_exceeded']:.0f} % of the peak: the peak "
+                         f"({self.peak_source}) is below what this device reached for {self.peak_dtype}")
+        if v.get("count_saturated") == 1.0:
+            lines.append("a count did not fit int64 and is held at 2^63-1: the figures are lower bounds")
+        if v.get("other_thread_op_calls", 0) > 0:
+            lines.append(f"{v['other_thread_op_calls']:.0f} op calls on other threads were not counted "
+                         "(forked work while several counts ran)")
         lines.append(f"top {top} ops by FLOPs:")
         lines.append(f"  {'op':<34} {'module':<28} {'calls':>5} {'GFLOP':>9} {'MB':>8} {'FLOP/B':>7}")
         for r in self.top_ops(top):
@@ -381,6 +390,8 @@ class Profiler:
         self.result: ProfileResult | None = None
         self._scope: Any = None
         self._t0 = 0.0
+        self._token = 0
+        self._thread = 0
 
     def __enter__(self) -> "Profiler":
         if torch.ops.util._counting():
@@ -388,7 +399,8 @@ class Profiler:
                 "torchutil: a profile is already counting on this thread; profiles cannot be nested"
             )
         _synchronize(self.device)
-        torch.ops.util._count_begin()
+        self._token = torch.ops.util._count_begin()
+        self._thread = threading.get_ident()
         try:
             if isinstance(self.model, torch.nn.Module):
                 self._scope = _C._ModuleScope(self.model)
@@ -399,6 +411,17 @@ class Profiler:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if threading.get_ident() != self._thread:
+            # The count (a thread-local callback) lives on the entering thread, which drops it
+            # at its next op; nothing was measured here.
+            torch.ops.util._count_abandon(self._token)
+            if self._scope is not None:
+                self._scope.close()
+                self._scope = None
+            raise RuntimeError(
+                "torchutil: a Profiler must be exited on the thread that entered it; the count "
+                "was abandoned"
+            )
         try:
             if exc_type is not None:
                 torch.ops.util._count_abort()

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "core/Convention.h"
+
 namespace torchutil {
 
 size_t CountTable::add(std::string_view op, const std::string& module, std::string_view dtype,
@@ -28,9 +30,9 @@ size_t CountTable::add(std::string_view op, const std::string& module, std::stri
   }
   OpStats& row = rows_[i];
   row.calls += 1;
-  row.matrixFlops += cost.matrixFlops;
-  row.vectorFlops += cost.vectorFlops;
-  row.bytes += bytes;
+  row.matrixFlops = saturatingAdd(row.matrixFlops, cost.matrixFlops);
+  row.vectorFlops = saturatingAdd(row.vectorFlops, cost.vectorFlops);
+  row.bytes = saturatingAdd(row.bytes, bytes);
   return i;
 }
 
@@ -45,14 +47,27 @@ void CountTable::addUnknown(std::string_view op, int64_t calls) {
   }
 }
 
+void CountTable::merge(const CountTable& other) {
+  for (const OpStats& r : other.rows_) {
+    const size_t i =
+        add(r.op, r.module, r.dtype, r.opClass, Cost{r.matrixFlops, r.vectorFlops}, r.bytes);
+    rows_[i].calls += r.calls - 1;
+  }
+  for (const auto& [name, calls] : other.unknown_) {
+    addUnknown(name, calls);
+  }
+}
+
 CountTotals CountTable::totals() const {
   CountTotals t;
   for (const OpStats& r : rows_) {
-    t.matrixFlops += r.matrixFlops;
-    t.vectorFlops += r.vectorFlops;
-    t.bytes += r.bytes;
+    t.matrixFlops = saturatingAdd(t.matrixFlops, r.matrixFlops);
+    t.vectorFlops = saturatingAdd(t.vectorFlops, r.vectorFlops);
+    t.bytes = saturatingAdd(t.bytes, r.bytes);
     t.countedCalls += r.calls;
   }
+  t.saturated = t.flops() == kSaturatedCount || t.bytes == kSaturatedCount;
+  t.otherThreadCalls = otherThreadCalls_;
   for (const auto& u : unknown_) {
     t.unknownCalls += u.second;
   }
@@ -66,8 +81,8 @@ std::string CountTable::dominantDtype() const {
       continue;
     }
     auto& acc = byDtype[r.dtype];
-    acc.first += r.matrixFlops;
-    acc.second += r.flops();
+    acc.first = saturatingAdd(acc.first, r.matrixFlops);
+    acc.second = saturatingAdd(acc.second, r.flops());
   }
   std::string best;
   std::pair<int64_t, int64_t> bestScore{-1, -1};
@@ -173,9 +188,18 @@ bool CountSession::enter(std::string_view name, const FormulaEntry* entry) {
 }
 
 void CountSession::setInputs(Args inputs) {
-  if (!frames_.empty()) {
-    frames_.back().inputs = std::move(inputs);
+  if (frames_.empty()) {
+    return;
   }
+  Frame& f = frames_.back();
+  if (f.counted && f.entry->opClass == OpClass::Matrix && anyNested(inputs)) {
+    // A contraction's formula needs the dense shape a nested tensor lacks (the fast path's
+    // attention on a padded batch): its callees, which run on dense buffers, price it.
+    inputsUnavailable();
+    f.inputs = std::move(inputs);
+    return;
+  }
+  f.inputs = std::move(inputs);
 }
 
 void CountSession::inputsUnavailable() {
@@ -250,18 +274,25 @@ void CountSession::exit(const Args& outputs) {
     // Only arithmetic covers a caller (rule 4): a copy inside an unknown op
     // (linalg_lu_factor_ex copies its input, then runs LAPACK) must not hide that op's work.
     covered = f.entry->opClass != OpClass::Memory;
+    f.coveredBytes = saturatingAdd(totalBytes(f.inputs), totalBytes(outputs));
   } else if (f.inside) {
     closeEvent(f, OpEvent::Kind::Inside, -1);
   } else if (f.opaque) {
     closeEvent(f, OpEvent::Kind::Opaque, -1);
-  } else if (f.entry == nullptr && !f.covered) {
+  } else if (f.entry == nullptr && !(f.covered && f.coveredBytes >= totalBytes(f.inputs))) {
+    // Rule 4: its callees did no arithmetic, or read less than its inputs (a bias add inside
+    // oneDNN's LSTM layer does not account for the layer).
     table_.addUnknown(f.name);
     closeEvent(f, OpEvent::Kind::Unknown, -1);
+    covered = false;
   } else {
     closeEvent(f, OpEvent::Kind::Transparent, -1);
   }
-  if (parent != nullptr && covered) {
-    parent->covered = true;
+  if (parent != nullptr) {
+    parent->covered = parent->covered || covered;
+    if (covered || f.counted) {
+      parent->coveredBytes = saturatingAdd(parent->coveredBytes, f.coveredBytes);
+    }
   }
 }
 

@@ -10,16 +10,21 @@
 //     caller, so the count sees the dtype the kernel really ran in.
 //  3. Transparent ops (views, allocations, composite wrappers) are not counted; their callees
 //     follow rule 1.
-//  4. An op with no entry in the registry, not inside a counted op, none of whose callees was
-//     counted as arithmetic (matrix or vector; a counted copy does not price its caller's
-//     work), is reported as unknown, by name and number of calls.
+//  4. An op with no entry in the registry, not inside a counted op, is reported as unknown, by
+//     name and number of calls, unless its callees were counted as arithmetic (matrix or
+//     vector; a counted copy does not price its caller's work) and the counted callees read and
+//     wrote at least as many bytes as its own tensor inputs hold: one priced bias add inside
+//     an unpriced LSTM layer does not account for the layer's matrix work.
 //  5. An op whose inputs the dispatcher could not box is treated as unknown, with rule 4.
+//     So is a matrix op with a nested-tensor input: its formula needs dense shapes, and the
+//     callees that do its work run on dense buffers.
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "core/Convention.h"
 #include "core/FormulaRegistry.h"
 #include "core/OpArgs.h"
 
@@ -35,7 +40,7 @@ struct OpStats {
   int64_t vectorFlops = 0;
   int64_t bytes = 0;
 
-  int64_t flops() const { return matrixFlops + vectorFlops; }
+  int64_t flops() const { return saturatingAdd(matrixFlops, vectorFlops); }
 };
 
 // One op call of a counted forward, recorded when the session keeps events (kernel tracing).
@@ -59,7 +64,9 @@ struct CountTotals {
   int64_t bytes = 0;
   int64_t countedCalls = 0;
   int64_t unknownCalls = 0;
-  int64_t flops() const { return matrixFlops + vectorFlops; }
+  bool saturated = false;  // a count reached kSaturatedCount (Convention.h) and was held there
+  int64_t otherThreadCalls = 0;
+  int64_t flops() const { return saturatingAdd(matrixFlops, vectorFlops); }
 };
 
 // The aggregated result: one row per (op, module, dtype), in first-seen order.
@@ -69,6 +76,11 @@ class CountTable {
   size_t add(std::string_view op, const std::string& module, std::string_view dtype, OpClass c,
              const Cost& cost, int64_t bytes);
   void addUnknown(std::string_view op, int64_t calls = 1);
+  // Adds every row and unknown op of other (a forked task's count) to this table.
+  void merge(const CountTable& other);
+  // Op calls that ran during the count on threads that inherited the callback without counting
+  // (torch.jit.fork / at::launch tasks): work the table does not hold.
+  void setOtherThreadCalls(int64_t calls) { otherThreadCalls_ = calls; }
 
   const std::vector<OpStats>& rows() const { return rows_; }
   // (name, calls) in first-seen order.
@@ -82,6 +94,7 @@ class CountTable {
   std::unordered_map<std::string, size_t> rowIndex_;
   std::vector<std::pair<std::string, int64_t>> unknown_;
   std::unordered_map<std::string, size_t> unknownIndex_;
+  int64_t otherThreadCalls_ = 0;
 };
 
 class CountSession {
@@ -95,6 +108,8 @@ class CountSession {
   // lookups (OpCounter caches them per op name).
   bool enter(std::string_view name, const FormulaEntry* entry);
   const FormulaRegistry& registry() const { return registry_; }
+  // Also takes the inputs of an op with no entry outside any counted op: rule 4 compares its
+  // callees' bytes with them.
   void setInputs(Args inputs);
   void inputsUnavailable();
   // The op is someone else's business (a fake or subclass tensor): not counted, not reported;
@@ -132,6 +147,7 @@ class CountSession {
     bool superseded = false;  // replaced by a same-named callee (rule 2)
     bool covered = false;     // some callee was counted
     bool opaque = false;
+    int64_t coveredBytes = 0;  // bytes of the counted callees (rule 4)
     int64_t prevCounted = -1;
     size_t module = 0;
     int64_t event = -1;

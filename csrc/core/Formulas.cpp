@@ -34,13 +34,25 @@ bool boolAt(const Args& args, size_t i) {
 int64_t product(const std::vector<int64_t>& v, size_t from = 0) {
   int64_t p = 1;
   for (size_t i = from; i < v.size(); ++i) {
-    p *= v[i];
+    p = saturatingMul(p, v[i]);
   }
   return p;
 }
 
-int64_t biasFlops(const Args& in, int biasIdx, const TensorInfo& out) {
-  return biasIdx >= 0 && tensorAt(in, static_cast<size_t>(biasIdx)) != nullptr ? out.numel() : 0;
+bool isZero(const Args& args, size_t i) {
+  return i < args.size() && (args[i].kind == ArgKind::Double || args[i].kind == ArgKind::Int) &&
+         args[i].number == 0.0;
+}
+
+// A bias (the input at biasIdx) is added once per output element; when the op scales it by a
+// beta (the argument at betaIdx) of 0 it is not added at all (baddbmm(..., beta=0) in GPT-2's
+// attention only allocates its output).
+int64_t biasFlops(const Args& in, int biasIdx, const TensorInfo& out, int betaIdx = -1) {
+  if (biasIdx < 0 || tensorAt(in, static_cast<size_t>(biasIdx)) == nullptr ||
+      (betaIdx >= 0 && isZero(in, static_cast<size_t>(betaIdx)))) {
+    return 0;
+  }
+  return out.numel();
 }
 
 // ---- matrix products: 2 * (output elements) * (contracted length) ------------------------
@@ -54,7 +66,7 @@ Cost contraction(const Args& in, const Args& out) {
   if (a == nullptr || o == nullptr || a->dim() == 0) {
     return {};
   }
-  return {macsToFlops(o->numel() * a->size(-1)), biasFlops(in, BiasIdx, *o)};
+  return {macsToFlops(saturatingMul(o->numel(), a->size(-1))), biasFlops(in, BiasIdx, *o)};
 }
 
 // addbmm(self [n,p], batch1 [b,n,m], batch2 [b,m,p]) sums b products into one [n,p] result.
@@ -64,7 +76,118 @@ Cost addbmm(const Args& in, const Args& out) {
   if (b1 == nullptr || o == nullptr || b1->dim() != 3) {
     return {};
   }
-  return {macsToFlops(o->numel() * b1->size(0) * b1->size(2)), o->numel()};
+  return {macsToFlops(saturatingMul(saturatingMul(o->numel(), b1->size(0)), b1->size(2))),
+          biasFlops(in, /*biasIdx=*/0, *o, /*betaIdx=*/3)};
+}
+
+// addmm(self, mat1, mat2, beta, alpha) and its kin (baddbmm, addmv): self, the bias, is added
+// once per output element unless beta is 0. _addmm_activation fuses a ReLU or GELU into the
+// epilogue: Activation more FLOPs per output element.
+constexpr int kAddmmBeta = 3;
+template <int Activation>
+Cost addmm(const Args& in, const Args& out) {
+  Cost c = contraction</*A=*/1, kNoBias>(in, out);
+  const TensorInfo* o = firstTensor(out);
+  if (o != nullptr && c.matrixFlops > 0) {
+    c.vectorFlops = saturatingAdd(biasFlops(in, /*biasIdx=*/0, *o, kAddmmBeta),
+                                  saturatingMul(Activation, o->numel()));
+  }
+  return c;
+}
+
+// ---- recurrent layers ---------------------------------------------------------------------
+// A layer and direction of an RNN over T steps and B sequences (T*B rows; packed sequences:
+// their total length) with G gates of width H, input width I and recurrent width R (H, or the
+// projection size): 2*T*B*G*H*(I + R) matrix FLOPs (the input and recurrent products), plus
+// 2*T*B*H*R for an LSTM's projection. Vector FLOPs per T*B*H: G for each of the two biases
+// (b_ih, b_hh) and the gate math of PyTorch's equations (nn.LSTM, nn.GRU, nn.RNN):
+//   LSTM 13: add the two products (4), sigmoid i f o (3), tanh g (1), f*c, i*g, o*tanh(c) (3),
+//            c = f*c + i*g (1), tanh(c) (1)
+//   GRU  10: add r z (2), sigmoid r z (2), r * (W_hn h + b_hn) (1), add W_in x (1), tanh n (1),
+//            h' = n + z * (h - n) (3)
+//   RNN   2: add the two products (1), tanh or relu (1)
+// These are the counts of the ops the native CPU path runs for the same layer (addmm with its
+// bias, add_, sigmoid_, tanh, mul, sub), so the oneDNN, cuDNN and native paths count alike.
+// The mode is cuDNN's: 0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU.
+struct RnnGates {
+  int64_t gates = 0;
+  int64_t gateMath = 0;
+};
+
+RnnGates rnnGates(int64_t mode) {
+  switch (mode) {
+    case 0:
+    case 1: return {1, 2};
+    case 2: return {4, 13};
+    case 3: return {3, 10};
+    default: return {};
+  }
+}
+
+int64_t intAt(const Args& args, size_t i, int64_t fallback = -1) {
+  return i < args.size() && args[i].kind == ArgKind::Int ? args[i].ints.front() : fallback;
+}
+
+// One layer and direction: wIh [G*H, I], wHh [G*H, R], wHr [R, H] (projection) or nullptr.
+Cost rnnLayer(int64_t rows, const RnnGates& g, int64_t hidden, const TensorInfo& wIh,
+              const TensorInfo& wHh, const TensorInfo* wHr, bool biases) {
+  if (wIh.dim() != 2 || wHh.dim() != 2 || g.gates == 0 || hidden <= 0) {
+    return {};
+  }
+  const int64_t gateRows = saturatingMul(rows, wIh.size(0));  // T*B*G*H
+  int64_t matrix = macsToFlops(saturatingMul(gateRows, saturatingAdd(wIh.size(1), wHh.size(1))));
+  if (wHr != nullptr && wHr->dim() == 2) {
+    matrix = saturatingAdd(matrix, macsToFlops(saturatingMul(rows, wHr->numel())));
+  }
+  const int64_t cells = saturatingMul(rows, hidden);  // T*B*H
+  const int64_t vector =
+      saturatingAdd(saturatingMul(cells, g.gateMath), biases ? saturatingMul(2, gateRows) : 0);
+  return {matrix, vector};
+}
+
+// Rows of an RNN input: [T, B, I], [B, T, I] or packed [sum of lengths, I].
+int64_t rnnRows(const TensorInfo& x) {
+  return x.dim() >= 2 && x.size(-1) > 0 ? x.numel() / x.size(-1) : 0;
+}
+
+// mkldnn_rnn_layer(input, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mode,
+// hidden_size, num_layers, has_biases, bidirectional, batch_first, train): one layer and
+// direction of oneDNN's RNN (the CPU's default path of nn.LSTM).
+Cost mkldnnRnnLayer(const Args& in, const Args&) {
+  const TensorInfo* x = tensorAt(in, 0);
+  const TensorInfo* wIh = tensorAt(in, 1);
+  const TensorInfo* wHh = tensorAt(in, 2);
+  if (x == nullptr || wIh == nullptr || wHh == nullptr) {
+    return {};
+  }
+  return rnnLayer(rnnRows(*x), rnnGates(intAt(in, 9)), intAt(in, 10), *wIh, *wHh, nullptr,
+                  boolAt(in, 12));
+}
+
+// _cudnn_rnn(input, weight[], weight_stride0, weight_buf, hx, cx, mode, hidden_size, proj_size,
+// num_layers, batch_first, dropout, train, bidirectional, batch_sizes, dropout_state): all
+// layers and directions. weight holds weight_stride0 tensors per layer and direction: w_ih,
+// w_hh, then b_ih, b_hh when there are biases, then w_hr with a projection (2, 3, 4 or 5). The
+// input of layer l > 0 is the previous layer's output, whose width w_ih says.
+Cost cudnnRnn(const Args& in, const Args&) {
+  const TensorInfo* x = tensorAt(in, 0);
+  const int64_t stride = intAt(in, 2);
+  if (x == nullptr || in.size() < 8 || in[1].kind != ArgKind::TensorList || stride < 2) {
+    return {};
+  }
+  const std::vector<TensorInfo>& w = in[1].tensors;
+  const bool projection = intAt(in, 8) > 0;
+  const bool biases = stride >= (projection ? 5 : 4);
+  const RnnGates g = rnnGates(intAt(in, 6));
+  const int64_t rows = rnnRows(*x);
+  Cost c;
+  for (size_t i = 0; i + static_cast<size_t>(stride) <= w.size(); i += static_cast<size_t>(stride)) {
+    const TensorInfo* wHr = projection ? &w[i + static_cast<size_t>(stride) - 1] : nullptr;
+    const Cost layer = rnnLayer(rows, g, intAt(in, 7), w[i], w[i + 1], wHr, biases);
+    c.matrixFlops = saturatingAdd(c.matrixFlops, layer.matrixFlops);
+    c.vectorFlops = saturatingAdd(c.vectorFlops, layer.vectorFlops);
+  }
+  return c;
 }
 
 // ---- convolutions -------------------------------------------------------------------------
@@ -91,7 +214,8 @@ Cost convolution(const Args& in, const Args& out) {
   const bool transposed =
       kTransposedArg == kAlways || (kTransposedArg >= 0 && boolAt(in, kTransposedArg));
   const TensorInfo& positions = transposed ? *x : *o;
-  const int64_t macs = x->size(0) * product(positions.sizes, 2) * product(w->sizes);
+  const int64_t macs =
+      saturatingMul(saturatingMul(x->size(0), product(positions.sizes, 2)), product(w->sizes));
   return {macsToFlops(macs), biasFlops(in, BiasIdx, *o)};
 }
 
@@ -120,8 +244,10 @@ struct AttentionDims {
 };
 
 Cost attentionCost(const AttentionDims& d) {
-  const int64_t scores = d.bh * d.lq * d.lk;
-  return {macsToFlops(scores * d.e) + macsToFlops(scores * d.ev), 5 * scores};
+  const int64_t scores = saturatingMul(saturatingMul(d.bh, d.lq), d.lk);
+  return {saturatingAdd(macsToFlops(saturatingMul(scores, d.e)),
+                        macsToFlops(saturatingMul(scores, d.ev))),
+          saturatingMul(5, scores)};
 }
 
 // Query [..., Lq, E], key [..., Lk, E], value [..., Lk, Ev]; leading dims are batch and heads.
@@ -163,12 +289,9 @@ Cost attentionBLHE(const Args& in, const Args&) {
     d.ev = v->size(3);
   } else if (q->dim() == 3 || q->dim() == 4) {
     const int64_t batch = cuSeq != nullptr ? cuSeq->numel() - 1 : 1;
-    const auto intAt = [&](size_t i) {
-      return i < in.size() && in[i].kind == ArgKind::Int ? in[i].ints.front() : int64_t{0};
-    };
     d.bh = batch * q->size(-2);
-    d.lq = intAt(CuSeqQ + 2);
-    d.lk = intAt(CuSeqQ + 3);
+    d.lq = intAt(in, CuSeqQ + 2, /*fallback=*/0);
+    d.lk = intAt(in, CuSeqQ + 3, /*fallback=*/0);
     d.e = q->size(-1);
     d.ev = v->size(-1);
   }
@@ -201,13 +324,13 @@ Cost nativeMultiHeadAttention(const Args& in, const Args&) {
 template <int K>
 Cost perOutput(const Args&, const Args& out) {
   const TensorInfo* o = firstTensor(out);
-  return {0, o == nullptr ? 0 : K * o->numel()};
+  return {0, o == nullptr ? 0 : saturatingMul(K, o->numel())};
 }
 
 template <int K>
 Cost perInput(const Args& in, const Args&) {
   const TensorInfo* x = firstTensor(in);
-  return {0, x == nullptr ? 0 : K * x->numel()};
+  return {0, x == nullptr ? 0 : saturatingMul(K, x->numel())};
 }
 
 // Batch norm: the first bool argument is `training` in every variant that has one (the no_stats
@@ -224,12 +347,12 @@ Cost batchNorm(const Args& in, const Args&) {
       break;
     }
   }
-  return {0, (training ? 5 : 2) * x->numel()};
+  return {0, saturatingMul(training ? 5 : 2, x->numel())};
 }
 
 Cost batchNormInference(const Args& in, const Args&) {
   const TensorInfo* x = firstTensor(in);
-  return {0, x == nullptr ? 0 : 2 * x->numel()};
+  return {0, x == nullptr ? 0 : saturatingMul(2, x->numel())};
 }
 
 // Pooling with a kernel_size argument at index 1 over Nsp spatial dims.
@@ -244,7 +367,7 @@ Cost poolWindow(const Args& in, const Args& out) {
   for (int i = 0; i < Nsp; ++i) {
     window *= kernel.size() == 1 ? kernel[0] : kernel[static_cast<size_t>(i) % kernel.size()];
   }
-  return {0, window * o->numel()};
+  return {0, saturatingMul(window, o->numel())};
 }
 
 void addAll(FormulaRegistry& r, std::initializer_list<const char*> names, OpClass c,
@@ -268,8 +391,8 @@ void registerAllFormulas(FormulaRegistry& r) {
   r.add("mkldnn::_linear_pointwise", C::Matrix,
         &mkldnnPointwise<&contraction</*A=*/0, /*BiasIdx=*/2>>);
   // addmm(self, mat1, mat2, ...): self is the bias.
-  addAll(r, {"aten::addmm", "aten::baddbmm", "aten::addmv", "aten::_addmm_activation"}, C::Matrix,
-         &contraction</*A=*/1, /*BiasIdx=*/0>);
+  addAll(r, {"aten::addmm", "aten::baddbmm", "aten::addmv"}, C::Matrix, &addmm</*Activation=*/0>);
+  r.add("aten::_addmm_activation", C::Matrix, &addmm</*Activation=*/1>);
   r.add("aten::addbmm", C::Matrix, &addbmm);
 
   // Convolutions, by where each variant keeps its bias and its `transposed` flag.
@@ -308,6 +431,10 @@ void registerAllFormulas(FormulaRegistry& r) {
   r.add("aten::_efficient_attention_forward", C::Matrix, &attentionBLHE</*CuSeqArg=*/4>);
   r.add("aten::_native_multi_head_attention", C::Matrix, &nativeMultiHeadAttention);
 
+  // Recurrent layers: oneDNN's (one layer and direction a call) and cuDNN's (all of them).
+  r.add("aten::mkldnn_rnn_layer", C::Matrix, &mkldnnRnnLayer);
+  r.add("aten::_cudnn_rnn", C::Matrix, &cudnnRnn);
+
   // Elementwise arithmetic and activations: 1 FLOP per output element.
   addAll(r, {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub", "aten::neg",
              "aten::abs", "aten::relu", "aten::relu6", "aten::leaky_relu", "aten::hardtanh",
@@ -325,8 +452,13 @@ void registerAllFormulas(FormulaRegistry& r) {
              "aten::_prelu_kernel", "aten::glu", "aten::logit", "aten::nan_to_num",
              "aten::remainder", "aten::fmod", "aten::floor_divide", "aten::atan2"},
          C::Vector, &perOutput<1>);
+  // Comparisons with a scalar result: 1 per input element.
+  addAll(r, {"aten::equal", "aten::allclose"}, C::Vector, &perInput<1>);
   addAll(r, {"aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::native_dropout"}, C::Vector,
          &perOutput<2>);
+
+  // The attention fast path's qkv bias add: 1 per element (q's scaling is not counted).
+  r.add("aten::_transform_bias_rescale_qkv", C::Vector, &perInput<1>);
 
   // Normalization.
   addAll(r, {"aten::batch_norm", "aten::_batch_norm_impl_index", "aten::native_batch_norm",
@@ -344,7 +476,7 @@ void registerAllFormulas(FormulaRegistry& r) {
              "aten::_fused_rms_norm"},
          C::Vector, &perInput<5>);
   addAll(r, {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
-             "aten::_masked_softmax", "aten::_safe_softmax"},
+             "aten::_masked_softmax", "aten::_safe_softmax", "aten::_nested_tensor_softmax_with_shape"},
          C::Vector, &perInput<5>);
 
   // Pooling.
@@ -398,7 +530,9 @@ void registerAllFormulas(FormulaRegistry& r) {
              "aten::_upsample_nearest_exact2d", "aten::_upsample_nearest_exact3d",
              "aten::bernoulli", "aten::uniform", "aten::normal", "aten::rand", "aten::randn",
              "aten::randint", "aten::rand_like", "aten::randn_like", "aten::tril", "aten::triu",
-             "aten::_reshape_copy", "aten::block_diag"},
+             "aten::_reshape_copy", "aten::block_diag", "aten::_nested_from_padded",
+             "aten::_nested_tensor_from_mask", "aten::_nested_from_padded_and_nested_example",
+             "aten::to_padded_tensor", "aten::_nested_tensor_from_tensor_list"},
          C::Memory);
 
   // Views, allocations, metadata and composite wrappers whose callees are counted.
@@ -407,6 +541,8 @@ void registerAllFormulas(FormulaRegistry& r) {
              "aten::expand", "aten::expand_as", "aten::permute", "aten::transpose", "aten::t",
              "aten::numpy_T", "aten::mT", "aten::select", "aten::slice", "aten::narrow",
              "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind",
+             "aten::unsafe_split", "aten::unsafe_split_with_sizes", "aten::unsafe_chunk",
+             "aten::cudnn_is_acceptable",
              "aten::tensor_split", "aten::as_strided", "aten::alias", "aten::detach",
              "aten::lift_fresh", "aten::view_as", "aten::reshape_as", "aten::movedim",
              "aten::swapaxes", "aten::diagonal", "aten::unfold", "aten::real", "aten::imag",

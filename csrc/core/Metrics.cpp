@@ -58,6 +58,18 @@ std::vector<double> summarize(const SummaryInputs& in) {
     set(Field::traced_forwards, static_cast<double>(in.tracedForwards));
     set(Field::unattributed_kernel_seconds, t.unattributedSeconds);
   }
+  set(Field::other_thread_op_calls, static_cast<double>(in.totals.otherThreadCalls));
+  set(Field::count_saturated, in.totals.saturated ? 1.0 : 0.0);
+  // A peak must bound what the device does; a measured one (a timed GEMM on a CPU) can fall
+  // below what the forward reached. Say so, and by how much, rather than report > 1 silently.
+  double exceeded = 0.0;
+  for (Field f : {Field::utilization, Field::kernel_utilization}) {
+    const double u = v[static_cast<size_t>(f)];
+    if (std::isfinite(u) && u > 1.0) {
+      exceeded = std::max(exceeded, u);
+    }
+  }
+  set(Field::peak_exceeded, exceeded);
   return v;
 }
 

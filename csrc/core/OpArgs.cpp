@@ -1,17 +1,24 @@
 #include "core/OpArgs.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 #include <string_view>
+
+#include "core/Convention.h"
 
 namespace torchutil {
 
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
   for (int64_t s : sizes) {
-    n *= s;
+    n = saturatingMul(n, s);
   }
   return n;
+}
+
+int64_t TensorInfo::nbytes() const {
+  return saturatingMul(numel(), elementSize);
 }
 
 int64_t TensorInfo::size(int64_t d) const {
@@ -89,14 +96,26 @@ int64_t totalBytes(const Args& args) {
   int64_t bytes = 0;
   for (const Arg& a : args) {
     if (a.kind == ArgKind::Tensor) {
-      bytes += a.tensor.nbytes();
+      bytes = saturatingAdd(bytes, a.tensor.nbytes());
     } else if (a.kind == ArgKind::TensorList) {
       for (const TensorInfo& t : a.tensors) {
-        bytes += t.nbytes();
+        bytes = saturatingAdd(bytes, t.nbytes());
       }
     }
   }
   return bytes;
+}
+
+bool anyNested(const Args& args) {
+  for (const Arg& a : args) {
+    if ((a.kind == ArgKind::Tensor && a.tensor.nested) ||
+        (a.kind == ArgKind::TensorList &&
+         std::any_of(a.tensors.begin(), a.tensors.end(),
+                     [](const TensorInfo& t) { return t.nested; }))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 const TensorInfo* firstTensor(const Args& args) {

@@ -12,10 +12,13 @@ struct TensorInfo {
   std::vector<int64_t> sizes;
   int64_t elementSize = 0;   // bytes per element
   const char* dtype = "";    // a static torch name such as "float32" or "float16"
+  // A nested tensor: sizes are its components stacked along their first dimension (or
+  // flattened), right for elementwise work but not for a contraction's shape.
+  bool nested = false;
 
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
   int64_t numel() const;
-  int64_t nbytes() const { return numel() * elementSize; }
+  int64_t nbytes() const;
   // Size of dimension d; negative d counts from the end.
   int64_t size(int64_t d) const;
 };
@@ -49,6 +52,8 @@ using Args = std::vector<Arg>;
 
 // Sum of the sizes of every tensor in args (tensor lists included).
 int64_t totalBytes(const Args& args);
+// Whether any tensor among args is nested.
+bool anyNested(const Args& args);
 // The first tensor among args, or nullptr.
 const TensorInfo* firstTensor(const Args& args);
 

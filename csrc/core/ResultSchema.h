@@ -61,7 +61,13 @@ struct FieldSpec {
   X(kernel_bandwidth_utilization, Real,                                                       \
     "bytes / kernel_seconds / peak_bytes_per_second: bandwidth utilization while kernels run") \
   X(traced_forwards, Real, "forwards after the counted one whose kernels were traced")          \
-  X(unattributed_kernel_seconds, Real, "kernel time per forward that no counted op launched")
+  X(unattributed_kernel_seconds, Real, "kernel time per forward that no counted op launched") \
+  X(other_thread_op_calls, Real,                                                              \
+    "op calls on other threads that could not be counted (forks while several counts run)")   \
+  X(count_saturated, Real,                                                                    \
+    "1 if a FLOP or byte count did not fit int64 and is held at 2^63-1 (a lower bound)")       \
+  X(peak_exceeded, Real,                                                                      \
+    "utilization (or kernel_utilization) when above 1: the peak is below what ran; else 0")
 
 // One row per (op, module, dtype) of the counted forward; totals over its calls.
 #define TORCHUTIL_OP_FIELDS(X)                                                          \

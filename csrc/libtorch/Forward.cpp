@@ -3,6 +3,8 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include <atomic>
+#include <chrono>
 #include <mutex>
 
 namespace torchutil {
@@ -42,6 +44,25 @@ std::vector<ForwardFactory>& factories() {
 }
 
 }  // namespace
+
+std::atomic<InterruptCheck> gInterruptCheck{nullptr};
+
+void registerInterruptCheck(InterruptCheck check) {
+  gInterruptCheck.store(check);
+}
+
+void checkInterrupt() {
+  const InterruptCheck check = gInterruptCheck.load();
+  if (check == nullptr) {
+    return;
+  }
+  thread_local auto last = std::chrono::steady_clock::now();
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last >= std::chrono::milliseconds(50)) {
+    last = now;
+    check();
+  }
+}
 
 void registerForwardFactory(ForwardFactory factory) {
   std::lock_guard<std::mutex> lock(gFactoriesMutex);

@@ -37,6 +37,13 @@ class Forward {
 using ForwardFactory = std::unique_ptr<Forward> (*)(const c10::IValue& model);
 void registerForwardFactory(ForwardFactory factory);
 
+// Between forwards of a long loop: calls the registered check (the Python binding registers
+// one that raises KeyboardInterrupt on a pending Ctrl-C) at most every 50 ms, so that a timing
+// loop of a TorchScript model, which never enters Python, still stops promptly.
+using InterruptCheck = void (*)();
+void registerInterruptCheck(InterruptCheck check);
+void checkInterrupt();
+
 // Throws c10::TypeError naming what model is when nothing can run it.
 std::unique_ptr<Forward> makeForward(const c10::IValue& model);
 

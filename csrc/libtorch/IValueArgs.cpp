@@ -1,5 +1,6 @@
 #include "libtorch/IValueArgs.h"
 
+#include <ATen/NestedTensorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
@@ -76,7 +77,37 @@ TensorInfo tensorInfo(const at::Tensor& t) {
   if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
     return info;  // symbolic shapes (tracing): no concrete size to price
   }
-  info.sizes = t.sizes().vec();
+  if (t.is_nested()) {
+    // A nested tensor has no sizes() (it throws): it is described by its components. They are
+    // stacked along their first dimension, [sum of their first sizes, the rest...], when the
+    // rest agree (the [length_i, D] tokens of a padded batch), else flattened, so that
+    // elementwise ops, norms and softmax see the elements the kernels really touch.
+    const at::Tensor& sizes = at::native::get_nested_sizes(t);
+    const int64_t n = sizes.dim() == 2 ? sizes.size(0) : 0;
+    const int64_t d = sizes.dim() == 2 ? sizes.size(1) : 0;
+    const int64_t* s = sizes.data_ptr<int64_t>();
+    int64_t rows = 0;
+    int64_t total = 0;
+    bool stackable = d > 0;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t numel = 1;
+      for (int64_t j = 0; j < d; ++j) {
+        numel *= s[i * d + j];
+        stackable = stackable && (j == 0 || s[i * d + j] == s[j]);
+      }
+      rows += d > 0 ? s[i * d] : 0;
+      total += numel;
+    }
+    if (stackable && n > 0) {
+      info.sizes.assign(s, s + d);
+      info.sizes[0] = rows;
+    } else {
+      info.sizes = {total};
+    }
+    info.nested = true;
+  } else {
+    info.sizes = t.sizes().vec();
+  }
   info.elementSize = static_cast<int64_t>(t.element_size());
   info.dtype = torchDtypeName(c10::toString(t.scalar_type()));
   return info;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "libtorch/IValueArgs.h"
@@ -27,10 +28,65 @@ struct ThreadState {
   };
   std::unordered_map<const char*, CachedEntry> entries;
   at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
+  // Set by abandon() from another thread (a Profiler exited there): this thread removes its
+  // callback at its next op or its next begin().
+  std::shared_ptr<std::atomic<bool>> abandoned;
+  int64_t token = 0;
+  int64_t otherThreadCallsAtBegin = 0;
 };
 
 thread_local ThreadState tls;
 std::atomic<int64_t> gLiveCallbacks{0};
+
+// Forked work. at::launch and TorchScript's fork copy the thread-local state, callbacks
+// included, to inter-op tasks, so the callback runs on threads that do not count. While one
+// count runs in the process, such a thread counts into a child session of it, which end()
+// merges; with several (whose forks cannot be told apart) its op calls are only reported.
+struct ChildCount {
+  std::mutex mutex;  // the task's thread counts while end() may merge (an unwaited fork)
+  CountSession session;
+};
+struct ThreadChild {
+  int64_t token = 0;  // the count it belongs to
+  std::shared_ptr<ChildCount> count;
+};
+thread_local ThreadChild tlsChild;
+std::atomic<int64_t> gSoleToken{0};  // token of the only running count; 0: none or several
+std::atomic<int64_t> gOtherThreadCalls{0};
+
+std::mutex gSessionsMutex;
+int64_t gNextToken = 1;
+std::unordered_map<int64_t, std::weak_ptr<std::atomic<bool>>> gSessions;
+std::unordered_map<int64_t, std::vector<std::shared_ptr<ChildCount>>> gChildren;
+
+void updateSoleToken() {  // under gSessionsMutex
+  gSoleToken.store(gSessions.size() == 1 ? gSessions.begin()->first : 0);
+}
+
+// The child count of this thread for the running count, created on first use; null when
+// there is none to join (calls then go to gOtherThreadCalls).
+ChildCount* childCount() {
+  const int64_t token = gSoleToken.load(std::memory_order_relaxed);
+  if (token == 0) {
+    return nullptr;
+  }
+  if (tlsChild.token != token) {
+    auto child = std::make_shared<ChildCount>();
+    std::lock_guard<std::mutex> lock(gSessionsMutex);
+    if (gSessions.count(token) == 0) {
+      return nullptr;
+    }
+    gChildren[token].push_back(child);
+    tlsChild = ThreadChild{token, std::move(child)};
+  }
+  return tlsChild.count.get();
+}
+
+void dropAbandoned() {
+  if (tls.abandoned != nullptr && tls.abandoned->load(std::memory_order_relaxed)) {
+    OpCounter::abort();
+  }
+}
 
 const Args kNoOutputs;
 
@@ -44,11 +100,7 @@ bool anyPythonTensor(c10::ArrayRef<const c10::IValue> inputs) {
   return false;
 }
 
-std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
-  CountSession* s = tls.session.get();
-  if (s == nullptr) {
-    return nullptr;  // the callback was inherited by a thread that does not count
-  }
+void enterOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* hooks) {
   const char* name = fn.name();
   auto it = tls.entries.find(name);
   if (it == tls.entries.end() || it->second.name != name) {
@@ -57,66 +109,112 @@ std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
     it = tls.entries.insert_or_assign(name, entry).first;
   }
   const bool counted = s->enter(name, it->second.entry);
-  if (tls.hooks != nullptr && s->currentEvent() >= 0) {
-    tls.hooks->push(static_cast<uint64_t>(s->currentEvent()) + 1);
+  if (hooks != nullptr && s->currentEvent() >= 0) {
+    hooks->push(static_cast<uint64_t>(s->currentEvent()) + 1);
   }
   if (s->topIsInside()) {
-    return nullptr;  // most ops of a forward: an implementation detail of a counted op
+    return;  // most ops of a forward: an implementation detail of a counted op
   }
   // A RecordFunction without an operator marks code, not tensor work (torch.compile's
   // "TorchDynamo Cache Lookup"): neither counted nor reported; the ops inside follow the rules.
   if (!it->second.isOperator) {
     s->markOpaque();
-    return nullptr;
+    return;
   }
   // FakeTensor kernels run their meta implementation with Meta in the TLS include set; those
   // calls (during torch.compile tracing, say) are not work of the model.
   if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Meta)) {
     s->markOpaque();
-    return nullptr;
+    return;
   }
   const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
-  if (!counted) {
-    if (anyPythonTensor(inputs)) {
+  // Nothing may leave this callback: RecordFunction would swallow the exception and skip the
+  // op's exit, leaving its frame open and everything after it uncounted.
+  try {
+    if (!counted) {
+      if (anyPythonTensor(inputs)) {
+        s->markOpaque();
+      } else if (it->second.entry == nullptr) {
+        s->setInputs(toArgs(inputs).args);  // for rule 4: what its callees must account for
+      }
+      return;
+    }
+    if (inputs.empty()) {
+      // The dispatcher boxes no inputs for ops whose arguments cannot be boxed.
+      auto schema = fn.operator_schema();
+      if (!schema.has_value() || !schema->arguments().empty()) {
+        s->inputsUnavailable();
+        return;
+      }
+    }
+    ConvertedArgs args = toArgs(inputs);
+    if (args.pythonTensor) {
       s->markOpaque();
+    } else {
+      s->setInputs(std::move(args.args));
+    }
+  } catch (const std::exception& e) {
+    TORCH_WARN_ONCE("torchutil: could not read the inputs of ", name, " (", e.what(),
+                    "); it is reported as unknown unless its callees price it");
+    s->inputsUnavailable();
+  }
+}
+
+void exitOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* hooks) {
+  if (hooks != nullptr && s->currentEvent() >= 0) {
+    hooks->pop();
+  }
+  if (s->topIsCounted()) {
+    Args outputs;
+    try {
+      outputs = toArgs(fn.outputs());
+    } catch (const std::exception& e) {
+      TORCH_WARN_ONCE("torchutil: could not read the outputs of ", fn.name(), " (", e.what(),
+                      "); it is reported as unknown");
+      s->inputsUnavailable();
+    }
+    s->exit(outputs);
+  } else {
+    s->exit(kNoOutputs);
+  }
+}
+
+std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
+  CountSession* s = tls.session.get();
+  if (s == nullptr) {
+    // The callback was inherited by a thread that does not count: forked work.
+    if (ChildCount* child = childCount()) {
+      std::lock_guard<std::mutex> lock(child->mutex);
+      enterOp(&child->session, fn, /*hooks=*/nullptr);
+    } else if (fn.operator_name().has_value()) {
+      gOtherThreadCalls.fetch_add(1, std::memory_order_relaxed);
     }
     return nullptr;
   }
-  if (inputs.empty()) {
-    // The dispatcher boxes no inputs for ops whose arguments cannot be boxed.
-    auto schema = fn.operator_schema();
-    if (!schema.has_value() || !schema->arguments().empty()) {
-      s->inputsUnavailable();
-      return nullptr;
-    }
+  if (tls.abandoned != nullptr && tls.abandoned->load(std::memory_order_relaxed)) {
+    OpCounter::abort();  // this op's exit finds no session
+    return nullptr;
   }
-  ConvertedArgs args = toArgs(inputs);
-  if (args.pythonTensor) {
-    s->markOpaque();
-  } else {
-    s->setInputs(std::move(args.args));
-  }
+  enterOp(s, fn, tls.hooks);
   return nullptr;
 }
 
 void onExit(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
   CountSession* s = tls.session.get();
   if (s == nullptr) {
+    if (tlsChild.count != nullptr && tlsChild.token == gSoleToken.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> lock(tlsChild.count->mutex);
+      exitOp(&tlsChild.count->session, fn, /*hooks=*/nullptr);
+    }
     return;
   }
-  if (tls.hooks != nullptr && s->currentEvent() >= 0) {
-    tls.hooks->pop();
-  }
-  if (s->topIsCounted()) {
-    s->exit(toArgs(fn.outputs()));
-  } else {
-    s->exit(kNoOutputs);
-  }
+  exitOp(s, fn, tls.hooks);
 }
 
 }  // namespace
 
-void OpCounter::begin(const TraceHooks* hooks) {
+int64_t OpCounter::begin(const TraceHooks* hooks) {
+  dropAbandoned();
   TORCH_CHECK(tls.session == nullptr,
               "torchutil: a profile is already counting on this thread; profiles cannot be "
               "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
@@ -137,11 +235,47 @@ void OpCounter::begin(const TraceHooks* hooks) {
     tls.session.reset();
     throw;
   }
+  tls.abandoned = std::make_shared<std::atomic<bool>>(false);
+  tls.otherThreadCallsAtBegin = gOtherThreadCalls.load();
+  std::lock_guard<std::mutex> lock(gSessionsMutex);
+  tls.token = gNextToken++;
+  gSessions.emplace(tls.token, tls.abandoned);
+  updateSoleToken();
+  return tls.token;
+}
+
+bool OpCounter::abandon(int64_t token) {
+  std::lock_guard<std::mutex> lock(gSessionsMutex);
+  auto it = gSessions.find(token);
+  if (it == gSessions.end()) {
+    return false;
+  }
+  if (auto flag = it->second.lock()) {
+    flag->store(true);
+  }
+  gSessions.erase(it);
+  gChildren.erase(token);
+  updateSoleToken();
+  return true;
 }
 
 CountResult OpCounter::end() {
   TORCH_CHECK(tls.session != nullptr, "torchutil: no count is running on this thread");
   CountResult result{tls.session->table(), tls.session->events()};
+  std::vector<std::shared_ptr<ChildCount>> children;
+  {
+    std::lock_guard<std::mutex> lock(gSessionsMutex);
+    auto it = gChildren.find(tls.token);
+    if (it != gChildren.end()) {
+      children = std::move(it->second);
+      gChildren.erase(it);
+    }
+  }
+  for (const auto& child : children) {
+    std::lock_guard<std::mutex> lock(child->mutex);
+    result.table.merge(child->session.table());
+  }
+  result.table.setOtherThreadCalls(gOtherThreadCalls.load() - tls.otherThreadCallsAtBegin);
   abort();
   return result;
 }
@@ -154,9 +288,17 @@ void OpCounter::abort() noexcept {
   }
   tls.session.reset();
   tls.hooks = nullptr;
+  if (tls.abandoned != nullptr) {
+    tls.abandoned.reset();
+    std::lock_guard<std::mutex> lock(gSessionsMutex);
+    gSessions.erase(tls.token);
+    gChildren.erase(tls.token);
+    updateSoleToken();
+  }
 }
 
 bool OpCounter::active() {
+  dropAbandoned();
   return tls.session != nullptr;
 }
 

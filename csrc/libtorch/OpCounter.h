@@ -26,7 +26,13 @@ class OpCounter {
  public:
   // Starts counting on the calling thread. Throws if this thread already counts (profiles do
   // not nest) or if RecordFunction is disabled on it. hooks (optional) must outlive the count.
-  static void begin(const TraceHooks* hooks = nullptr);
+  // Returns a token that abandon() takes.
+  static int64_t begin(const TraceHooks* hooks = nullptr);
+  // From any thread: the count begun with token is dropped, and its thread removes its
+  // callback at its next op (or its next begin() / active()). A Profiler exited on another
+  // thread than it entered cannot remove a thread-local callback itself. False if no such
+  // count runs.
+  static bool abandon(int64_t token);
   // Stops counting on this thread and returns what was counted. Throws if none was started.
   static CountResult end();
   // Stops counting if this thread counts; never throws. For error paths.

@@ -127,6 +127,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
       std::max<int64_t>(options.warmup - 1 - tracedEager, forward->compiled() ? 1 : 0);
   for (int64_t i = 0; i < plainWarmups; ++i) {
     forward->run(inputs);
+    checkInterrupt();
   }
   ProfileOutput out;
   std::unique_ptr<KernelTracing> tracing;

@@ -52,6 +52,7 @@ std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n) {
       const double t0 = steadySeconds();
       runner.run();
       seconds.push_back(steadySeconds() - t0);
+      checkInterrupt();
     }
     return seconds;
   }
@@ -68,6 +69,7 @@ std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n) {
     starts[i].record(*stream);
     runner.run();
     ends[i].record(*stream);
+    checkInterrupt();
   }
   ends.back().synchronize();
   for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
@@ -133,6 +135,7 @@ TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& input
       result.used == TimingMode::CudaGraph ? std::max<int64_t>(plan.warmup - plan.tracedForwards, 0) : 0;
   for (int64_t i = 0; i < warmup; ++i) {
     runner->run();
+    checkInterrupt();
   }
   synchronizeDevice(device);
   if (plan.beforeTraced) {

@@ -153,8 +153,12 @@ Output profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& in
   return wrap(profileModel(model, inputs, options(args, chromeTrace, modulePaths)));
 }
 
-void countBeginOp() {
-  OpCounter::begin();
+int64_t countBeginOp() {
+  return OpCounter::begin();
+}
+
+bool countAbandonOp(int64_t token) {
+  return OpCounter::abandon(token);
 }
 
 void countAbortOp() {
@@ -213,7 +217,8 @@ TORCH_LIBRARY(util, m) {
         "int? max_iters=None, int trace_forwards=1) "
         "-> __torch__.torch.classes.util.ProfileOutput",
         &profileFullOp);
-  m.def("_count_begin() -> ()", &countBeginOp);
+  m.def("_count_begin() -> int", &countBeginOp);
+  m.def("_count_abandon(int token) -> bool", &countAbandonOp);
   m.def("_count_end(Device device, int batch_size, float seconds, str peak=\"auto\", "
         "float? peak_flops=None) -> __torch__.torch.classes.util.ProfileOutput",
         &countEndOp);

@@ -123,6 +123,14 @@ class PyForward final : public Forward {
   c10::intrusive_ptr<PyModule> module_;
 };
 
+// Raises the pending signal's exception (KeyboardInterrupt on Ctrl-C) in the profile call.
+void checkPythonSignals() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) {
+    throw py::error_already_set();
+  }
+}
+
 std::unique_ptr<Forward> makePyForward(const c10::IValue& model) {
   if (!model.isObject()) {
     return nullptr;
@@ -169,6 +177,7 @@ void registerPyModule() {
                           return self->repr;
                         });
   registerForwardFactory(&makePyForward);
+  registerInterruptCheck(&checkPythonSignals);
 }
 
 }  // namespace torchutil

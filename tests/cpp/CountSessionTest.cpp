@@ -166,6 +166,80 @@ TEST(CountSessionTest, ACountedCopyDoesNotHideItsUnknownCallersWork) {
   EXPECT_EQ(copy->bytes, 3 * 36 * 4);
 }
 
+// Rule 4 with the caller's inputs, as OpCounter hands them for ops with no entry: one priced
+// bias add inside oneDNN's LSTM layer does not account for the layer (its input and weights).
+TEST(CountSessionTest, APricedTrivialCalleeDoesNotHideAnUnpricedHeavyCaller) {
+  CountSession s;
+  const Args layerIn{t({32, 4, 128}), t({1024, 128}), t({1024, 256}), t({1024}), t({1024})};
+  s.enter("test::rnn_layer");
+  s.setInputs(layerIn);
+  call(s, "aten::add", {t({1024}), t({1024})}, {t({1024})});
+  s.exit({});
+  ASSERT_EQ(s.table().unknown().size(), 1u);
+  EXPECT_EQ(s.table().unknown()[0].first, "test::rnn_layer");
+  // Its caller, covered by nothing else, is reported too.
+  CountSession s2;
+  s2.enter("test::lstm");
+  s2.setInputs({t({32, 4, 128})});
+  s2.enter("test::rnn_layer");
+  s2.setInputs(layerIn);
+  call(s2, "aten::add", {t({1024}), t({1024})}, {t({1024})});
+  s2.exit({});
+  s2.exit({});
+  EXPECT_EQ(s2.table().totals().unknownCalls, 2);
+}
+
+TEST(CountSessionTest, CalleesThatReadTheCallersInputsCoverIt) {
+  CountSession s;
+  // A composite with no entry whose products read its input and weights (a native LSTM step).
+  s.enter("test::composite");
+  s.setInputs({t({3, 10}), t({6, 10})});
+  call(s, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})});
+  s.exit({});
+  EXPECT_TRUE(s.table().unknown().empty());
+}
+
+TEST(CountSessionTest, AMatrixOpOnANestedTensorIsPricedByItsCallees) {
+  CountSession s;
+  Arg nested = t({17, 64});
+  nested.tensor.nested = true;
+  // _native_multi_head_attention on a nested batch: its formula needs a dense [B, L, D].
+  EXPECT_TRUE(s.enter("aten::_native_multi_head_attention"));
+  s.setInputs({nested, nested, nested, Arg::ofInt(64), Arg::ofInt(4), t({192, 64})});
+  EXPECT_FALSE(s.topIsCounted());
+  call(s, "aten::mm", {t({17, 64}), t({64, 192})}, {t({17, 192})});
+  s.exit({});
+  EXPECT_TRUE(s.table().unknown().empty());
+  EXPECT_EQ(s.table().totals().matrixFlops, 2 * 17 * 64 * 192);
+  // A vector op prices its components' elements.
+  call(s, "aten::relu", {nested}, {nested});
+  EXPECT_EQ(s.table().totals().vectorFlops, 17 * 64);
+}
+
+// A forked task's count joins its forward's: rows by (op, module, dtype), calls and unknowns.
+TEST(CountSessionTest, MergingATableAddsItsRowsAndUnknownOps) {
+  CountSession main, forked;
+  call(main, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})});
+  call(forked, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})});
+  call(forked, "aten::mm", {t({3, 10}), t({10, 6})}, {t({3, 6})});
+  call(forked, "custom::kernel", {t({5})}, {t({5})});
+  CountTable table = main.table();
+  table.merge(forked.table());
+  ASSERT_EQ(table.rows().size(), 1u);
+  EXPECT_EQ(table.rows()[0].calls, 3);
+  EXPECT_EQ(table.totals().matrixFlops, 3 * 2 * 3 * 10 * 6);
+  EXPECT_EQ(table.totals().unknownCalls, 1);
+}
+
+TEST(CountSessionTest, TotalsSaturate) {
+  CountSession s;
+  const int64_t big = int64_t{1} << 31;
+  call(s, "aten::mm", {t({big, big}), t({big, big})}, {t({big, big})});
+  const CountTotals totals = s.table().totals();
+  EXPECT_EQ(totals.matrixFlops, kSaturatedCount);
+  EXPECT_TRUE(totals.saturated);
+}
+
 TEST(CountSessionTest, UnboxableInputsFallBackToCalleesOrToUnknown) {
   CountSession s;
   // No callee: reported as unknown, not counted with made-up inputs.

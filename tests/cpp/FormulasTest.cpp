@@ -2,12 +2,15 @@
 // out as the op's schema (native_functions.yaml) has them.
 #include "core/FormulaRegistry.h"
 
+#include "core/Convention.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <numeric>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -111,6 +114,7 @@ const Names kAttentionBHLE = {"aten::scaled_dot_product_attention",
 const Names kAttentionBLHE = {"aten::_flash_attention_forward",
                               "aten::_efficient_attention_forward"};
 const Names kMultiHeadAttention = {"aten::_native_multi_head_attention"};
+const Names kRecurrent = {"aten::mkldnn_rnn_layer", "aten::_cudnn_rnn"};
 
 const Names kElementwise = {
     "aten::add",        "aten::sub",         "aten::mul",          "aten::div",
@@ -152,7 +156,8 @@ const Names kNormalization = {"aten::layer_norm",   "aten::native_layer_norm",
                               "aten::instance_norm", "aten::rms_norm",
                               "aten::_fused_rms_norm"};
 const Names kSoftmax = {"aten::softmax",     "aten::_softmax",        "aten::log_softmax",
-                        "aten::_log_softmax", "aten::_masked_softmax", "aten::_safe_softmax"};
+                        "aten::_log_softmax", "aten::_masked_softmax", "aten::_safe_softmax",
+                        "aten::_nested_tensor_softmax_with_shape"};
 
 const Names kPool1d = {"aten::max_pool1d", "aten::max_pool1d_with_indices", "aten::avg_pool1d"};
 const Names kPool2d = {"aten::max_pool2d", "aten::max_pool2d_with_indices",
@@ -169,7 +174,10 @@ const Names kAdaptivePool = {"aten::adaptive_avg_pool1d",  "aten::adaptive_avg_p
 const Names kReductions = {"aten::sum",    "aten::mean",   "aten::amax",  "aten::amin",
                            "aten::max",    "aten::min",    "aten::prod",  "aten::all",
                            "aten::any",    "aten::argmax", "aten::argmin", "aten::cumsum",
-                           "aten::cumprod", "aten::count_nonzero", "aten::nansum"};
+                           "aten::cumprod", "aten::count_nonzero", "aten::nansum",
+                           // also 1 per input element: comparisons with a scalar result, and
+                           // the attention fast path's qkv bias add
+                           "aten::equal", "aten::allclose", "aten::_transform_bias_rescale_qkv"};
 const Names kNorms = {"aten::norm", "aten::linalg_vector_norm", "aten::frobenius_norm"};
 const Names kMoments = {"aten::var", "aten::std", "aten::var_mean", "aten::std_mean",
                         "aten::logsumexp"};
@@ -207,13 +215,22 @@ TEST(FormulasTest, MatrixProductsAddOneVectorFlopPerOutputForTheBias) {
   // addmm(self, mat1, mat2, beta, alpha), self broadcast to the output.
   EXPECT_EQ(matrixCost("aten::addmm", {t({n}), t({m, k}), t({k, n}), one, one}, {t({m, n})}),
             (Flops{2 * m * k * n, m * n}));
+  // _addmm_activation fuses a ReLU or GELU: one more FLOP per output element.
   EXPECT_EQ(matrixCost("aten::_addmm_activation",
                        {t({m, n}), t({m, k}), t({k, n}), one, one, Arg::ofBool(true)},
                        {t({m, n})}),
-            (Flops{2 * m * k * n, m * n}));
+            (Flops{2 * m * k * n, 2 * m * n}));
   EXPECT_EQ(matrixCost("aten::baddbmm", {t({b, m, n}), t({b, m, k}), t({b, k, n}), one, one},
                        {t({b, m, n})}),
             (Flops{2 * b * m * k * n, b * m * n}));
+  // beta = 0: the bias is not added (GPT-2's baddbmm(empty, q, k, beta=0)).
+  EXPECT_EQ(matrixCost("aten::baddbmm",
+                       {t({b, m, n}), t({b, m, k}), t({b, k, n}), Arg::ofInt(0), one},
+                       {t({b, m, n})}),
+            (Flops{2 * b * m * k * n, 0}));
+  EXPECT_EQ(matrixCost("aten::addmm", {t({n}), t({m, k}), t({k, n}), Arg::ofDouble(0.0), one},
+                       {t({m, n})}),
+            (Flops{2 * m * k * n, 0}));
   EXPECT_EQ(matrixCost("aten::addmv", {t({m}), t({m, k}), t({k}), one, one}, {t({m})}),
             (Flops{2 * m * k, m}));
   // addbmm sums the b products into one [m, n] result.
@@ -621,6 +638,8 @@ TEST(FormulasTest, NormalizationsAndSoftmaxCostFivePerInputElement) {
       {"aten::_masked_softmax",
        {x, Arg::ofTensor({2, 6, 4, 4}, /*elementSize=*/1, "Bool"), Arg::ofInt(-1), Arg::none()}},
       {"aten::_safe_softmax", {x, Arg::ofInt(-1), Arg::none()}},
+      // (self, query): the padded scores of a nested batch, shaped by the query.
+      {"aten::_nested_tensor_softmax_with_shape", {x, t({2, 4, 6})}},
   };
   std::set<std::string> tested;
   for (const auto& [op, in] : cases) {
@@ -752,7 +771,8 @@ TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
 TEST(FormulasTest, EveryArithmeticOpBelongsToATestedFamily) {
   std::set<std::string> tested;
   for (const Names* family :
-       {&kMatrixProducts, &kAttentionBHLE, &kAttentionBLHE, &kMultiHeadAttention, &kElementwise,
+       {&kMatrixProducts, &kAttentionBHLE, &kAttentionBLHE, &kMultiHeadAttention, &kRecurrent,
+        &kElementwise,
         &kFusedMultiplyAdd, &kBatchNormWithTrainingFlag, &kBatchNormTraining,
         &kBatchNormInference, &kNormalization, &kSoftmax, &kPool1d, &kPool2d, &kPool3d,
         &kAdaptivePool, &kReductions, &kNorms, &kMoments}) {
@@ -818,6 +838,56 @@ TEST(FormulasTest, MkldnnPointwiseUnaryAndBinaryOverloads) {
   const Args linearBinary{t(Sizes{4, 32}), t(Sizes{4, 64}), t(Sizes{64, 32}), Arg::none()};
   EXPECT_EQ(matrixCost("mkldnn::_linear_pointwise", linearBinary, {t(Sizes{4, 64})}),
             Flops(2 * 4 * 64 * 32, 4 * 64));  // no bias; the fused op
+}
+
+// RNN layers against 2*T*B*G*H*(I + H) per layer and direction, plus the vector FLOPs of
+// Formulas.cpp: 2*G per T*B*H for the biases and the gate math (LSTM 13, GRU 10, RNN 2).
+TEST(FormulasTest, MkldnnRnnLayerIsOneLayerAndDirection) {
+  const int64_t steps = 7, batch = 3, in = 10, h = 6;
+  for (const auto& [mode, gates, gateMath] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{2, 4, 13}, {3, 3, 10}, {1, 1, 2}}) {
+    const Args args{t({steps, batch, in}), t({gates * h, in}), t({gates * h, h}),
+                    t({gates * h}),        t({gates * h}),     t({batch, h}),
+                    t({batch, h}),         Arg::ofBool(false), Arg::ofInts({}),
+                    Arg::ofInt(mode),      Arg::ofInt(h),      Arg::ofInt(1),
+                    Arg::ofBool(true),     Arg::ofBool(false), Arg::ofBool(false),
+                    Arg::ofBool(false)};
+    const int64_t cells = steps * batch * h;
+    EXPECT_EQ(matrixCost("aten::mkldnn_rnn_layer", args, {t({steps, batch, h})}),
+              (Flops{2 * steps * batch * gates * h * (in + h), cells * (2 * gates + gateMath)}))
+        << "mode " << mode;
+  }
+}
+
+TEST(FormulasTest, CudnnRnnPricesEveryLayerAndDirection) {
+  // A 2-layer bidirectional GRU with biases, batch_first [B, T, I]: layer 1 reads I, layer 2
+  // reads both directions of layer 1 (2H).
+  const int64_t steps = 5, batch = 4, in = 8, h = 6, g = 3;
+  Arg weights;
+  weights.kind = ArgKind::TensorList;
+  for (int64_t layerIn : {in, in, 2 * h, 2 * h}) {
+    for (const Sizes& w : {Sizes{g * h, layerIn}, Sizes{g * h, h}, Sizes{g * h}, Sizes{g * h}}) {
+      weights.tensors.push_back(t(w).tensor);
+    }
+  }
+  const Args args{t({batch, steps, in}), weights,          Arg::ofInt(4),   Arg::none(),
+                  t({4, batch, h}),      Arg::none(),      Arg::ofInt(3),   Arg::ofInt(h),
+                  Arg::ofInt(0),         Arg::ofInt(2),    Arg::ofBool(true), Arg::ofDouble(0.0),
+                  Arg::ofBool(false),    Arg::ofBool(true), Arg::ofInts({}), Arg::none()};
+  const int64_t rows = steps * batch;
+  const int64_t matrix = 2 * (2 * rows * g * h * (in + h)) + 2 * (2 * rows * g * h * (2 * h + h));
+  const int64_t vector = 4 * rows * h * (2 * g + 10);
+  EXPECT_EQ(matrixCost("aten::_cudnn_rnn", args, {t({batch, steps, 2 * h})}),
+            (Flops{matrix, vector}));
+}
+
+// Counts that do not fit int64 are held at its maximum, never wrapped.
+TEST(FormulasTest, CountsSaturateInsteadOfOverflowing) {
+  const int64_t m = int64_t{1} << 30, k = int64_t{1} << 20, n = int64_t{1} << 30;
+  const Flops c = matrixCost("aten::mm", {t({m, k}), t({k, n})}, {t({m, n})});
+  EXPECT_EQ(c.first, kSaturatedCount);
+  EXPECT_EQ(saturatingAdd(kSaturatedCount, 1), kSaturatedCount);
+  EXPECT_EQ(saturatingMul(int64_t{1} << 40, int64_t{1} << 40), kSaturatedCount);
 }
 
 }  // namespace
