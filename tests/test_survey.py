@@ -128,6 +128,22 @@ def test_report_only_measures_nothing(survey_dir, tmp_path, capsys):
         main(["survey", "--out", str(tmp_path / "empty"), "--report-only"])
 
 
+def test_report_only_reads_gzipped_rows_and_names_what_measured_them(survey_dir, tmp_path):
+    # As docs/results/survey keeps them: survey.jsonl.gz and no plain file.
+    import gzip
+
+    out = tmp_path / "published"
+    out.mkdir()
+    rows = (survey_dir / survey.RESULTS).read_bytes()
+    (out / (survey.RESULTS + ".gz")).write_bytes(gzip.compress(rows))
+    assert main(["survey", "--out", str(out), "--report-only", "--no-progress"]) == 0
+    assert not (out / survey.RESULTS).exists()  # read in place, nothing unpacked beside it
+    measured = json.loads((out / "survey.json").read_text())
+    assert len(measured) == len([line for line in rows.splitlines() if line.strip()])
+    assert {r["torch_version"] for r in measured} == {torch.__version__}
+    assert f"torch {torch.__version__}, torchutil {torchutil.__version__}" in (out / "report.html").read_text()
+
+
 def test_plots_with_many_models(survey_dir, tmp_path):
     """A survey of many models (as on a GPU: every torchvision model, two modes) still plots."""
     row = json.loads((survey_dir / "survey.json").read_text())[0]

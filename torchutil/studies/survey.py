@@ -11,6 +11,8 @@ Plots need matplotlib (pip install matplotlib: the plot extra); the progress bar
 from __future__ import annotations
 
 import csv
+import datetime
+import gzip
 import html
 import itertools
 import json
@@ -24,6 +26,7 @@ from typing import Any
 import torch
 
 from torchutil._json import json_safe
+from torchutil._version import __version__
 from torchutil.fields import FIELDS
 from torchutil.models import build_classifier, classifier_image_size
 from torchutil.profiler import profile
@@ -147,8 +150,11 @@ def load_results(out: str) -> list[dict[str, Any]]:
     path = os.path.join(out, RESULTS)
     by_key: dict[tuple[str, int, str, str], dict[str, Any]] = {}
     bad = []
-    if os.path.exists(path):
-        with open(path) as f:
+    # A published survey keeps its rows gzipped (docs/results/survey): they are read first, and
+    # a plain survey.jsonl beside them (where a survey appends) after, its rows the newer.
+    sources = [(p, opener) for p, opener in ((path + ".gz", gzip.open), (path, open)) if os.path.exists(p)]
+    for source, opener in sources:
+        with opener(source, "rt") as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
@@ -159,7 +165,7 @@ def load_results(out: str) -> list[dict[str, Any]]:
                 else:
                     problem = _row_problem(row)
                 if problem:
-                    bad.append(f"line {number}: {problem}")
+                    bad.append(f"{os.path.basename(source)} line {number}: {problem}")
                     continue
                 by_key.pop(_key(row), None)  # the newer row goes to the end, in run order
                 by_key[_key(row)] = row
@@ -249,6 +255,9 @@ def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
                     "device": str(device), "device_name": device_name,
                     "top1": imagenet_top1(model_name), "bandwidth": bandwidth,
                     "bandwidth_source": bandwidth_source,
+                    # What measured it, for the report's header.
+                    "torch_version": torch.__version__, "torchutil_version": __version__,
+                    "measured_at": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
                 }
                 t0 = time.perf_counter()
                 try:
@@ -610,7 +619,6 @@ def _header(rows: list[dict[str, Any]], config: SurveyConfig) -> str:
     """The report's header: device, peaks, bandwidth, versions and date, as a definition list."""
     import datetime
 
-    from torchutil._version import __version__
 
     e = html.escape
     ok = _ok(rows)
