@@ -8,7 +8,7 @@
 namespace torchutil {
 
 size_t CountTable::add(std::string_view op, const std::string& module, std::string_view dtype,
-                     OpClass c, const Cost& cost, int64_t bytes) {
+                       OpClass c, const Cost& cost, int64_t bytes) {
   std::string key;
   key.reserve(op.size() + module.size() + dtype.size() + 2);
   key.append(op).push_back('\x1f');
@@ -109,8 +109,8 @@ const char* opEventKindName(OpEvent::Kind k) {
 namespace {
 
 bool isIntegral(std::string_view dtype) {
-  for (std::string_view d : {"int64", "int32", "int16", "int8", "uint8", "bool", "uint16",
-                             "uint32", "uint64"}) {
+  for (std::string_view d :
+       {"int64", "int32", "int16", "int8", "uint8", "bool", "uint16", "uint32", "uint64"}) {
     if (dtype == d) {
       return true;
     }
@@ -163,8 +163,8 @@ bool CountSession::enter(std::string_view name, const FormulaEntry* entry) {
   }
   if (counted_ >= 0) {
     Frame& top = frames_.back();
-    const bool redispatch = countable && static_cast<size_t>(counted_) + 1 == frames_.size() &&
-                            top.name == name;
+    const bool redispatch =
+        countable && static_cast<size_t>(counted_) + 1 == frames_.size() && top.name == name;
     if (!redispatch) {
       f.inside = true;
       frames_.push_back(std::move(f));

@@ -158,7 +158,7 @@ class CountSession {
 
   const FormulaRegistry& registry_;
   std::vector<Frame> frames_;
-  int64_t counted_ = -1;  // index of the open counted frame, or -1
+  int64_t counted_ = -1;                  // index of the open counted frame, or -1
   std::vector<std::string> modules_{""};  // module path stack; [0] is the top level
   CountTable table_;
   uint64_t (*clock_)() = nullptr;

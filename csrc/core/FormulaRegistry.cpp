@@ -7,14 +7,10 @@ namespace torchutil {
 
 const char* opClassName(OpClass c) {
   switch (c) {
-    case OpClass::Matrix:
-      return "matrix";
-    case OpClass::Vector:
-      return "vector";
-    case OpClass::Memory:
-      return "memory";
-    case OpClass::Transparent:
-      return "transparent";
+    case OpClass::Matrix: return "matrix";
+    case OpClass::Vector: return "vector";
+    case OpClass::Memory: return "memory";
+    case OpClass::Transparent: return "transparent";
   }
   return "?";
 }

@@ -181,7 +181,8 @@ Cost cudnnRnn(const Args& in, const Args&) {
   const RnnGates g = rnnGates(intAt(in, 6));
   const int64_t rows = rnnRows(*x);
   Cost c;
-  for (size_t i = 0; i + static_cast<size_t>(stride) <= w.size(); i += static_cast<size_t>(stride)) {
+  for (size_t i = 0; i + static_cast<size_t>(stride) <= w.size();
+       i += static_cast<size_t>(stride)) {
     const TensorInfo* wHr = projection ? &w[i + static_cast<size_t>(stride) - 1] : nullptr;
     const Cost layer = rnnLayer(rows, g, intAt(in, 7), w[i], w[i + 1], wHr, biases);
     c.matrixFlops = saturatingAdd(c.matrixFlops, layer.matrixFlops);
@@ -309,9 +310,9 @@ Cost nativeMultiHeadAttention(const Args& in, const Args&) {
   }
   const int64_t b = q->size(0), l = q->size(1), dModel = q->size(2), s = k->size(1);
   const int64_t heads = in[4].ints.front();
-  const int64_t projections = macsToFlops(b * l * dModel * dModel)          // q
-                              + 2 * macsToFlops(b * s * dModel * dModel)    // k, v
-                              + macsToFlops(b * l * dModel * dModel);       // out
+  const int64_t projections = macsToFlops(b * l * dModel * dModel)        // q
+                              + 2 * macsToFlops(b * s * dModel * dModel)  // k, v
+                              + macsToFlops(b * l * dModel * dModel);     // out
   const int64_t biases = 2 * b * l * dModel + 2 * b * s * dModel;
   AttentionDims d{b * heads, l, s, dModel / heads, dModel / heads};
   Cost c = attentionCost(d);
@@ -398,10 +399,11 @@ void registerAllFormulas(FormulaRegistry& r) {
   // Convolutions, by where each variant keeps its bias and its `transposed` flag.
   addAll(r, {"aten::convolution", "aten::_convolution", "aten::convolution_overrideable"},
          C::Matrix, &convolution<kConvBias, kConvTransposed>);
-  addAll(r, {"aten::mkldnn_convolution", "aten::miopen_convolution",
-             "aten::miopen_depthwise_convolution", "aten::cudnn_convolution_relu",
-             "aten::_nnpack_spatial_convolution"},
-         C::Matrix, &convolution<kConvBias, kNever>);
+  addAll(
+      r,
+      {"aten::mkldnn_convolution", "aten::miopen_convolution", "aten::miopen_depthwise_convolution",
+       "aten::cudnn_convolution_relu", "aten::_nnpack_spatial_convolution"},
+      C::Matrix, &convolution<kConvBias, kNever>);
   r.add("mkldnn::_convolution_pointwise", C::Matrix,
         &mkldnnPointwise<&convolution<kConvBias, kNever>>);
   // (self, weight, z, alpha, bias, ...): z, the tensor added before the relu, is not a bias.
@@ -410,22 +412,24 @@ void registerAllFormulas(FormulaRegistry& r) {
          C::Matrix, &convolution<kConvBias, kAlways>);
   r.add("aten::cudnn_convolution", C::Matrix, &convolution<kNoBias, kNever>);
   r.add("aten::cudnn_convolution_transpose", C::Matrix, &convolution<kNoBias, kAlways>);
-  addAll(r, {"aten::_slow_conv2d_forward", "aten::thnn_conv2d", "aten::slow_conv3d",
-             "aten::slow_conv3d_forward", "aten::_conv_depthwise2d", "aten::conv_depthwise3d",
-             "aten::slow_conv_dilated2d", "aten::slow_conv_dilated3d"},
+  addAll(r,
+         {"aten::_slow_conv2d_forward", "aten::thnn_conv2d", "aten::slow_conv3d",
+          "aten::slow_conv3d_forward", "aten::_conv_depthwise2d", "aten::conv_depthwise3d",
+          "aten::slow_conv_dilated2d", "aten::slow_conv_dilated3d"},
          C::Matrix, &convolution<kSlowConvBias, kNever>);
   addAll(r, {"aten::slow_conv_transpose2d", "aten::slow_conv_transpose3d"}, C::Matrix,
          &convolution<kSlowConvBias, kAlways>);
 
   // Attention, every backend of scaled_dot_product_attention.
-  addAll(r, {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math",
-             "aten::_scaled_dot_product_attention_math_for_mps",
-             "aten::_scaled_dot_product_flash_attention",
-             "aten::_scaled_dot_product_flash_attention_for_cpu",
-             "aten::_scaled_dot_product_efficient_attention",
-             "aten::_scaled_dot_product_cudnn_attention",
-             "aten::_scaled_dot_product_fused_attention_overrideable"},
-         C::Matrix, &attentionBHLE);
+  addAll(
+      r,
+      {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math",
+       "aten::_scaled_dot_product_attention_math_for_mps",
+       "aten::_scaled_dot_product_flash_attention",
+       "aten::_scaled_dot_product_flash_attention_for_cpu",
+       "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+       "aten::_scaled_dot_product_fused_attention_overrideable"},
+      C::Matrix, &attentionBHLE);
   // Cumulative sequence lengths at 3 (flash) or, after the bias, at 4 (efficient).
   r.add("aten::_flash_attention_forward", C::Matrix, &attentionBLHE</*CuSeqArg=*/3>);
   r.add("aten::_efficient_attention_forward", C::Matrix, &attentionBLHE</*CuSeqArg=*/4>);
@@ -436,21 +440,45 @@ void registerAllFormulas(FormulaRegistry& r) {
   r.add("aten::_cudnn_rnn", C::Matrix, &cudnnRnn);
 
   // Elementwise arithmetic and activations: 1 FLOP per output element.
-  addAll(r, {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub", "aten::neg",
-             "aten::abs", "aten::relu", "aten::relu6", "aten::leaky_relu", "aten::hardtanh",
-             "aten::threshold", "aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip",
-             "aten::maximum", "aten::minimum", "aten::fmax", "aten::fmin", "aten::where",
-             "aten::sqrt", "aten::rsqrt", "aten::reciprocal", "aten::pow", "aten::square",
-             "aten::exp", "aten::exp2", "aten::expm1", "aten::log", "aten::log1p", "aten::log2",
-             "aten::log10", "aten::sin", "aten::cos", "aten::tan", "aten::tanh", "aten::sigmoid",
-             "aten::erf", "aten::erfc", "aten::sign", "aten::floor", "aten::ceil", "aten::round",
-             "aten::trunc", "aten::frac", "aten::eq", "aten::ne", "aten::lt", "aten::le",
-             "aten::gt", "aten::ge", "aten::logical_and", "aten::logical_or", "aten::logical_not",
-             "aten::logical_xor", "aten::masked_fill", "aten::elu", "aten::selu", "aten::celu",
-             "aten::softplus", "aten::softshrink", "aten::hardshrink", "aten::silu", "aten::gelu",
-             "aten::hardswish", "aten::hardsigmoid", "aten::mish", "aten::prelu",
-             "aten::_prelu_kernel", "aten::glu", "aten::logit", "aten::nan_to_num",
-             "aten::remainder", "aten::fmod", "aten::floor_divide", "aten::atan2"},
+  addAll(r, {"aten::add",         "aten::sub",
+             "aten::mul",         "aten::div",
+             "aten::rsub",        "aten::neg",
+             "aten::abs",         "aten::relu",
+             "aten::relu6",       "aten::leaky_relu",
+             "aten::hardtanh",    "aten::threshold",
+             "aten::clamp",       "aten::clamp_min",
+             "aten::clamp_max",   "aten::clip",
+             "aten::maximum",     "aten::minimum",
+             "aten::fmax",        "aten::fmin",
+             "aten::where",       "aten::sqrt",
+             "aten::rsqrt",       "aten::reciprocal",
+             "aten::pow",         "aten::square",
+             "aten::exp",         "aten::exp2",
+             "aten::expm1",       "aten::log",
+             "aten::log1p",       "aten::log2",
+             "aten::log10",       "aten::sin",
+             "aten::cos",         "aten::tan",
+             "aten::tanh",        "aten::sigmoid",
+             "aten::erf",         "aten::erfc",
+             "aten::sign",        "aten::floor",
+             "aten::ceil",        "aten::round",
+             "aten::trunc",       "aten::frac",
+             "aten::eq",          "aten::ne",
+             "aten::lt",          "aten::le",
+             "aten::gt",          "aten::ge",
+             "aten::logical_and", "aten::logical_or",
+             "aten::logical_not", "aten::logical_xor",
+             "aten::masked_fill", "aten::elu",
+             "aten::selu",        "aten::celu",
+             "aten::softplus",    "aten::softshrink",
+             "aten::hardshrink",  "aten::silu",
+             "aten::gelu",        "aten::hardswish",
+             "aten::hardsigmoid", "aten::mish",
+             "aten::prelu",       "aten::_prelu_kernel",
+             "aten::glu",         "aten::logit",
+             "aten::nan_to_num",  "aten::remainder",
+             "aten::fmod",        "aten::floor_divide",
+             "aten::atan2"},
          C::Vector, &perOutput<1>);
   // Comparisons with a scalar result: 1 per input element.
   addAll(r, {"aten::equal", "aten::allclose"}, C::Vector, &perInput<1>);
@@ -461,9 +489,10 @@ void registerAllFormulas(FormulaRegistry& r) {
   r.add("aten::_transform_bias_rescale_qkv", C::Vector, &perInput<1>);
 
   // Normalization.
-  addAll(r, {"aten::batch_norm", "aten::_batch_norm_impl_index", "aten::native_batch_norm",
-             "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit_functional",
-             "aten::cudnn_batch_norm", "aten::miopen_batch_norm"},
+  addAll(r,
+         {"aten::batch_norm", "aten::_batch_norm_impl_index", "aten::native_batch_norm",
+          "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit_functional",
+          "aten::cudnn_batch_norm", "aten::miopen_batch_norm"},
          C::Vector, &batchNorm);
   // The with_update variants have no `training` flag: they always train (they update the
   // running statistics).
@@ -471,33 +500,40 @@ void registerAllFormulas(FormulaRegistry& r) {
          C::Vector, &perInput<5>);
   addAll(r, {"aten::_native_batch_norm_legit_no_training", "aten::_batch_norm_no_update"},
          C::Vector, &batchNormInference);
-  addAll(r, {"aten::layer_norm", "aten::native_layer_norm", "aten::group_norm",
-             "aten::native_group_norm", "aten::instance_norm", "aten::rms_norm",
-             "aten::_fused_rms_norm"},
-         C::Vector, &perInput<5>);
-  addAll(r, {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
-             "aten::_masked_softmax", "aten::_safe_softmax", "aten::_nested_tensor_softmax_with_shape"},
-         C::Vector, &perInput<5>);
+  addAll(
+      r,
+      {"aten::layer_norm", "aten::native_layer_norm", "aten::group_norm", "aten::native_group_norm",
+       "aten::instance_norm", "aten::rms_norm", "aten::_fused_rms_norm"},
+      C::Vector, &perInput<5>);
+  addAll(
+      r,
+      {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
+       "aten::_masked_softmax", "aten::_safe_softmax", "aten::_nested_tensor_softmax_with_shape"},
+      C::Vector, &perInput<5>);
 
   // Pooling.
   addAll(r, {"aten::max_pool1d", "aten::max_pool1d_with_indices", "aten::avg_pool1d"}, C::Vector,
          &poolWindow<1>);
-  addAll(r, {"aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::mkldnn_max_pool2d",
-             "aten::avg_pool2d", "aten::quantized_max_pool2d"},
+  addAll(r,
+         {"aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::mkldnn_max_pool2d",
+          "aten::avg_pool2d", "aten::quantized_max_pool2d"},
          C::Vector, &poolWindow<2>);
-  addAll(r, {"aten::max_pool3d", "aten::max_pool3d_with_indices", "aten::mkldnn_max_pool3d",
-             "aten::avg_pool3d"},
+  addAll(r,
+         {"aten::max_pool3d", "aten::max_pool3d_with_indices", "aten::mkldnn_max_pool3d",
+          "aten::avg_pool3d"},
          C::Vector, &poolWindow<3>);
-  addAll(r, {"aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
-             "aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool3d",
-             "aten::mkldnn_adaptive_avg_pool2d", "aten::adaptive_max_pool1d",
-             "aten::adaptive_max_pool2d", "aten::adaptive_max_pool3d"},
+  addAll(r,
+         {"aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
+          "aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool3d",
+          "aten::mkldnn_adaptive_avg_pool2d", "aten::adaptive_max_pool1d",
+          "aten::adaptive_max_pool2d", "aten::adaptive_max_pool3d"},
          C::Vector, &perInput<1>);
 
   // Reductions and scans.
-  addAll(r, {"aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
-             "aten::prod", "aten::all", "aten::any", "aten::argmax", "aten::argmin",
-             "aten::cumsum", "aten::cumprod", "aten::count_nonzero", "aten::nansum"},
+  addAll(r,
+         {"aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
+          "aten::prod", "aten::all", "aten::any", "aten::argmax", "aten::argmin", "aten::cumsum",
+          "aten::cumprod", "aten::count_nonzero", "aten::nansum"},
          C::Vector, &perInput<1>);
   addAll(r, {"aten::norm", "aten::linalg_vector_norm", "aten::frobenius_norm"}, C::Vector,
          &perInput<2>);
@@ -513,58 +549,180 @@ void registerAllFormulas(FormulaRegistry& r) {
          &perOutput<16>);
 
   // Data movement: bytes, no FLOPs.
-  addAll(r, {"aten::copy_", "aten::clone", "aten::_to_copy", "aten::cat",
-             "aten::stack", "aten::constant_pad_nd", "aten::reflection_pad1d",
-             "aten::reflection_pad2d", "aten::reflection_pad3d", "aten::replication_pad1d",
-             "aten::replication_pad2d", "aten::replication_pad3d", "aten::index_select",
-             "aten::gather", "aten::scatter", "aten::index", "aten::index_put",
-             "aten::_unsafe_index", "aten::embedding", "aten::masked_select", "aten::repeat",
-             "aten::roll", "aten::flip", "aten::fill", "aten::zero", "aten::zeros",
-             "aten::zeros_like", "aten::ones", "aten::ones_like", "aten::full", "aten::full_like",
-             "aten::new_zeros", "aten::new_ones", "aten::new_full",
-             "aten::scalar_tensor", "aten::arange", "aten::linspace", "aten::pixel_shuffle",
-             "aten::pixel_unshuffle", "aten::channel_shuffle", "aten::native_channel_shuffle",
-             "aten::_local_scalar_dense", "aten::im2col", "aten::col2im", "aten::narrow_copy",
-             "aten::lift_fresh_copy", "aten::upsample_nearest1d", "aten::upsample_nearest2d",
-             "aten::upsample_nearest3d", "aten::_upsample_nearest_exact1d",
-             "aten::_upsample_nearest_exact2d", "aten::_upsample_nearest_exact3d",
-             "aten::bernoulli", "aten::uniform", "aten::normal", "aten::rand", "aten::randn",
-             "aten::randint", "aten::rand_like", "aten::randn_like", "aten::tril", "aten::triu",
-             "aten::_reshape_copy", "aten::block_diag", "aten::_nested_from_padded",
-             "aten::_nested_tensor_from_mask", "aten::_nested_from_padded_and_nested_example",
-             "aten::to_padded_tensor", "aten::_nested_tensor_from_tensor_list"},
+  addAll(r,
+         {"aten::copy_",
+          "aten::clone",
+          "aten::_to_copy",
+          "aten::cat",
+          "aten::stack",
+          "aten::constant_pad_nd",
+          "aten::reflection_pad1d",
+          "aten::reflection_pad2d",
+          "aten::reflection_pad3d",
+          "aten::replication_pad1d",
+          "aten::replication_pad2d",
+          "aten::replication_pad3d",
+          "aten::index_select",
+          "aten::gather",
+          "aten::scatter",
+          "aten::index",
+          "aten::index_put",
+          "aten::_unsafe_index",
+          "aten::embedding",
+          "aten::masked_select",
+          "aten::repeat",
+          "aten::roll",
+          "aten::flip",
+          "aten::fill",
+          "aten::zero",
+          "aten::zeros",
+          "aten::zeros_like",
+          "aten::ones",
+          "aten::ones_like",
+          "aten::full",
+          "aten::full_like",
+          "aten::new_zeros",
+          "aten::new_ones",
+          "aten::new_full",
+          "aten::scalar_tensor",
+          "aten::arange",
+          "aten::linspace",
+          "aten::pixel_shuffle",
+          "aten::pixel_unshuffle",
+          "aten::channel_shuffle",
+          "aten::native_channel_shuffle",
+          "aten::_local_scalar_dense",
+          "aten::im2col",
+          "aten::col2im",
+          "aten::narrow_copy",
+          "aten::lift_fresh_copy",
+          "aten::upsample_nearest1d",
+          "aten::upsample_nearest2d",
+          "aten::upsample_nearest3d",
+          "aten::_upsample_nearest_exact1d",
+          "aten::_upsample_nearest_exact2d",
+          "aten::_upsample_nearest_exact3d",
+          "aten::bernoulli",
+          "aten::uniform",
+          "aten::normal",
+          "aten::rand",
+          "aten::randn",
+          "aten::randint",
+          "aten::rand_like",
+          "aten::randn_like",
+          "aten::tril",
+          "aten::triu",
+          "aten::_reshape_copy",
+          "aten::block_diag",
+          "aten::_nested_from_padded",
+          "aten::_nested_tensor_from_mask",
+          "aten::_nested_from_padded_and_nested_example",
+          "aten::to_padded_tensor",
+          "aten::_nested_tensor_from_tensor_list"},
          C::Memory);
 
   // Views, allocations, metadata and composite wrappers whose callees are counted.
-  addAll(r, {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view",
-             "aten::flatten", "aten::unflatten", "aten::squeeze", "aten::unsqueeze",
-             "aten::expand", "aten::expand_as", "aten::permute", "aten::transpose", "aten::t",
-             "aten::numpy_T", "aten::mT", "aten::select", "aten::slice", "aten::narrow",
-             "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind",
-             "aten::unsafe_split", "aten::unsafe_split_with_sizes", "aten::unsafe_chunk",
-             "aten::cudnn_is_acceptable",
-             "aten::tensor_split", "aten::as_strided", "aten::alias", "aten::detach",
-             "aten::lift_fresh", "aten::view_as", "aten::reshape_as", "aten::movedim",
-             "aten::swapaxes", "aten::diagonal", "aten::unfold", "aten::real", "aten::imag",
-             "aten::view_as_real", "aten::view_as_complex", "aten::empty", "aten::empty_like",
-             "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided",
-             "aten::resize", "aten::resize_as", "aten::set", "aten::contiguous", "aten::to",
-             "aten::type_as", "aten::_autocast_to_reduced_precision",
-             "aten::_autocast_to_full_precision", "aten::dropout", "aten::feature_dropout",
-             "aten::alpha_dropout", "aten::feature_alpha_dropout", "aten::linear",
-             "aten::matmul", "aten::einsum", "aten::conv1d", "aten::conv2d", "aten::conv3d",
-             "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
-             "aten::_convolution_mode", "aten::size", "aten::sym_size", "aten::stride",
-             "aten::sym_stride", "aten::numel", "aten::sym_numel", "aten::dim",
-             "aten::is_contiguous", "aten::is_floating_point", "aten::is_complex",
-             "aten::is_nonzero", "aten::is_same_size", "aten::result_type", "aten::item",
-             "aten::_has_compatible_shallow_copy_type", "aten::_shape_as_tensor",
-             "aten::broadcast_tensors", "aten::_nested_tensor_from_mask_left_aligned",
-             "aten::_assert_async", "aten::_assert_tensor_metadata", "aten::_functional_assert_async",
-             "aten::record_stream",
-             "aten::flatten_dense_tensors", "aten::unflatten_dense_tensors",
-             "aten::_version", "aten::retain_grad", "aten::requires_grad_", "aten::output_nr",
-             "aten::_fw_primal", "aten::_make_dual", "aten::_unpack_dual", "aten::pad"},
+  addAll(r,
+         {"aten::view",
+          "aten::reshape",
+          "aten::_reshape_alias",
+          "aten::_unsafe_view",
+          "aten::flatten",
+          "aten::unflatten",
+          "aten::squeeze",
+          "aten::unsqueeze",
+          "aten::expand",
+          "aten::expand_as",
+          "aten::permute",
+          "aten::transpose",
+          "aten::t",
+          "aten::numpy_T",
+          "aten::mT",
+          "aten::select",
+          "aten::slice",
+          "aten::narrow",
+          "aten::split",
+          "aten::split_with_sizes",
+          "aten::chunk",
+          "aten::unbind",
+          "aten::unsafe_split",
+          "aten::unsafe_split_with_sizes",
+          "aten::unsafe_chunk",
+          "aten::cudnn_is_acceptable",
+          "aten::tensor_split",
+          "aten::as_strided",
+          "aten::alias",
+          "aten::detach",
+          "aten::lift_fresh",
+          "aten::view_as",
+          "aten::reshape_as",
+          "aten::movedim",
+          "aten::swapaxes",
+          "aten::diagonal",
+          "aten::unfold",
+          "aten::real",
+          "aten::imag",
+          "aten::view_as_real",
+          "aten::view_as_complex",
+          "aten::empty",
+          "aten::empty_like",
+          "aten::empty_strided",
+          "aten::new_empty",
+          "aten::new_empty_strided",
+          "aten::resize",
+          "aten::resize_as",
+          "aten::set",
+          "aten::contiguous",
+          "aten::to",
+          "aten::type_as",
+          "aten::_autocast_to_reduced_precision",
+          "aten::_autocast_to_full_precision",
+          "aten::dropout",
+          "aten::feature_dropout",
+          "aten::alpha_dropout",
+          "aten::feature_alpha_dropout",
+          "aten::linear",
+          "aten::matmul",
+          "aten::einsum",
+          "aten::conv1d",
+          "aten::conv2d",
+          "aten::conv3d",
+          "aten::conv_transpose1d",
+          "aten::conv_transpose2d",
+          "aten::conv_transpose3d",
+          "aten::_convolution_mode",
+          "aten::size",
+          "aten::sym_size",
+          "aten::stride",
+          "aten::sym_stride",
+          "aten::numel",
+          "aten::sym_numel",
+          "aten::dim",
+          "aten::is_contiguous",
+          "aten::is_floating_point",
+          "aten::is_complex",
+          "aten::is_nonzero",
+          "aten::is_same_size",
+          "aten::result_type",
+          "aten::item",
+          "aten::_has_compatible_shallow_copy_type",
+          "aten::_shape_as_tensor",
+          "aten::broadcast_tensors",
+          "aten::_nested_tensor_from_mask_left_aligned",
+          "aten::_assert_async",
+          "aten::_assert_tensor_metadata",
+          "aten::_functional_assert_async",
+          "aten::record_stream",
+          "aten::flatten_dense_tensors",
+          "aten::unflatten_dense_tensors",
+          "aten::_version",
+          "aten::retain_grad",
+          "aten::requires_grad_",
+          "aten::output_nr",
+          "aten::_fw_primal",
+          "aten::_make_dual",
+          "aten::_unpack_dual",
+          "aten::pad"},
          C::Transparent);
 }
 

@@ -10,11 +10,26 @@ namespace torchutil {
 // CUPTI's values (CUpti_ActivityMemcpyKind, CUpti_ActivityMemoryKind) as its records carry
 // them; csrc/cupti/ActivityDecoder.cpp checks at compile time that they agree with cupti.h.
 enum class MemcpyKind : uint8_t {
-  Unknown = 0, HtoD = 1, DtoH = 2, HtoA = 3, AtoH = 4, AtoA = 5, AtoD = 6, DtoA = 7, DtoD = 8,
-  HtoH = 9, PtoP = 10
+  Unknown = 0,
+  HtoD = 1,
+  DtoH = 2,
+  HtoA = 3,
+  AtoH = 4,
+  AtoA = 5,
+  AtoD = 6,
+  DtoA = 7,
+  DtoD = 8,
+  HtoH = 9,
+  PtoP = 10
 };
 enum class MemoryKind : uint16_t {
-  Unknown = 0, Pageable = 1, Pinned = 2, Device = 3, Array = 4, Managed = 5, DeviceStatic = 6,
+  Unknown = 0,
+  Pageable = 1,
+  Pinned = 2,
+  Device = 3,
+  Array = 4,
+  Managed = 5,
+  DeviceStatic = 6,
   ManagedStatic = 7
 };
 

@@ -17,7 +17,8 @@ const char* kernelKindName(KernelRecord::Kind k) {
 }
 
 uint64_t unionLength(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::sort(v.begin(), v.end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
   uint64_t total = 0;
   bool open = false;
   Interval cur;
@@ -46,7 +47,8 @@ void attributeCounted(std::vector<KernelRecord>& kernels,
   for (KernelRecord& k : kernels) {
     k.timed = false;
     auto it = externalIdOf.find(k.correlationId);
-    k.opEvent = it != externalIdOf.end() && it->second > 0 ? static_cast<int64_t>(it->second) - 1 : -1;
+    k.opEvent =
+        it != externalIdOf.end() && it->second > 0 ? static_cast<int64_t>(it->second) - 1 : -1;
   }
 }
 
@@ -58,8 +60,8 @@ bool byStart(const KernelRecord& a, const KernelRecord& b) {
 
 }  // namespace
 
-bool attributeByPosition(const std::vector<KernelRecord>& counted,
-                         std::vector<KernelRecord>& timed, int64_t forwards) {
+bool attributeByPosition(const std::vector<KernelRecord>& counted, std::vector<KernelRecord>& timed,
+                         int64_t forwards) {
   if (forwards <= 0 || counted.empty() ||
       timed.size() != counted.size() * static_cast<size_t>(forwards)) {
     return false;
@@ -194,8 +196,8 @@ std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<Op
     }
     sep();
     o << R"({"ph":"X","pid":0,"tid":0,"cat":"op","name":)" << str(e.op)
-      << ",\"ts\":" << micros(e.startNs, origin)
-      << ",\"dur\":" << micros(e.endNs, e.startNs) << ",\"args\":{\"module\":" << str(e.module)
+      << ",\"ts\":" << micros(e.startNs, origin) << ",\"dur\":" << micros(e.endNs, e.startNs)
+      << ",\"args\":{\"module\":" << str(e.module)
       << ",\"accounting\":" << str(opEventKindName(e.kind));
     if (e.row >= 0 && static_cast<size_t>(e.row) < rows.size()) {
       const OpStats& r = rows[static_cast<size_t>(e.row)];
@@ -225,7 +227,7 @@ std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<Op
       << ",\"name\":" << str(k.name) << ",\"ts\":" << micros(k.startNs, origin)
       << ",\"dur\":" << micros(k.endNs, k.startNs) << ",\"args\":{\"op\":" << str(op)
       << ",\"module\":" << str(module) << ",\"forward\":"
-      << (!k.timed            ? std::string("\"counted\"")
+      << (!k.timed                ? std::string("\"counted\"")
           : k.forward.has_value() ? std::to_string(*k.forward)
                                   : std::string("\"timed, not split by forward\""))
       << ",\"device\":" << k.device << ",\"correlation\":" << k.correlationId;

@@ -60,8 +60,8 @@ void attributeCounted(std::vector<KernelRecord>& kernels,
 // counted forward. Sorts timed by start, splits it into `forwards` runs and copies opEvent and
 // the forward index by position, checking names. Returns false (and attributes nothing: no
 // opEvent, no forward index) when the sequence differs.
-bool attributeByPosition(const std::vector<KernelRecord>& counted,
-                         std::vector<KernelRecord>& timed, int64_t forwards);
+bool attributeByPosition(const std::vector<KernelRecord>& counted, std::vector<KernelRecord>& timed,
+                         int64_t forwards);
 
 struct OpKernelStats {
   double kernels = 0;  // per forward
@@ -70,10 +70,10 @@ struct OpKernelStats {
 
 struct TraceStats {
   double kernelsPerForward = 0;
-  double kernelSeconds = 0;      // sum of kernel durations, per forward
-  double busySeconds = 0;        // union of kernel intervals, per forward
+  double kernelSeconds = 0;        // sum of kernel durations, per forward
+  double busySeconds = 0;          // union of kernel intervals, per forward
   double unattributedSeconds = 0;  // kernel time launched by no counted op, per forward
-  bool perOpFromTimed = false;   // per-op figures from the timed forwards (else the counted one)
+  bool perOpFromTimed = false;     // per-op figures from the timed forwards (else the counted one)
   std::vector<OpKernelStats> perRow;  // indexed like CountTable::rows()
 };
 

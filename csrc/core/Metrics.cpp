@@ -38,8 +38,7 @@ std::vector<double> summarize(const SummaryInputs& in) {
   set(Field::achieved_flops_per_second, achieved);
   set(Field::peak_flops_per_second, in.peakFlopsPerSecond);
   set(Field::utilization, ratio(achieved, in.peakFlopsPerSecond));
-  set(Field::matrix_utilization,
-      ratio(ratio(matrix, in.secondsPerForward), in.peakFlopsPerSecond));
+  set(Field::matrix_utilization, ratio(ratio(matrix, in.secondsPerForward), in.peakFlopsPerSecond));
   set(Field::batch_size, static_cast<double>(in.batchSize));
   set(Field::iterations, static_cast<double>(in.iterations));
   set(Field::counted_op_calls, static_cast<double>(in.totals.countedCalls));
@@ -109,7 +108,8 @@ double median(std::vector<double> values) {
   if (values.size() % 2 == 1) {
     return hi;
   }
-  const double lo = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+  const double lo =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
   return 0.5 * (lo + hi);
 }
 

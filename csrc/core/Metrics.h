@@ -17,10 +17,10 @@ namespace torchutil {
 
 struct SummaryInputs {
   CountTotals totals;
-  double secondsPerForward = 0.0;  // NaN when nothing was timed
-  MedianInterval secondsInterval;  // of secondsPerForward
-  double peakFlopsPerSecond = 0.0; // NaN when unknown
-  double peakBytesPerSecond = 0.0; // memory bandwidth; NaN when unknown
+  double secondsPerForward = 0.0;   // NaN when nothing was timed
+  MedianInterval secondsInterval;   // of secondsPerForward
+  double peakFlopsPerSecond = 0.0;  // NaN when unknown
+  double peakBytesPerSecond = 0.0;  // memory bandwidth; NaN when unknown
   int64_t batchSize = 0;
   int64_t iterations = 0;
   bool cudaGraph = false;
@@ -46,7 +46,6 @@ namespace torchutil {
 // The peak dtype carrying the most matrix FLOPs (then the most FLOPs) in a count. float32
 // counts as TF32 when the library that runs it may use TF32: cuDNN for convolutions
 // (tf32Conv), cuBLAS for everything else (tf32Matmul). nullopt when nothing was counted.
-std::optional<PeakDtype> dominantPeakDtype(const CountTable& table, bool tf32Matmul,
-                                           bool tf32Conv);
+std::optional<PeakDtype> dominantPeakDtype(const CountTable& table, bool tf32Matmul, bool tf32Conv);
 
 }  // namespace torchutil

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <utility>
 #include <string_view>
+#include <utility>
 
 #include "core/Convention.h"
 
@@ -34,16 +34,26 @@ int64_t TensorInfo::size(int64_t d) const {
 const char* torchDtypeName(const char* c10Name) {
   // c10/core/ScalarType.h's names on the left, torch.<dtype> on the right.
   static constexpr std::pair<std::string_view, const char*> kNames[] = {
-      {"Byte", "uint8"},           {"Char", "int8"},
-      {"Short", "int16"},          {"Int", "int32"},
-      {"Long", "int64"},           {"Half", "float16"},
-      {"Float", "float32"},        {"Double", "float64"},
-      {"ComplexHalf", "complex32"}, {"ComplexFloat", "complex64"},
-      {"ComplexDouble", "complex128"}, {"Bool", "bool"},
-      {"BFloat16", "bfloat16"},    {"UInt16", "uint16"},
-      {"UInt32", "uint32"},        {"UInt64", "uint64"},
-      {"Float8_e5m2", "float8_e5m2"}, {"Float8_e4m3fn", "float8_e4m3fn"},
-      {"Float8_e5m2fnuz", "float8_e5m2fnuz"}, {"Float8_e4m3fnuz", "float8_e4m3fnuz"},
+      {"Byte", "uint8"},
+      {"Char", "int8"},
+      {"Short", "int16"},
+      {"Int", "int32"},
+      {"Long", "int64"},
+      {"Half", "float16"},
+      {"Float", "float32"},
+      {"Double", "float64"},
+      {"ComplexHalf", "complex32"},
+      {"ComplexFloat", "complex64"},
+      {"ComplexDouble", "complex128"},
+      {"Bool", "bool"},
+      {"BFloat16", "bfloat16"},
+      {"UInt16", "uint16"},
+      {"UInt32", "uint32"},
+      {"UInt64", "uint64"},
+      {"Float8_e5m2", "float8_e5m2"},
+      {"Float8_e4m3fn", "float8_e4m3fn"},
+      {"Float8_e5m2fnuz", "float8_e5m2fnuz"},
+      {"Float8_e4m3fnuz", "float8_e4m3fnuz"},
   };
   for (const auto& [c10, torchName] : kNames) {
     if (c10 == c10Name) {

@@ -10,8 +10,8 @@ namespace torchutil {
 
 struct TensorInfo {
   std::vector<int64_t> sizes;
-  int64_t elementSize = 0;   // bytes per element
-  const char* dtype = "";    // a static torch name such as "float32" or "float16"
+  int64_t elementSize = 0;  // bytes per element
+  const char* dtype = "";   // a static torch name such as "float32" or "float16"
   // A nested tensor: sizes are its components stacked along their first dimension (or
   // flattened), right for elementwise work but not for a contraction's shape.
   bool nested = false;
@@ -32,14 +32,15 @@ enum class ArgKind : uint8_t { None, Tensor, TensorList, Int, IntList, Double, B
 
 struct Arg {
   ArgKind kind = ArgKind::None;
-  TensorInfo tensor;                 // kind == Tensor
-  std::vector<TensorInfo> tensors;   // kind == TensorList
-  std::vector<int64_t> ints;         // kind == IntList, or {value} for kind == Int
-  double number = 0.0;               // kind == Double, Int or Bool
-  bool flag = false;                 // kind == Bool
+  TensorInfo tensor;                // kind == Tensor
+  std::vector<TensorInfo> tensors;  // kind == TensorList
+  std::vector<int64_t> ints;        // kind == IntList, or {value} for kind == Int
+  double number = 0.0;              // kind == Double, Int or Bool
+  bool flag = false;                // kind == Bool
 
   static Arg none() { return {}; }
-  static Arg ofTensor(std::vector<int64_t> sizes, int64_t elementSize = 4, const char* dtype = "float32");
+  static Arg ofTensor(std::vector<int64_t> sizes, int64_t elementSize = 4,
+                      const char* dtype = "float32");
   static Arg ofInt(int64_t v);
   static Arg ofInts(std::vector<int64_t> v);
   static Arg ofDouble(double v);

@@ -32,9 +32,9 @@ const char* rateSourceName(RateSource s);
 std::optional<RateSource> parseRateSource(std::string_view name);
 
 struct DatasheetEntry {
-  const char* name;              // as in the vendor's datasheet
+  const char* name;                                    // as in the vendor's datasheet
   double tflops[static_cast<int>(PeakDtype::kCount)];  // dense; 0 = not supported
-  double memoryGBps;             // DRAM bandwidth, GB/s
+  double memoryGBps;                                   // DRAM bandwidth, GB/s
 };
 
 // The datasheet entry for a device name as CUDA reports it ("NVIDIA H100 80GB HBM3",
@@ -51,7 +51,7 @@ std::optional<PeakValue> datasheetPeak(std::string_view deviceName, PeakDtype dt
 // Dense FLOP per clock per SM for a compute capability, 0 if unknown or unsupported.
 int64_t flopsPerClockPerSm(int ccMajor, int ccMinor, PeakDtype dtype);
 
-std::optional<PeakValue> computedPeak(int ccMajor, int ccMinor, int multiprocessors,
-                                      double clockHz, PeakDtype dtype);
+std::optional<PeakValue> computedPeak(int ccMajor, int ccMinor, int multiprocessors, double clockHz,
+                                      PeakDtype dtype);
 
 }  // namespace torchutil

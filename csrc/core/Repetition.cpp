@@ -65,8 +65,9 @@ void checkRepeatPolicy(const RepeatPolicy& p) {
         number(p.targetRelativeCi));
   }
   if (!(p.budgetSeconds >= 0.0 && std::isfinite(p.budgetSeconds))) {
-    throw std::invalid_argument("torchutil: max_time must be a finite number of seconds >= 0, got " +
-                                number(p.budgetSeconds));
+    throw std::invalid_argument(
+        "torchutil: max_time must be a finite number of seconds >= 0, got " +
+        number(p.budgetSeconds));
   }
 }
 
@@ -97,8 +98,8 @@ RepeatResult repeatTimed(const std::function<std::vector<double>(int64_t)>& runB
       break;
     }
     if (p.budgetSeconds > 0.0 && clock() - start >= p.budgetSeconds) {
-      r.stop = "time budget of " + number(p.budgetSeconds) + " s reached at +-" +
-               percent(width) + " after " + std::to_string(n) + " forwards";
+      r.stop = "time budget of " + number(p.budgetSeconds) + " s reached at +-" + percent(width) +
+               " after " + std::to_string(n) + " forwards";
       break;
     }
     next = std::clamp<int64_t>(n / 2, 1, p.maxIters - n);

@@ -139,8 +139,8 @@ size_t ResultTable::index(std::string_view field, ValueKind want) const {
       const bool isText = (*fields_)[i].kind == ValueKind::Text;
       if (isText != (want == ValueKind::Text)) {
         throw std::invalid_argument("torchutil: field '" + std::string(field) + "' of table " +
-                                    table_ + " is " + valueKindName((*fields_)[i].kind) +
-                                    ", not " + (isText ? "numeric" : "text"));
+                                    table_ + " is " + valueKindName((*fields_)[i].kind) + ", not " +
+                                    (isText ? "numeric" : "text"));
       }
       return i;
     }

@@ -24,6 +24,8 @@ struct FieldSpec {
   const char* doc;
 };
 
+// The field tables stay one field to a line.
+// clang-format off
 // X(name, kind, doc). Times are seconds, rates per second, sizes bytes.
 #define TORCHUTIL_RESULT_FIELDS(X)                                                            \
   X(utilization, Real, "achieved FLOP/s / peak FLOP/s (a fraction, 0..1)")                    \
@@ -102,8 +104,12 @@ struct FieldSpec {
   X(duration_us, Real, "duration in microseconds")                                            \
   X(device, Count, "CUDA device")                                                             \
   X(stream, Count, "CUDA stream")                                                             \
-  X(grid_x, Count, "grid size") X(grid_y, Count, "") X(grid_z, Count, "")                     \
-  X(block_x, Count, "block size") X(block_y, Count, "") X(block_z, Count, "")                 \
+  X(grid_x, Count, "grid size")                                                               \
+  X(grid_y, Count, "")                                                                        \
+  X(grid_z, Count, "")                                                                        \
+  X(block_x, Count, "block size")                                                             \
+  X(block_y, Count, "")                                                                       \
+  X(block_z, Count, "")                                                                       \
   X(registers_per_thread, Count, "")                                                          \
   X(static_shared_bytes, Count, "")                                                           \
   X(dynamic_shared_bytes, Count, "")                                                          \
@@ -143,6 +149,8 @@ struct FieldSpec {
     "ops by position), \"counted\" (the counted forward alone: the timed forwards launched "  \
     "another kernel sequence) or \"none\" (nothing traced)")                                 \
   X(chrome_trace, Text, "the Chrome/Perfetto trace JSON (profile(..., chrome_trace=True))")
+
+// clang-format on
 
 #define TORCHUTIL_SCHEMA_ENUM(name, kind, doc) name,
 enum class Field : int { TORCHUTIL_RESULT_FIELDS(TORCHUTIL_SCHEMA_ENUM) kCount };
@@ -209,8 +217,7 @@ struct NamedResult {
   ResultTable ops{"ops"};
   ResultTable kernels{"kernels"};
   ResultTable unknownOps{"unknown_ops"};
-  std::vector<std::string> texts = std::vector<std::string>(
-      static_cast<size_t>(TextField::kCount));
+  std::vector<std::string> texts = std::vector<std::string>(static_cast<size_t>(TextField::kCount));
 
   const ResultTable& table(std::string_view name) const;  // "ops", "kernels", "unknown_ops"
   void setText(TextField f, std::string value) { texts[static_cast<size_t>(f)] = std::move(value); }

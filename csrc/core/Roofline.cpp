@@ -58,17 +58,20 @@ RooflinePoint placeOnRoofline(double flops, double bytes, double peakFlopsPerSec
   checkDevice(peakFlopsPerSecond, bytesPerSecond);
   if (!(flops >= 0 && bytes >= 0)) {
     std::ostringstream msg;
-    msg << "torchutil: an op's FLOPs and bytes must be non-negative, got " << flops
-        << " FLOPs and " << bytes << " bytes";
+    msg << "torchutil: an op's FLOPs and bytes must be non-negative, got " << flops << " FLOPs and "
+        << bytes << " bytes";
     throw std::invalid_argument(msg.str());
   }
   RooflinePoint p;
   const bool empty = flops == 0 && bytes == 0;
-  p.intensity = empty ? kNaN : (bytes == 0 ? std::numeric_limits<double>::infinity() : flops / bytes);
-  p.attainableFlopsPerSecond = attainableFlopsPerSecond(p.intensity, peakFlopsPerSecond, bytesPerSecond);
+  p.intensity =
+      empty ? kNaN : (bytes == 0 ? std::numeric_limits<double>::infinity() : flops / bytes);
+  p.attainableFlopsPerSecond =
+      attainableFlopsPerSecond(p.intensity, peakFlopsPerSecond, bytesPerSecond);
   p.attainableUtilization = p.attainableFlopsPerSecond / peakFlopsPerSecond;
   p.rooflineSeconds = rooflineSeconds(flops, bytes, peakFlopsPerSecond, bytesPerSecond);
-  const bool measured = kernelSeconds.has_value() && *kernelSeconds > 0 && std::isfinite(*kernelSeconds);
+  const bool measured =
+      kernelSeconds.has_value() && *kernelSeconds > 0 && std::isfinite(*kernelSeconds);
   p.achievedFlopsPerSecond = measured ? flops / *kernelSeconds : kNaN;
   p.rooflineShare = measured ? p.rooflineSeconds / *kernelSeconds : kNaN;
   if (empty) {
@@ -77,7 +80,7 @@ RooflinePoint placeOnRoofline(double flops, double bytes, double peakFlopsPerSec
     p.bound = RooflineBound::Overhead;
   } else {
     p.bound = p.intensity >= peakFlopsPerSecond / bytesPerSecond ? RooflineBound::Compute
-                                                                  : RooflineBound::Memory;
+                                                                 : RooflineBound::Memory;
   }
   return p;
 }

@@ -20,21 +20,20 @@ double ridgeIntensity(double peakFlopsPerSecond, double bytesPerSecond);
 
 // min(peak, intensity x bandwidth). NaN when intensity is NaN (an op with no FLOPs and no
 // bytes); intensity +inf (FLOPs, no bytes) gives peak.
-double attainableFlopsPerSecond(double intensity, double peakFlopsPerSecond,
-                                double bytesPerSecond);
+double attainableFlopsPerSecond(double intensity, double peakFlopsPerSecond, double bytesPerSecond);
 
 // The least time the op needs on the device: max(flops / peak, bytes / bandwidth).
 double rooflineSeconds(double flops, double bytes, double peakFlopsPerSecond,
                        double bytesPerSecond);
 
 struct RooflinePoint {
-  double intensity = 0.0;                // flops / bytes
+  double intensity = 0.0;  // flops / bytes
   double attainableFlopsPerSecond = 0.0;
-  double attainableUtilization = 0.0;    // attainable / peak, 0..1
-  double rooflineSeconds = 0.0;          // max(flops / peak, bytes / bandwidth)
+  double attainableUtilization = 0.0;  // attainable / peak, 0..1
+  double rooflineSeconds = 0.0;        // max(flops / peak, bytes / bandwidth)
   // Measured, when kernel seconds were given (else NaN):
-  double achievedFlopsPerSecond = 0.0;   // flops / kernel seconds
-  double rooflineShare = 0.0;            // rooflineSeconds / kernel seconds
+  double achievedFlopsPerSecond = 0.0;  // flops / kernel seconds
+  double rooflineShare = 0.0;           // rooflineSeconds / kernel seconds
   RooflineBound bound = RooflineBound::Unknown;
 };
 

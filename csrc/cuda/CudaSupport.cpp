@@ -46,8 +46,7 @@ namespace {
 
 class GraphRunner final : public Runner {
  public:
-  GraphRunner(c10::Device device, c10::cuda::CUDAStream side)
-      : device_(device), side_(side) {}
+  GraphRunner(c10::Device device, c10::cuda::CUDAStream side) : device_(device), side_(side) {}
 
   at::cuda::CUDAGraph& graph() { return graph_; }
   void run() override {
@@ -96,7 +95,8 @@ std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Ten
   c10::cuda::CUDAGuard deviceGuard(device);
   // Capture must not run on the legacy default stream; warm the side stream up first so that
   // lazy initialization (cuDNN/cuBLAS handles, autotuning) stays out of the graph.
-  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+  c10::cuda::CUDAStream side =
+      c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
   {
     at::cuda::CUDAEvent ready;
     ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
@@ -119,8 +119,10 @@ std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Ten
   if (auto runner = tryCapture(forward, inputs, device, side, &failure)) {
     return runner;
   }
-  TORCH_CHECK(false, "torchutil: the model could not be captured in a CUDA graph; its forward "
-              "failed during capture: ", failure);
+  TORCH_CHECK(false,
+              "torchutil: the model could not be captured in a CUDA graph; its forward "
+              "failed during capture: ",
+              failure);
 }
 
 }  // namespace torchutil::cuda

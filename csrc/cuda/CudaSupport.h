@@ -19,8 +19,8 @@ struct DeviceInfo {
   int major = 0;
   int minor = 0;
   int multiprocessors = 0;
-  double clockHz = 0.0;              // maximum SM clock
-  double memoryBytesPerSecond = 0.0; // 2 x memory clock x bus width
+  double clockHz = 0.0;               // maximum SM clock
+  double memoryBytesPerSecond = 0.0;  // 2 x memory clock x bus width
 };
 
 DeviceInfo deviceInfo(c10::DeviceIndex index);

@@ -74,17 +74,17 @@ KernelRecord kernelRecord(const KernelActivity& k) {
 }
 
 KernelRecord memcpyRecord(const MemcpyActivity& m) {
-  KernelRecord r = common(m, KernelRecord::Kind::Memcpy,
-                          memcpyName(static_cast<MemcpyKind>(m.copyKind),
-                                     static_cast<MemoryKind>(m.srcKind),
-                                     static_cast<MemoryKind>(m.dstKind)));
+  KernelRecord r =
+      common(m, KernelRecord::Kind::Memcpy,
+             memcpyName(static_cast<MemcpyKind>(m.copyKind), static_cast<MemoryKind>(m.srcKind),
+                        static_cast<MemoryKind>(m.dstKind)));
   r.bytes = m.bytes;
   return r;
 }
 
 KernelRecord memsetRecord(const MemsetActivity& m) {
-  KernelRecord r = common(m, KernelRecord::Kind::Memset,
-                          memsetName(static_cast<MemoryKind>(m.memoryKind)));
+  KernelRecord r =
+      common(m, KernelRecord::Kind::Memset, memsetName(static_cast<MemoryKind>(m.memoryKind)));
   r.bytes = m.bytes;
   return r;
 }
@@ -110,8 +110,7 @@ void DecodedActivity::add(const CUpti_Activity& record) {
       }
       break;
     }
-    default:
-      break;
+    default: break;
   }
 }
 

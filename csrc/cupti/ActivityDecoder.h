@@ -25,7 +25,7 @@ constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATI
 struct DecodedActivity {
   std::vector<KernelRecord> kernels;  // kernels, memcpys and memsets, in record order
   std::unordered_map<uint32_t, uint64_t> externalIds;  // correlation id -> torchutil's external id
-  uint64_t dropped = 0;  // records CUPTI could not store
+  uint64_t dropped = 0;                                // records CUPTI could not store
 
   // Kernel (KERNEL, CONCURRENT_KERNEL), MEMCPY and MEMSET records become KernelRecords named as
   // torch.profiler names them; EXTERNAL_CORRELATION records of kExternalKind map their

@@ -21,25 +21,25 @@ namespace {
 std::string cuptiFailure(const char* call, CUptiResult status) {
   const char* msg = nullptr;
   cuptiGetResultString(status, &msg);
-  return std::string("torchutil: CUPTI call ") + call + " failed: " +
-         (msg != nullptr ? msg : "unknown error");
+  return std::string("torchutil: CUPTI call ") + call +
+         " failed: " + (msg != nullptr ? msg : "unknown error");
 }
 
 // Every CUPTI call goes through one of these two; both name the call and CUPTI's message.
 // TORCHUTIL_CUPTI_CALL throws: for setting a trace up. TORCHUTIL_CUPTI_WARN warns once per call
 // site and goes on: for the per-op calls and the teardown, where a failure must not end the
 // profile (or escape a destructor).
-#define TORCHUTIL_CUPTI_CALL(call)                                                   \
-  do {                                                                               \
-    const CUptiResult status_ = (call);                                              \
-    TORCH_CHECK(status_ == CUPTI_SUCCESS, cuptiFailure(#call, status_));             \
+#define TORCHUTIL_CUPTI_CALL(call)                                       \
+  do {                                                                   \
+    const CUptiResult status_ = (call);                                  \
+    TORCH_CHECK(status_ == CUPTI_SUCCESS, cuptiFailure(#call, status_)); \
   } while (0)
-#define TORCHUTIL_CUPTI_WARN(call)                                                   \
-  do {                                                                               \
-    const CUptiResult status_ = (call);                                              \
-    if (status_ != CUPTI_SUCCESS) {                                                  \
-      TORCH_WARN_ONCE(cuptiFailure(#call, status_));                                 \
-    }                                                                                \
+#define TORCHUTIL_CUPTI_WARN(call)                   \
+  do {                                               \
+    const CUptiResult status_ = (call);              \
+    if (status_ != CUPTI_SUCCESS) {                  \
+      TORCH_WARN_ONCE(cuptiFailure(#call, status_)); \
+    }                                                \
   } while (0)
 
 constexpr size_t kBufferBytes = 4 * 1024 * 1024;
@@ -132,7 +132,8 @@ CuptiTracer::CuptiTracer() {
   Records& rec = records();
   {
     std::lock_guard<std::mutex> lock(rec.mutex);
-    TORCH_CHECK(!rec.tracing, "torchutil: another torchutil profile is tracing kernels in this "
+    TORCH_CHECK(!rec.tracing,
+                "torchutil: another torchutil profile is tracing kernels in this "
                 "process");
     rec.tracing = true;
     rec.activity = DecodedActivity();
@@ -179,8 +180,8 @@ void CuptiTracer::release() noexcept {
 
 void CuptiTracer::stopCorrelating() {
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
-    const auto it = std::find(enabledKinds_.begin(), enabledKinds_.end(),
-                              static_cast<uint32_t>(kind));
+    const auto it =
+        std::find(enabledKinds_.begin(), enabledKinds_.end(), static_cast<uint32_t>(kind));
     if (it != enabledKinds_.end()) {
       enabledKinds_.erase(it);
       TORCHUTIL_CUPTI_CALL(cuptiActivityDisable(kind));

@@ -6,9 +6,9 @@
 
 #include <sstream>
 
-#include "libtorch/MeasuredRate.h"
-#include "libtorch/Devices.h"
 #include "core/PeakTable.h"
+#include "libtorch/Devices.h"
+#include "libtorch/MeasuredRate.h"
 
 #ifdef TORCHUTIL_WITH_CUDA
 #include "cuda/CudaSupport.h"
@@ -25,8 +25,8 @@ double timeCopy(c10::Device device) {
   at::Tensor src = at::empty({bytes}, opts).fill_(1);
   at::Tensor dst = at::empty({bytes}, opts);
   // Every copy reads and writes `bytes`.
-  return bestRate(device, [&] { dst.copy_(src); }, device.is_cpu() ? 1 : 10,
-                  2.0 * static_cast<double>(bytes));
+  return bestRate(
+      device, [&] { dst.copy_(src); }, device.is_cpu() ? 1 : 10, 2.0 * static_cast<double>(bytes));
 }
 
 }  // namespace
@@ -44,12 +44,13 @@ Bandwidth deviceBandwidth(c10::Device device, RateSource source) {
       if (e != nullptr && e->memoryGBps > 0) {
         return {e->memoryGBps * 1e9, std::string("datasheet: ") + e->name};
       }
-      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: no datasheet bandwidth for ", info.name,
-                        "; use source='computed' or 'measured'");
+      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: no datasheet bandwidth for ",
+                        info.name, "; use source='computed' or 'measured'");
     }
     if (source == RateSource::Auto || source == RateSource::Computed) {
       if (info.memoryBytesPerSecond > 0) {
-        return {info.memoryBytesPerSecond, "computed: 2 x memory clock x bus width of " + info.name};
+        return {info.memoryBytesPerSecond,
+                "computed: 2 x memory clock x bus width of " + info.name};
       }
       TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: ", info.name,
                         " reports no memory clock; use source='measured'");

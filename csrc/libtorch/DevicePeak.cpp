@@ -10,9 +10,9 @@
 #include <limits>
 #include <sstream>
 
-#include "libtorch/MeasuredRate.h"
-#include "libtorch/Devices.h"
 #include "core/Metrics.h"
+#include "libtorch/Devices.h"
+#include "libtorch/MeasuredRate.h"
 
 #ifdef TORCHUTIL_WITH_CUDA
 #include "cuda/CudaSupport.h"
@@ -48,17 +48,19 @@ class Tf32Scope {
 
 double timeGemm(c10::Device device, PeakDtype dtype) {
   const auto type = gemmType(dtype);
-  TORCH_CHECK_VALUE(type.has_value(), "torchutil: a measured peak for ",
-                    peakDtypeName(dtype), " is not implemented; pass peak_flops= instead");
+  TORCH_CHECK_VALUE(type.has_value(), "torchutil: a measured peak for ", peakDtypeName(dtype),
+                    " is not implemented; pass peak_flops= instead");
   c10::InferenceMode inference;
   Tf32Scope tf32(dtype == PeakDtype::TF32);
-  const bool lowPrecisionCpu = device.is_cpu() && (dtype == PeakDtype::FP16 || dtype == PeakDtype::BF16);
+  const bool lowPrecisionCpu =
+      device.is_cpu() && (dtype == PeakDtype::FP16 || dtype == PeakDtype::BF16);
   const int64_t n = device.is_cpu() ? (lowPrecisionCpu ? 512 : 1024) : 8192;
   const auto opts = at::TensorOptions().device(device).dtype(*type);
   const at::Tensor a = at::randn({n, n}, opts);
   const at::Tensor b = at::randn({n, n}, opts);
-  return bestRate(device, [&] { at::mm(a, b); }, device.is_cpu() ? 1 : 10,
-                  2.0 * static_cast<double>(n) * n * n);
+  return bestRate(
+      device, [&] { at::mm(a, b); }, device.is_cpu() ? 1 : 10,
+      2.0 * static_cast<double>(n) * n * n);
 }
 
 }  // namespace
@@ -105,21 +107,24 @@ Peak devicePeak(c10::Device device, PeakDtype dtype, RateSource source) {
       if (auto p = datasheetPeak(info.name, dtype)) {
         return {p->flopsPerSecond, p->source, dtypeName};
       }
-      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: no datasheet peak for ", info.name, " in ",
-                        dtypeName, "; use peak='computed' or 'measured'");
+      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: no datasheet peak for ", info.name,
+                        " in ", dtypeName, "; use peak='computed' or 'measured'");
     }
     if (source == RateSource::Auto || source == RateSource::Computed) {
-      if (auto p = computedPeak(info.major, info.minor, info.multiprocessors, info.clockHz, dtype)) {
+      if (auto p =
+              computedPeak(info.major, info.minor, info.multiprocessors, info.clockHz, dtype)) {
         return {p->flopsPerSecond, p->source, dtypeName};
       }
-      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: no FLOP/clock figure for sm_", info.major,
-                        info.minor, " in ", dtypeName, "; use peak='measured'");
+      TORCH_CHECK_VALUE(source == RateSource::Auto, "torchutil: no FLOP/clock figure for sm_",
+                        info.major, info.minor, " in ", dtypeName, "; use peak='measured'");
     }
   }
 #endif
   if (source == RateSource::Datasheet || source == RateSource::Computed) {
-    TORCH_CHECK_VALUE(false, "torchutil: a ", rateSourceName(source), " peak exists only for CUDA "
-                      "GPUs, not for ", device.str(), "; use peak='measured' or 'auto'");
+    TORCH_CHECK_VALUE(false, "torchutil: a ", rateSourceName(source),
+                      " peak exists only for CUDA "
+                      "GPUs, not for ",
+                      device.str(), "; use peak='measured' or 'auto'");
   }
   const double measured = measuredGemmPeak(device, dtype);
   std::ostringstream src;

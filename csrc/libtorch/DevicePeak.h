@@ -15,7 +15,7 @@ namespace torchutil {
 struct Peak {
   double flopsPerSecond;  // NaN when there is none (meta device)
   std::string source;
-  std::string dtype;      // peakDtypeName()
+  std::string dtype;  // peakDtypeName()
 };
 
 // The source a user asked for by name ("auto", "datasheet", "computed", "measured"); throws

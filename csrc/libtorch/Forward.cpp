@@ -29,9 +29,7 @@ class ScriptForward final : public Forward {
     return std::nullopt;
   }
 
-  std::string describe() override {
-    return "TorchScript module " + module_.type()->name()->name();
-  }
+  std::string describe() override { return "TorchScript module " + module_.type()->name()->name(); }
 
  private:
   torch::jit::Module module_;
@@ -83,9 +81,9 @@ std::unique_ptr<Forward> makeForward(const c10::IValue& model) {
       return forward;
     }
   }
-  TORCH_CHECK_TYPE(false,
-                   "torchutil: model must be an nn.Module, a TorchScript module or a callable, got ",
-                   model.tagKind(), model.isObject() ? " " + model.type()->str() : std::string());
+  TORCH_CHECK_TYPE(
+      false, "torchutil: model must be an nn.Module, a TorchScript module or a callable, got ",
+      model.tagKind(), model.isObject() ? " " + model.type()->str() : std::string());
   return nullptr;  // not reached: TORCH_CHECK_TYPE(false, ...) throws
 }
 

@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libtorch/OpCounter.h"
 #include "core/KernelTrace.h"
+#include "libtorch/OpCounter.h"
 
 namespace torchutil {
 

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <limits>
 
+#include "core/Metrics.h"
 #include "libtorch/Forward.h"
 #include "libtorch/KernelTracing.h"
 #include "libtorch/OpCounter.h"
-#include "core/Metrics.h"
 
 namespace torchutil {
 namespace {
@@ -55,8 +55,9 @@ NamedResult nameResult(const ProfileOutput& out) {
   r.setText(TextField::bandwidth_source, out.bandwidth.source);
   r.setText(TextField::device, out.device);
   r.setText(TextField::trace_status, out.traceStatus);
-  r.setText(TextField::kernel_attribution,
-            !out.traced ? "none" : out.trace.perOpFromTimed ? "timed" : "counted");
+  r.setText(TextField::kernel_attribution, !out.traced                ? "none"
+                                           : out.trace.perOpFromTimed ? "timed"
+                                                                      : "counted");
   r.setText(TextField::chrome_trace, out.chromeTrace);
   return r;
 }
@@ -91,8 +92,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK_VALUE(false, e.what());
   }
-  TORCH_CHECK_VALUE(options.warmup >= 0, "torchutil: warmup must be >= 0, got ",
-                    options.warmup);
+  TORCH_CHECK_VALUE(options.warmup >= 0, "torchutil: warmup must be >= 0, got ", options.warmup);
   TORCH_CHECK_VALUE(options.traceForwards >= 0, "torchutil: trace_forwards must be >= 0, got ",
                     options.traceForwards);
   TORCH_CHECK(!OpCounter::active(),
@@ -167,8 +167,8 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   }
   if (tracing) {
     if (tracing->dropped() > 0) {
-      out.traceStatus = "on, incomplete: CUPTI dropped " + std::to_string(tracing->dropped()) +
-                        " records";
+      out.traceStatus =
+          "on, incomplete: CUPTI dropped " + std::to_string(tracing->dropped()) + " records";
     }
     tracing.reset();
     const int64_t traced = options.traceForwards;

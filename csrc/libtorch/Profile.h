@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "libtorch/DeviceBandwidth.h"
-#include "libtorch/DevicePeak.h"
-#include "libtorch/Timing.h"
 #include "core/CountSession.h"
 #include "core/KernelTrace.h"
 #include "core/ResultSchema.h"
+#include "libtorch/DeviceBandwidth.h"
+#include "libtorch/DevicePeak.h"
+#include "libtorch/Timing.h"
 
 namespace torchutil {
 
@@ -25,7 +25,7 @@ struct ProfileOptions {
   TimingMode timing = TimingMode::Eager;
   RateSource peak = RateSource::Auto;
   std::optional<double> peakFlops;
-  bool trace = true;         // record GPU kernels with CUPTI (CUDA only)
+  bool trace = true;  // record GPU kernels with CUPTI (CUDA only)
   // Forwards traced after the counted one (untimed; the timed forwards run without CUPTI).
   int64_t traceForwards = 1;
   bool chromeTrace = false;  // also build the Chrome trace JSON
@@ -40,8 +40,8 @@ struct ProfileOutput {
   Peak peak;
   Bandwidth bandwidth;
   std::string timingMode;
-  std::string timingNote;   // why timing="auto" timed eagerly
-  std::string repetition;   // how many timed forwards, and why that many
+  std::string timingNote;  // why timing="auto" timed eagerly
+  std::string repetition;  // how many timed forwards, and why that many
   std::string device;
   // Kernel tracing: traceStatus is "on" or "off: <why>"; the rest is empty when off.
   std::string traceStatus = "off: not a CUDA profile";

@@ -37,8 +37,7 @@ class EagerRunner final : public Runner {
 };
 
 double steadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // n forwards; on a device one pair of events around each, read after one synchronization so
@@ -117,8 +116,10 @@ TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& input
         if (plan.mode == TimingMode::CudaGraph) {
           throw;
         }
-        result.note = std::string("auto: eager, since the forward could not be captured in a "
-                                  "CUDA graph: ") + e.what_without_backtrace();
+        result.note = std::string(
+                          "auto: eager, since the forward could not be captured in a "
+                          "CUDA graph: ") +
+                      e.what_without_backtrace();
       }
 #else
       TORCH_CHECK(plan.mode == TimingMode::Auto,
@@ -131,8 +132,9 @@ TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& input
   if (!runner) {
     runner = std::make_unique<EagerRunner>(forward, inputs, device);
   }
-  const int64_t warmup =
-      result.used == TimingMode::CudaGraph ? std::max<int64_t>(plan.warmup - plan.tracedForwards, 0) : 0;
+  const int64_t warmup = result.used == TimingMode::CudaGraph
+                             ? std::max<int64_t>(plan.warmup - plan.tracedForwards, 0)
+                             : 0;
   for (int64_t i = 0; i < warmup; ++i) {
     runner->run();
     checkInterrupt();

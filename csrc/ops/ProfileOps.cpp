@@ -2,14 +2,14 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "libtorch/DevicePeak.h"
-#include "libtorch/OpCounter.h"
-#include "libtorch/Profile.h"
-#include "libtorch/Timing.h"
 #include "core/FormulaRegistry.h"
 #include "core/KernelTrace.h"
 #include "core/Metrics.h"
 #include "core/ResultSchema.h"
+#include "libtorch/DevicePeak.h"
+#include "libtorch/OpCounter.h"
+#include "libtorch/Profile.h"
+#include "libtorch/Timing.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -130,12 +130,11 @@ ProfileOptions options(const ProfileArgs& a, bool chromeTrace, bool modulePaths)
 }
 
 at::Tensor profileOp(const c10::IValue& model, const at::Tensor& x, int64_t warmup, int64_t iters,
-                     bool cudaGraph, std::string peak, std::optional<double> peakFlops,
-                     bool trace, std::optional<std::string> timing,
-                     std::optional<double> targetCi, double maxTime,
-                     std::optional<int64_t> maxIters, int64_t traceForwards) {
-  const ProfileArgs args{warmup,  iters,    cudaGraph, std::move(peak), peakFlops,    trace,
-                         timing,  targetCi, maxTime,   maxIters,        traceForwards};
+                     bool cudaGraph, std::string peak, std::optional<double> peakFlops, bool trace,
+                     std::optional<std::string> timing, std::optional<double> targetCi,
+                     double maxTime, std::optional<int64_t> maxIters, int64_t traceForwards) {
+  const ProfileArgs args{warmup, iters,    cudaGraph, std::move(peak), peakFlops,    trace,
+                         timing, targetCi, maxTime,   maxIters,        traceForwards};
   // The summary has no per-op rows, so no module paths are recorded.
   return toTensor(
       profileModel(model, {x}, options(args, /*chromeTrace=*/false, /*modulePaths=*/false))
@@ -148,8 +147,8 @@ Output profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& in
                      bool modulePaths, std::optional<std::string> timing,
                      std::optional<double> targetCi, double maxTime,
                      std::optional<int64_t> maxIters, int64_t traceForwards) {
-  const ProfileArgs args{warmup,  iters,    cudaGraph, std::move(peak), peakFlops,    trace,
-                         timing,  targetCi, maxTime,   maxIters,        traceForwards};
+  const ProfileArgs args{warmup, iters,    cudaGraph, std::move(peak), peakFlops,    trace,
+                         timing, targetCi, maxTime,   maxIters,        traceForwards};
   return wrap(profileModel(model, inputs, options(args, chromeTrace, modulePaths)));
 }
 
@@ -166,10 +165,10 @@ void countAbortOp() {
 }
 
 Output countEndOp(c10::Device device, int64_t batchSize, double seconds, std::string peak,
-                      std::optional<double> peakFlops) {
+                  std::optional<double> peakFlops) {
   CountResult counted = OpCounter::end();
-  return wrap(summarizeCount(std::move(counted.table), concreteDevice(device), batchSize,
-                                     seconds, rateSourceArgument(peak, "peak"), peakFlops));
+  return wrap(summarizeCount(std::move(counted.table), concreteDevice(device), batchSize, seconds,
+                             rateSourceArgument(peak, "peak"), peakFlops));
 }
 
 std::tuple<double, std::string> peakFlopsOp(c10::Device device, std::string dtype,
@@ -183,10 +182,10 @@ std::tuple<double, std::string> peakFlopsOp(c10::Device device, std::string dtyp
 
 at::Tensor utilizationOp(const at::Tensor& flops, const at::Tensor& seconds,
                          const at::Tensor& peak) {
-  TORCH_CHECK_VALUE(flops.is_floating_point() && seconds.is_floating_point() &&
-                        peak.is_floating_point(),
-                    "torchutil: utilization takes floating-point tensors, got ",
-                    flops.scalar_type(), ", ", seconds.scalar_type(), ", ", peak.scalar_type());
+  TORCH_CHECK_VALUE(
+      flops.is_floating_point() && seconds.is_floating_point() && peak.is_floating_point(),
+      "torchutil: utilization takes floating-point tensors, got ", flops.scalar_type(), ", ",
+      seconds.scalar_type(), ", ", peak.scalar_type());
   return flops / seconds / peak;
 }
 
@@ -206,27 +205,29 @@ TORCH_LIBRARY(util, m) {
       .def("numbers", &ProfileOutputObject::numbers)
       .def("text_column", &ProfileOutputObject::textColumn)
       .def("text", &ProfileOutputObject::text);
-  m.def("profile(Any model, Tensor x, *, int warmup=3, int iters=10, bool cuda_graph=False, "
-        "str peak=\"auto\", float? peak_flops=None, bool trace=True, str? timing=None, "
-        "float? target_ci=None, float max_time=2.0, int? max_iters=None, int trace_forwards=1) "
-        "-> Tensor",
-        &profileOp);
-  m.def("_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, bool cuda_graph=False, "
-        "str peak=\"auto\", float? peak_flops=None, bool trace=True, bool chrome_trace=False, "
-        "bool module_paths=True, str? timing=None, float? target_ci=None, float max_time=2.0, "
-        "int? max_iters=None, int trace_forwards=1) "
-        "-> __torch__.torch.classes.util.ProfileOutput",
-        &profileFullOp);
+  m.def(
+      "profile(Any model, Tensor x, *, int warmup=3, int iters=10, bool cuda_graph=False, "
+      "str peak=\"auto\", float? peak_flops=None, bool trace=True, str? timing=None, "
+      "float? target_ci=None, float max_time=2.0, int? max_iters=None, int trace_forwards=1) "
+      "-> Tensor",
+      &profileOp);
+  m.def(
+      "_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, bool cuda_graph=False, "
+      "str peak=\"auto\", float? peak_flops=None, bool trace=True, bool chrome_trace=False, "
+      "bool module_paths=True, str? timing=None, float? target_ci=None, float max_time=2.0, "
+      "int? max_iters=None, int trace_forwards=1) "
+      "-> __torch__.torch.classes.util.ProfileOutput",
+      &profileFullOp);
   m.def("_count_begin() -> int", &countBeginOp);
   m.def("_count_abandon(int token) -> bool", &countAbandonOp);
-  m.def("_count_end(Device device, int batch_size, float seconds, str peak=\"auto\", "
-        "float? peak_flops=None) -> __torch__.torch.classes.util.ProfileOutput",
-        &countEndOp);
+  m.def(
+      "_count_end(Device device, int batch_size, float seconds, str peak=\"auto\", "
+      "float? peak_flops=None) -> __torch__.torch.classes.util.ProfileOutput",
+      &countEndOp);
   m.def("_count_abort() -> ()", &countAbortOp);
   m.def("_counting() -> bool", &countingOp);
   m.def("_live_callbacks() -> int", &liveCallbacksOp);
-  m.def("peak_flops(Device device, str dtype, str source=\"auto\") -> (float, str)",
-        &peakFlopsOp);
+  m.def("peak_flops(Device device, str dtype, str source=\"auto\") -> (float, str)", &peakFlopsOp);
   m.def("utilization(Tensor flops, Tensor seconds, Tensor peak_flops_per_second) -> Tensor",
         &utilizationOp);
   // Every field of a result by table: (names, kinds "real"/"count"/"text", descriptions).

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/ResultSchema.h"
+#include "core/Roofline.h"
 #include "libtorch/DeviceBandwidth.h"
 #include "libtorch/DevicePeak.h"
 #include "libtorch/Devices.h"
-#include "core/ResultSchema.h"
-#include "core/Roofline.h"
 
 namespace torchutil {
 namespace {
@@ -73,9 +73,8 @@ std::tuple<at::Tensor, std::vector<std::string>> rooflinePointsOp(
     points.set(row, RooflineField::roofline_share, p.rooflineShare);
     points.setText(row, RooflineField::bound, rooflineBoundName(p.bound));
   }
-  const at::Tensor table =
-      at::tensor(points.numbers(), at::TensorOptions().dtype(at::kDouble))
-          .reshape({n, static_cast<int64_t>(points.numericWidth())});
+  const at::Tensor table = at::tensor(points.numbers(), at::TensorOptions().dtype(at::kDouble))
+                               .reshape({n, static_cast<int64_t>(points.numericWidth())});
   const std::vector<std::string>& bounds = points.textColumn("bound");
   return {table, bounds};
 }
@@ -91,12 +90,12 @@ std::tuple<double, std::string> memoryBandwidthOp(c10::Device device, std::strin
 TORCH_LIBRARY_FRAGMENT(util, m) {
   m.def("roofline(Tensor flops, Tensor bytes, float peak_flops, float bandwidth) -> Tensor",
         &rooflineOp);
-  m.def("_roofline_points(Tensor flops, Tensor bytes, float peak_flops, float bandwidth, "
-        "Tensor? kernel_seconds=None) -> (Tensor table, str[] bounds)",
-        &rooflinePointsOp);
+  m.def(
+      "_roofline_points(Tensor flops, Tensor bytes, float peak_flops, float bandwidth, "
+      "Tensor? kernel_seconds=None) -> (Tensor table, str[] bounds)",
+      &rooflinePointsOp);
   m.def("_roofline_fields() -> str[]", [] { return numericFieldNames("roofline"); });
-  m.def("memory_bandwidth(Device device, str source=\"auto\") -> (float, str)",
-        &memoryBandwidthOp);
+  m.def("memory_bandwidth(Device device, str source=\"auto\") -> (float, str)", &memoryBandwidthOp);
 }
 
 }  // namespace torchutil

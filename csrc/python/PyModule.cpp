@@ -106,9 +106,7 @@ class PyForward final : public Forward {
     return std::nullopt;
   }
 
-  std::string describe() override {
-    return module_->repr;
-  }
+  std::string describe() override { return module_->repr; }
 
   bool compiled() override {
     py::gil_scoped_acquire gil;
@@ -164,18 +162,19 @@ std::unique_ptr<Forward::ModuleScope> makeModuleScope(const py::object& root) {
 
 py::object wrapCallable(const py::object& obj) {
   if (!PyCallable_Check(obj.ptr())) {
-    throw py::type_error("torchutil: model must be an nn.Module, a TorchScript module or a "
-                         "callable, got " + std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+    throw py::type_error(
+        "torchutil: model must be an nn.Module, a TorchScript module or a "
+        "callable, got " +
+        std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   }
   auto holder = c10::make_intrusive<PyModule>(obj);
   return torch::jit::toPyObject(c10::IValue(std::move(holder)));
 }
 
 void registerPyModule() {
-  static auto cls = torch::class_<PyModule>("util", "PyModule")
-                        .def("__repr__", [](const c10::intrusive_ptr<PyModule>& self) {
-                          return self->repr;
-                        });
+  static auto cls =
+      torch::class_<PyModule>("util", "PyModule")
+          .def("__repr__", [](const c10::intrusive_ptr<PyModule>& self) { return self->repr; });
   registerForwardFactory(&makePyForward);
   registerInterruptCheck(&checkPythonSignals);
 }

@@ -33,9 +33,9 @@ bool call(CountSession& s, const char* name, const Args& in, const Args& out,
 }
 
 // A 2-d convolution: x [2, 3, 8, 8], weight [4, 3, 3, 3], no padding -> [2, 4, 6, 6].
-const Args kConvIn = {t({2, 3, 8, 8}), t({4, 3, 3, 3}), Arg::none(),       Arg::ofInts({1, 1}),
-                      Arg::ofInts({0, 0}), Arg::ofInts({1, 1}), Arg::ofBool(false),
-                      Arg::ofInts({0, 0}), Arg::ofInt(1)};
+const Args kConvIn = {t({2, 3, 8, 8}),     t({4, 3, 3, 3}),     Arg::none(),
+                      Arg::ofInts({1, 1}), Arg::ofInts({0, 0}), Arg::ofInts({1, 1}),
+                      Arg::ofBool(false),  Arg::ofInts({0, 0}), Arg::ofInt(1)};
 const Args kConvOut = {t({2, 4, 6, 6})};
 constexpr int64_t kConvFlops = 2 * 2 * (4 * 6 * 6) * (3 * 3 * 3);
 

@@ -55,8 +55,8 @@ TEST(FormulaRegistryTest, InPlaceVariantFallsBackToItsBaseOp) {
 
 TEST(FormulaRegistryTest, WrapperNamespacesAreTransparent) {
   const FormulaRegistry& r = FormulaRegistry::global();
-  for (const char* name : {"prim::TupleConstruct", "profiler::_record_function_enter_new",
-                           "util::profile"}) {
+  for (const char* name :
+       {"prim::TupleConstruct", "profiler::_record_function_enter_new", "util::profile"}) {
     const FormulaEntry* e = r.find(name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_EQ(e->opClass, OpClass::Transparent) << name;

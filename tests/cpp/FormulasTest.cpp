@@ -64,11 +64,19 @@ Flops vectorCost(const std::string& op, const Args& in, const Args& out) {
 
 // ---- the families, as this test expects them -----------------------------------------------
 
-const Names kMatrixProducts = {"aten::mm",      "aten::_int_mm",  "aten::bmm",
-                               "aten::mv",      "aten::dot",      "aten::vdot",
-                               "aten::addmm",   "aten::_addmm_activation",
-                               "aten::baddbmm", "aten::addmv",    "aten::addbmm",
-                               "aten::_scaled_mm", "mkldnn::_linear_pointwise"};
+const Names kMatrixProducts = {"aten::mm",
+                               "aten::_int_mm",
+                               "aten::bmm",
+                               "aten::mv",
+                               "aten::dot",
+                               "aten::vdot",
+                               "aten::addmm",
+                               "aten::_addmm_activation",
+                               "aten::baddbmm",
+                               "aten::addmv",
+                               "aten::addbmm",
+                               "aten::_scaled_mm",
+                               "mkldnn::_linear_pointwise"};
 
 // Convolutions by the dimensions they take (0: any).
 const std::vector<std::pair<std::string, int>> kConvolutions = {
@@ -116,27 +124,45 @@ const Names kAttentionBLHE = {"aten::_flash_attention_forward",
 const Names kMultiHeadAttention = {"aten::_native_multi_head_attention"};
 const Names kRecurrent = {"aten::mkldnn_rnn_layer", "aten::_cudnn_rnn"};
 
-const Names kElementwise = {
-    "aten::add",        "aten::sub",         "aten::mul",          "aten::div",
-    "aten::rsub",       "aten::neg",         "aten::abs",          "aten::relu",
-    "aten::relu6",      "aten::leaky_relu",  "aten::hardtanh",     "aten::threshold",
-    "aten::clamp",      "aten::clamp_min",   "aten::clamp_max",    "aten::clip",
-    "aten::maximum",    "aten::minimum",     "aten::fmax",         "aten::fmin",
-    "aten::where",      "aten::sqrt",        "aten::rsqrt",        "aten::reciprocal",
-    "aten::pow",        "aten::square",      "aten::exp",          "aten::exp2",
-    "aten::expm1",      "aten::log",         "aten::log1p",        "aten::log2",
-    "aten::log10",      "aten::sin",         "aten::cos",          "aten::tan",
-    "aten::tanh",       "aten::sigmoid",     "aten::erf",          "aten::erfc",
-    "aten::sign",       "aten::floor",       "aten::ceil",         "aten::round",
-    "aten::trunc",      "aten::frac",        "aten::eq",           "aten::ne",
-    "aten::lt",         "aten::le",          "aten::gt",           "aten::ge",
-    "aten::logical_and", "aten::logical_or", "aten::logical_not",  "aten::logical_xor",
-    "aten::masked_fill", "aten::elu",        "aten::selu",         "aten::celu",
-    "aten::softplus",   "aten::softshrink",  "aten::hardshrink",   "aten::silu",
-    "aten::gelu",       "aten::hardswish",   "aten::hardsigmoid",  "aten::mish",
-    "aten::prelu",      "aten::_prelu_kernel", "aten::glu",        "aten::logit",
-    "aten::nan_to_num", "aten::remainder",   "aten::fmod",         "aten::floor_divide",
-    "aten::atan2"};
+const Names kElementwise = {"aten::add",         "aten::sub",
+                            "aten::mul",         "aten::div",
+                            "aten::rsub",        "aten::neg",
+                            "aten::abs",         "aten::relu",
+                            "aten::relu6",       "aten::leaky_relu",
+                            "aten::hardtanh",    "aten::threshold",
+                            "aten::clamp",       "aten::clamp_min",
+                            "aten::clamp_max",   "aten::clip",
+                            "aten::maximum",     "aten::minimum",
+                            "aten::fmax",        "aten::fmin",
+                            "aten::where",       "aten::sqrt",
+                            "aten::rsqrt",       "aten::reciprocal",
+                            "aten::pow",         "aten::square",
+                            "aten::exp",         "aten::exp2",
+                            "aten::expm1",       "aten::log",
+                            "aten::log1p",       "aten::log2",
+                            "aten::log10",       "aten::sin",
+                            "aten::cos",         "aten::tan",
+                            "aten::tanh",        "aten::sigmoid",
+                            "aten::erf",         "aten::erfc",
+                            "aten::sign",        "aten::floor",
+                            "aten::ceil",        "aten::round",
+                            "aten::trunc",       "aten::frac",
+                            "aten::eq",          "aten::ne",
+                            "aten::lt",          "aten::le",
+                            "aten::gt",          "aten::ge",
+                            "aten::logical_and", "aten::logical_or",
+                            "aten::logical_not", "aten::logical_xor",
+                            "aten::masked_fill", "aten::elu",
+                            "aten::selu",        "aten::celu",
+                            "aten::softplus",    "aten::softshrink",
+                            "aten::hardshrink",  "aten::silu",
+                            "aten::gelu",        "aten::hardswish",
+                            "aten::hardsigmoid", "aten::mish",
+                            "aten::prelu",       "aten::_prelu_kernel",
+                            "aten::glu",         "aten::logit",
+                            "aten::nan_to_num",  "aten::remainder",
+                            "aten::fmod",        "aten::floor_divide",
+                            "aten::atan2"};
 const Names kFusedMultiplyAdd = {"aten::addcmul", "aten::addcdiv", "aten::lerp",
                                  "aten::native_dropout"};
 
@@ -151,30 +177,32 @@ const Names kBatchNormTraining = {"aten::_batch_norm_with_update",
                                   "aten::_batch_norm_with_update_functional"};
 const Names kBatchNormInference = {"aten::_native_batch_norm_legit_no_training",
                                    "aten::_batch_norm_no_update"};
-const Names kNormalization = {"aten::layer_norm",   "aten::native_layer_norm",
-                              "aten::group_norm",   "aten::native_group_norm",
-                              "aten::instance_norm", "aten::rms_norm",
+const Names kNormalization = {"aten::layer_norm",     "aten::native_layer_norm",
+                              "aten::group_norm",     "aten::native_group_norm",
+                              "aten::instance_norm",  "aten::rms_norm",
                               "aten::_fused_rms_norm"};
-const Names kSoftmax = {"aten::softmax",     "aten::_softmax",        "aten::log_softmax",
-                        "aten::_log_softmax", "aten::_masked_softmax", "aten::_safe_softmax",
+const Names kSoftmax = {"aten::softmax",
+                        "aten::_softmax",
+                        "aten::log_softmax",
+                        "aten::_log_softmax",
+                        "aten::_masked_softmax",
+                        "aten::_safe_softmax",
                         "aten::_nested_tensor_softmax_with_shape"};
 
 const Names kPool1d = {"aten::max_pool1d", "aten::max_pool1d_with_indices", "aten::avg_pool1d"};
 const Names kPool2d = {"aten::max_pool2d", "aten::max_pool2d_with_indices",
-                       "aten::mkldnn_max_pool2d", "aten::avg_pool2d",
-                       "aten::quantized_max_pool2d"};
+                       "aten::mkldnn_max_pool2d", "aten::avg_pool2d", "aten::quantized_max_pool2d"};
 const Names kPool3d = {"aten::max_pool3d", "aten::max_pool3d_with_indices",
                        "aten::mkldnn_max_pool3d", "aten::avg_pool3d"};
-const Names kAdaptivePool = {"aten::adaptive_avg_pool1d",  "aten::adaptive_avg_pool2d",
-                             "aten::adaptive_avg_pool3d",  "aten::_adaptive_avg_pool2d",
-                             "aten::_adaptive_avg_pool3d", "aten::mkldnn_adaptive_avg_pool2d",
-                             "aten::adaptive_max_pool1d",  "aten::adaptive_max_pool2d",
-                             "aten::adaptive_max_pool3d"};
+const Names kAdaptivePool = {
+    "aten::adaptive_avg_pool1d",  "aten::adaptive_avg_pool2d",  "aten::adaptive_avg_pool3d",
+    "aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool3d", "aten::mkldnn_adaptive_avg_pool2d",
+    "aten::adaptive_max_pool1d",  "aten::adaptive_max_pool2d",  "aten::adaptive_max_pool3d"};
 
-const Names kReductions = {"aten::sum",    "aten::mean",   "aten::amax",  "aten::amin",
-                           "aten::max",    "aten::min",    "aten::prod",  "aten::all",
-                           "aten::any",    "aten::argmax", "aten::argmin", "aten::cumsum",
-                           "aten::cumprod", "aten::count_nonzero", "aten::nansum",
+const Names kReductions = {"aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max",
+                           "aten::min", "aten::prod", "aten::all", "aten::any", "aten::argmax",
+                           "aten::argmin", "aten::cumsum", "aten::cumprod", "aten::count_nonzero",
+                           "aten::nansum",
                            // also 1 per input element: comparisons with a scalar result, and
                            // the attention fast path's qkv bias add
                            "aten::equal", "aten::allclose", "aten::_transform_bias_rescale_qkv"};
@@ -189,17 +217,16 @@ struct Interpolation {
   int dims;
 };
 const std::vector<Interpolation> kInterpolation = {
-    {"aten::upsample_linear1d", 2, 1},          {"aten::upsample_bilinear2d", 4, 2},
-    {"aten::_upsample_bilinear2d_aa", 4, 2},    {"aten::upsample_trilinear3d", 8, 3},
-    {"aten::upsample_bicubic2d", 16, 2},        {"aten::_upsample_bicubic2d_aa", 16, 2}};
+    {"aten::upsample_linear1d", 2, 1},       {"aten::upsample_bilinear2d", 4, 2},
+    {"aten::_upsample_bilinear2d_aa", 4, 2}, {"aten::upsample_trilinear3d", 8, 3},
+    {"aten::upsample_bicubic2d", 16, 2},     {"aten::_upsample_bicubic2d_aa", 16, 2}};
 
 // ---- matrix products ------------------------------------------------------------------------
 
 TEST(FormulasTest, MatrixProductsAreTwoFlopsPerMultiplyAccumulate) {
   const int64_t b = 3, m = 5, k = 7, n = 11;
   for (const char* op : {"aten::mm", "aten::_int_mm"}) {
-    EXPECT_EQ(matrixCost(op, {t({m, k}), t({k, n})}, {t({m, n})}), (Flops{2 * m * k * n, 0}))
-        << op;
+    EXPECT_EQ(matrixCost(op, {t({m, k}), t({k, n})}, {t({m, n})}), (Flops{2 * m * k * n, 0})) << op;
   }
   EXPECT_EQ(matrixCost("aten::bmm", {t({b, m, k}), t({b, k, n})}, {t({b, m, n})}),
             (Flops{2 * b * m * k * n, 0}));
@@ -217,26 +244,25 @@ TEST(FormulasTest, MatrixProductsAddOneVectorFlopPerOutputForTheBias) {
             (Flops{2 * m * k * n, m * n}));
   // _addmm_activation fuses a ReLU or GELU: one more FLOP per output element.
   EXPECT_EQ(matrixCost("aten::_addmm_activation",
-                       {t({m, n}), t({m, k}), t({k, n}), one, one, Arg::ofBool(true)},
-                       {t({m, n})}),
+                       {t({m, n}), t({m, k}), t({k, n}), one, one, Arg::ofBool(true)}, {t({m, n})}),
             (Flops{2 * m * k * n, 2 * m * n}));
   EXPECT_EQ(matrixCost("aten::baddbmm", {t({b, m, n}), t({b, m, k}), t({b, k, n}), one, one},
                        {t({b, m, n})}),
             (Flops{2 * b * m * k * n, b * m * n}));
   // beta = 0: the bias is not added (GPT-2's baddbmm(empty, q, k, beta=0)).
-  EXPECT_EQ(matrixCost("aten::baddbmm",
-                       {t({b, m, n}), t({b, m, k}), t({b, k, n}), Arg::ofInt(0), one},
-                       {t({b, m, n})}),
-            (Flops{2 * b * m * k * n, 0}));
+  EXPECT_EQ(
+      matrixCost("aten::baddbmm", {t({b, m, n}), t({b, m, k}), t({b, k, n}), Arg::ofInt(0), one},
+                 {t({b, m, n})}),
+      (Flops{2 * b * m * k * n, 0}));
   EXPECT_EQ(matrixCost("aten::addmm", {t({n}), t({m, k}), t({k, n}), Arg::ofDouble(0.0), one},
                        {t({m, n})}),
             (Flops{2 * m * k * n, 0}));
   EXPECT_EQ(matrixCost("aten::addmv", {t({m}), t({m, k}), t({k}), one, one}, {t({m})}),
             (Flops{2 * m * k, m}));
   // addbmm sums the b products into one [m, n] result.
-  EXPECT_EQ(matrixCost("aten::addbmm", {t({m, n}), t({b, m, k}), t({b, k, n}), one, one},
-                       {t({m, n})}),
-            (Flops{2 * b * m * k * n, m * n}));
+  EXPECT_EQ(
+      matrixCost("aten::addbmm", {t({m, n}), t({b, m, k}), t({b, k, n}), one, one}, {t({m, n})}),
+      (Flops{2 * b * m * k * n, m * n}));
 }
 
 TEST(FormulasTest, ScaledMmCountsItsOptionalBias) {
@@ -245,25 +271,24 @@ TEST(FormulasTest, ScaledMmCountsItsOptionalBias) {
   const Arg b = Arg::ofTensor({k, n}, /*elementSize=*/1, "Float8_e4m3fn");
   const Args out = {Arg::ofTensor({m, n}, /*elementSize=*/2, "bfloat16")};
   // _scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)
-  EXPECT_EQ(matrixCost("aten::_scaled_mm",
-                       {a, b, t({}), t({}), t({n}), Arg::none(), Arg::ofInt(15),
-                        Arg::ofBool(false)},
-                       out),
+  EXPECT_EQ(matrixCost(
+                "aten::_scaled_mm",
+                {a, b, t({}), t({}), t({n}), Arg::none(), Arg::ofInt(15), Arg::ofBool(false)}, out),
             (Flops{2 * m * k * n, m * n}));
-  EXPECT_EQ(matrixCost("aten::_scaled_mm",
-                       {a, b, t({}), t({}), Arg::none(), Arg::none(), Arg::none(),
-                        Arg::ofBool(true)},
-                       out),
-            (Flops{2 * m * k * n, 0}));
+  EXPECT_EQ(
+      matrixCost("aten::_scaled_mm",
+                 {a, b, t({}), t({}), Arg::none(), Arg::none(), Arg::none(), Arg::ofBool(true)},
+                 out),
+      (Flops{2 * m * k * n, 0}));
 }
 
 TEST(FormulasTest, MkldnnLinearPointwiseContractsTheLastInputDimension) {
   const int64_t b = 2, s = 5, k = 12, n = 7;
   // _linear_pointwise(X, W, B, attr, scalars, algorithm); W is [n, k].
-  EXPECT_EQ(matrixCost("mkldnn::_linear_pointwise",
-                       {t({b, s, k}), t({n, k}), t({n}), other(), other(), Arg::none()},
-                       {t({b, s, n})}),
-            (Flops{2 * b * s * k * n, b * s * n}));
+  EXPECT_EQ(
+      matrixCost("mkldnn::_linear_pointwise",
+                 {t({b, s, k}), t({n, k}), t({n}), other(), other(), Arg::none()}, {t({b, s, n})}),
+      (Flops{2 * b * s * k * n, b * s * n}));
   EXPECT_EQ(matrixCost("mkldnn::_linear_pointwise",
                        {t({b, s, k}), t({n, k}), Arg::none(), other(), other(), Arg::none()},
                        {t({b, s, n})}),
@@ -335,8 +360,8 @@ Args convArgs(const std::string& op, const Conv& c, bool withBias) {
   }
   if (op == "aten::_convolution") {
     // ..., benchmark, deterministic, cudnn_enabled, allow_tf32
-    return {x, w, bias, stride, padding, dilation, transposed, outputPadding, groups,
-            no, no, yes, yes};
+    return {x,      w,  bias, stride, padding, dilation, transposed, outputPadding,
+            groups, no, no,   yes,    yes};
   }
   if (op == "aten::mkldnn_convolution") {
     return {x, w, bias, padding, stride, dilation, groups};
@@ -364,15 +389,15 @@ Args convArgs(const std::string& op, const Conv& c, bool withBias) {
                    "aten::slow_conv3d_forward"})) {
     return {x, w, kernel, bias, stride, padding};
   }
-  if (isOneOf(op, {"aten::_conv_depthwise2d", "aten::conv_depthwise3d",
-                   "aten::slow_conv_dilated2d", "aten::slow_conv_dilated3d"})) {
+  if (isOneOf(op, {"aten::_conv_depthwise2d", "aten::conv_depthwise3d", "aten::slow_conv_dilated2d",
+                   "aten::slow_conv_dilated3d"})) {
     return {x, w, kernel, bias, stride, padding, dilation};
   }
   if (op == "aten::miopen_convolution_transpose") {
     return {x, w, bias, padding, outputPadding, stride, dilation, groups, no, no};
   }
   if (op == "mkldnn::_convolution_transpose_pointwise") {
-    return {x,      w,        bias,    padding, outputPadding, stride,
+    return {x,        w,      bias,    padding, outputPadding, stride,
             dilation, groups, other(), other(), Arg::none()};
   }
   if (op == "aten::cudnn_convolution_transpose") {
@@ -392,8 +417,7 @@ void expectConvolution(const std::string& op, const Conv& c) {
   const int64_t bias = hasBias(op) ? c.biasFlops() : 0;
   EXPECT_EQ(matrixCost(op, convArgs(op, c, /*withBias=*/true), out),
             (Flops{c.matrixFlops(), bias}));
-  EXPECT_EQ(matrixCost(op, convArgs(op, c, /*withBias=*/false), out),
-            (Flops{c.matrixFlops(), 0}));
+  EXPECT_EQ(matrixCost(op, convArgs(op, c, /*withBias=*/false), out), (Flops{c.matrixFlops(), 0}));
 }
 
 const std::vector<Conv> kConvCases = {
@@ -478,10 +502,10 @@ TEST(FormulasTest, AttentionBatchHeadsLengthEmbedding) {
   EXPECT_EQ(matrixCost("aten::scaled_dot_product_attention",
                        {t({b, lq, e}), t({b, lk, e}), t({b, lk, ev})}, {t({b, lq, ev})}),
             attention(b, lq, lk, e, ev));
-  EXPECT_EQ(matrixCost("aten::scaled_dot_product_attention",
-                       {t({b, 8, lq, e}), t({b, 2, lk, e}), t({b, 2, lk, ev})},
-                       {t({b, 8, lq, ev})}),
-            attention(b * 8, lq, lk, e, ev));
+  EXPECT_EQ(
+      matrixCost("aten::scaled_dot_product_attention",
+                 {t({b, 8, lq, e}), t({b, 2, lk, e}), t({b, 2, lk, ev})}, {t({b, 8, lq, ev})}),
+      attention(b * 8, lq, lk, e, ev));
 }
 
 TEST(FormulasTest, AttentionBatchLengthHeadsEmbedding) {
@@ -499,8 +523,8 @@ TEST(FormulasTest, AttentionBatchLengthHeadsEmbedding) {
   // _efficient_attention_forward(q, k, v, bias, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
   // max_seqlen_k, dropout_p, custom_mask_type, compute_log_sumexp)
   EXPECT_EQ(matrixCost("aten::_efficient_attention_forward",
-                       {q, k, v, Arg::none(), Arg::none(), Arg::none(), Arg::none(),
-                        Arg::none(), Arg::ofDouble(0.0), Arg::ofInt(0), Arg::ofBool(false)},
+                       {q, k, v, Arg::none(), Arg::none(), Arg::none(), Arg::none(), Arg::none(),
+                        Arg::ofDouble(0.0), Arg::ofInt(0), Arg::ofBool(false)},
                        out),
             expected);
 }
@@ -516,8 +540,8 @@ TEST(FormulasTest, VariableLengthAttentionIsBoundedByTheMaximumLengths) {
   // flash packs to [total, H, E]; cum_seq_q, cum_seq_k, max_q, max_k are arguments 3 to 6.
   EXPECT_EQ(matrixCost("aten::_flash_attention_forward",
                        {t({totalQ, h, e}), t({totalK, h, e}), t({totalK, h, ev}), cuSeqQ, cuSeqK,
-                        Arg::ofInt(maxQ), Arg::ofInt(maxK), Arg::ofDouble(0.0),
-                        Arg::ofBool(false), Arg::ofBool(false)},
+                        Arg::ofInt(maxQ), Arg::ofInt(maxK), Arg::ofDouble(0.0), Arg::ofBool(false),
+                        Arg::ofBool(false)},
                        {t({totalQ, h, ev})}),
             expected);
   // efficient packs to [1, total, H, E]; its bias comes first, so cu_seqlens_q, cu_seqlens_k,
@@ -532,10 +556,10 @@ TEST(FormulasTest, VariableLengthAttentionIsBoundedByTheMaximumLengths) {
 
 TEST(FormulasTest, NativeMultiHeadAttentionCountsProjectionsAndAttention) {
   const int64_t b = 2, l = 5, s = 7, d = 12, heads = 3;
-  const Args in = {t({b, l, d}),      t({b, s, d}),  t({b, s, d}),     Arg::ofInt(d),
-                   Arg::ofInt(heads), t({3 * d, d}), t({3 * d}),       t({d, d}),
-                   t({d}),            Arg::none(),   Arg::ofBool(false), Arg::ofBool(true),
-                   Arg::none()};
+  const Args in = {
+      t({b, l, d}),       t({b, s, d}),      t({b, s, d}), Arg::ofInt(d), Arg::ofInt(heads),
+      t({3 * d, d}),      t({3 * d}),        t({d, d}),    t({d}),        Arg::none(),
+      Arg::ofBool(false), Arg::ofBool(true), Arg::none()};
   // Projections: query and output over l positions, key and value over s, each d x d.
   const int64_t projections = 2 * b * l * d * d + 2 * (2 * b * s * d * d) + 2 * b * l * d * d;
   // Per head, QK^T and PV over l x s scores with d / heads features: together 4*b*l*s*d.
@@ -560,8 +584,7 @@ TEST(FormulasTest, ElementwiseOpsCostOnePerOutputElement) {
 
 TEST(FormulasTest, FusedMultiplyAddsCostTwoPerOutputElement) {
   for (const std::string& op : kFusedMultiplyAdd) {
-    EXPECT_EQ(vectorCost(op, {t({3, 7}), t({3, 7}), t({1, 7})}, {t({3, 7})}), (Flops{0, 42}))
-        << op;
+    EXPECT_EQ(vectorCost(op, {t({3, 7}), t({3, 7}), t({1, 7})}, {t({3, 7})}), (Flops{0, 42})) << op;
   }
   // native_dropout returns (output, mask): the output sets the count.
   EXPECT_EQ(vectorCost("aten::native_dropout", {t({6}), Arg::ofDouble(0.5), Arg::ofBool(true)},
@@ -608,8 +631,8 @@ TEST(FormulasTest, BatchNormCostsFivePerElementTrainingAndTwoInInference) {
                        {x}),
             (Flops{0, 5 * numel}));
   EXPECT_EQ(vectorCost("aten::native_batch_norm",
-                       {x, Arg::none(), Arg::none(), Arg::none(), Arg::none(),
-                        Arg::ofBool(false), Arg::ofDouble(0.1), Arg::ofDouble(1e-5)},
+                       {x, Arg::none(), Arg::none(), Arg::none(), Arg::none(), Arg::ofBool(false),
+                        Arg::ofDouble(0.1), Arg::ofDouble(1e-5)},
                        {x}),
             (Flops{0, 2 * numel}));
 }
@@ -665,8 +688,12 @@ Flops poolCost(const std::string& op, const Sizes& input, const Arg& kernelArg,
   for (size_t i = 0; i < nsp; ++i) {
     out.push_back(poolOut(input[input.size() - nsp + i], kernel[i], /*s=*/2, /*p=*/1));
   }
-  const Args in = {t(input), kernelArg, Arg::ofInts(Sizes(nsp, 2)), Arg::ofInts(Sizes(nsp, 1)),
-                   Arg::ofInts(Sizes(nsp, 1)), Arg::ofBool(false)};
+  const Args in = {t(input),
+                   kernelArg,
+                   Arg::ofInts(Sizes(nsp, 2)),
+                   Arg::ofInts(Sizes(nsp, 1)),
+                   Arg::ofInts(Sizes(nsp, 1)),
+                   Arg::ofBool(false)};
   return vectorCost(op, in, {t(out), t(out)});
 }
 
@@ -718,8 +745,7 @@ TEST(FormulasTest, AdaptivePoolingAndReductionsCostPerInputElement) {
     const Sizes input = is1d ? Sizes{2, 3, 30} : is3d ? Sizes{2, 3, 4, 6, 8} : Sizes{2, 3, 12, 10};
     const Sizes outSize = is1d ? Sizes{5} : is3d ? Sizes{2, 3, 4} : Sizes{4, 5};
     const Args out = {t(concat({2, 3}, outSize))};
-    EXPECT_EQ(vectorCost(op, {t(input), Arg::ofInts(outSize)}, out), (Flops{0, prod(input)}))
-        << op;
+    EXPECT_EQ(vectorCost(op, {t(input), Arg::ofInts(outSize)}, out), (Flops{0, prod(input)})) << op;
   }
   const Arg x = t({4, 5, 6});
   const Args in = {x, Arg::ofInts({1}), Arg::ofBool(false)};
@@ -747,19 +773,18 @@ TEST(FormulasTest, InterpolationCostsItsTapsPerOutputElement) {
 
 TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
   const FormulaRegistry& r = FormulaRegistry::global();
-  for (const char* op : {"aten::copy_", "aten::clone", "aten::_to_copy", "aten::cat",
-                         "aten::stack", "aten::constant_pad_nd", "aten::index_select",
-                         "aten::embedding", "aten::upsample_nearest2d", "aten::zeros",
-                         "aten::flip", "aten::repeat"}) {
+  for (const char* op : {"aten::copy_", "aten::clone", "aten::_to_copy", "aten::cat", "aten::stack",
+                         "aten::constant_pad_nd", "aten::index_select", "aten::embedding",
+                         "aten::upsample_nearest2d", "aten::zeros", "aten::flip", "aten::repeat"}) {
     ASSERT_NE(r.find(op), nullptr) << op;
     EXPECT_EQ(r.find(op)->opClass, OpClass::Memory) << op;
     EXPECT_EQ(r.find(op)->formula, nullptr) << op;
   }
   // Views, allocations and composite wrappers whose callees do the counting.
-  for (const char* op : {"aten::view", "aten::reshape", "aten::permute", "aten::transpose",
-                         "aten::empty", "aten::contiguous", "aten::linear", "aten::matmul",
-                         "aten::einsum", "aten::conv2d", "aten::conv_transpose2d",
-                         "aten::dropout", "aten::to"}) {
+  for (const char* op :
+       {"aten::view", "aten::reshape", "aten::permute", "aten::transpose", "aten::empty",
+        "aten::contiguous", "aten::linear", "aten::matmul", "aten::einsum", "aten::conv2d",
+        "aten::conv_transpose2d", "aten::dropout", "aten::to"}) {
     ASSERT_NE(r.find(op), nullptr) << op;
     EXPECT_EQ(r.find(op)->opClass, OpClass::Transparent) << op;
     EXPECT_EQ(r.find(op)->formula, nullptr) << op;
@@ -772,8 +797,7 @@ TEST(FormulasTest, EveryArithmeticOpBelongsToATestedFamily) {
   std::set<std::string> tested;
   for (const Names* family :
        {&kMatrixProducts, &kAttentionBHLE, &kAttentionBLHE, &kMultiHeadAttention, &kRecurrent,
-        &kElementwise,
-        &kFusedMultiplyAdd, &kBatchNormWithTrainingFlag, &kBatchNormTraining,
+        &kElementwise, &kFusedMultiplyAdd, &kBatchNormWithTrainingFlag, &kBatchNormTraining,
         &kBatchNormInference, &kNormalization, &kSoftmax, &kPool1d, &kPool2d, &kPool3d,
         &kAdaptivePool, &kReductions, &kNorms, &kMoments}) {
     tested.insert(family->begin(), family->end());
@@ -790,8 +814,8 @@ TEST(FormulasTest, EveryArithmeticOpBelongsToATestedFamily) {
   for (const std::string& op : r.names()) {
     const OpClass c = r.find(op)->opClass;
     if (c == OpClass::Matrix || c == OpClass::Vector) {
-      EXPECT_EQ(tested.count(op), 1u) << op << " is registered as " << opClassName(c)
-                                      << " but no test here checks its formula";
+      EXPECT_EQ(tested.count(op), 1u)
+          << op << " is registered as " << opClassName(c) << " but no test here checks its formula";
     }
   }
   for (const std::string& op : tested) {
@@ -827,12 +851,25 @@ TEST(FormulasTest, MalformedArgumentsCostNothingRatherThanThrow) {
 TEST(FormulasTest, MkldnnPointwiseUnaryAndBinaryOverloads) {
   const Sizes x{2, 8, 10, 10}, w{16, 8, 3, 3}, o{2, 16, 8, 8};
   const int64_t convFlops = 2 * 2 * prod({8, 8}) * prod(w);
-  const Args unary{t(x), t(w), t(Sizes{16}), Arg::ofInts({0, 0}), Arg::ofInts({1, 1}),
-                   Arg::ofInts({1, 1}), Arg::ofInt(1), other()};
+  const Args unary{t(x),
+                   t(w),
+                   t(Sizes{16}),
+                   Arg::ofInts({0, 0}),
+                   Arg::ofInts({1, 1}),
+                   Arg::ofInts({1, 1}),
+                   Arg::ofInt(1),
+                   other()};
   EXPECT_EQ(matrixCost("mkldnn::_convolution_pointwise", unary, {t(o)}),
             Flops(convFlops, prod(o)));  // bias
-  const Args binary{t(x), t(o), t(w), t(Sizes{16}), Arg::ofInts({0, 0}), Arg::ofInts({1, 1}),
-                    Arg::ofInts({1, 1}), Arg::ofInt(1), other()};
+  const Args binary{t(x),
+                    t(o),
+                    t(w),
+                    t(Sizes{16}),
+                    Arg::ofInts({0, 0}),
+                    Arg::ofInts({1, 1}),
+                    Arg::ofInts({1, 1}),
+                    Arg::ofInt(1),
+                    other()};
   EXPECT_EQ(matrixCost("mkldnn::_convolution_pointwise", binary, {t(o)}),
             Flops(convFlops, 2 * prod(o)));  // bias and the fused add
   const Args linearBinary{t(Sizes{4, 32}), t(Sizes{4, 64}), t(Sizes{64, 32}), Arg::none()};
@@ -846,12 +883,11 @@ TEST(FormulasTest, MkldnnRnnLayerIsOneLayerAndDirection) {
   const int64_t steps = 7, batch = 3, in = 10, h = 6;
   for (const auto& [mode, gates, gateMath] :
        std::vector<std::tuple<int64_t, int64_t, int64_t>>{{2, 4, 13}, {3, 3, 10}, {1, 1, 2}}) {
-    const Args args{t({steps, batch, in}), t({gates * h, in}), t({gates * h, h}),
-                    t({gates * h}),        t({gates * h}),     t({batch, h}),
-                    t({batch, h}),         Arg::ofBool(false), Arg::ofInts({}),
-                    Arg::ofInt(mode),      Arg::ofInt(h),      Arg::ofInt(1),
-                    Arg::ofBool(true),     Arg::ofBool(false), Arg::ofBool(false),
-                    Arg::ofBool(false)};
+    const Args args{
+        t({steps, batch, in}), t({gates * h, in}), t({gates * h, h}),  t({gates * h}),
+        t({gates * h}),        t({batch, h}),      t({batch, h}),      Arg::ofBool(false),
+        Arg::ofInts({}),       Arg::ofInt(mode),   Arg::ofInt(h),      Arg::ofInt(1),
+        Arg::ofBool(true),     Arg::ofBool(false), Arg::ofBool(false), Arg::ofBool(false)};
     const int64_t cells = steps * batch * h;
     EXPECT_EQ(matrixCost("aten::mkldnn_rnn_layer", args, {t({steps, batch, h})}),
               (Flops{2 * steps * batch * gates * h * (in + h), cells * (2 * gates + gateMath)}))
@@ -870,10 +906,10 @@ TEST(FormulasTest, CudnnRnnPricesEveryLayerAndDirection) {
       weights.tensors.push_back(t(w).tensor);
     }
   }
-  const Args args{t({batch, steps, in}), weights,          Arg::ofInt(4),   Arg::none(),
-                  t({4, batch, h}),      Arg::none(),      Arg::ofInt(3),   Arg::ofInt(h),
-                  Arg::ofInt(0),         Arg::ofInt(2),    Arg::ofBool(true), Arg::ofDouble(0.0),
-                  Arg::ofBool(false),    Arg::ofBool(true), Arg::ofInts({}), Arg::none()};
+  const Args args{t({batch, steps, in}), weights,           Arg::ofInt(4),     Arg::none(),
+                  t({4, batch, h}),      Arg::none(),       Arg::ofInt(3),     Arg::ofInt(h),
+                  Arg::ofInt(0),         Arg::ofInt(2),     Arg::ofBool(true), Arg::ofDouble(0.0),
+                  Arg::ofBool(false),    Arg::ofBool(true), Arg::ofInts({}),   Arg::none()};
   const int64_t rows = steps * batch;
   const int64_t matrix = 2 * (2 * rows * g * h * (in + h)) + 2 * (2 * rows * g * h * (2 * h + h));
   const int64_t vector = 4 * rows * h * (2 * g + 10);

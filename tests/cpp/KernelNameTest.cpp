@@ -53,11 +53,12 @@ TEST(KernelNameTest, MemcpyNamesCarryTheCopyAndMemoryKinds) {
 
 TEST(KernelNameTest, EveryCopyKindHasKinetosName) {
   const std::pair<MemcpyKind, const char*> cases[] = {
-      {MemcpyKind::HtoD, "HtoD"}, {MemcpyKind::DtoH, "DtoH"}, {MemcpyKind::HtoA, "HtoA"},
-      {MemcpyKind::AtoH, "AtoH"}, {MemcpyKind::AtoA, "AtoA"}, {MemcpyKind::AtoD, "AtoD"},
-      {MemcpyKind::DtoA, "DtoA"}, {MemcpyKind::DtoD, "DtoD"}, {MemcpyKind::HtoH, "HtoH"},
-      {MemcpyKind::PtoP, "PtoP"}, {MemcpyKind::Unknown, "<unknown>"},
-      {static_cast<MemcpyKind>(200), "<unknown>"}};
+      {MemcpyKind::HtoD, "HtoD"},         {MemcpyKind::DtoH, "DtoH"},
+      {MemcpyKind::HtoA, "HtoA"},         {MemcpyKind::AtoH, "AtoH"},
+      {MemcpyKind::AtoA, "AtoA"},         {MemcpyKind::AtoD, "AtoD"},
+      {MemcpyKind::DtoA, "DtoA"},         {MemcpyKind::DtoD, "DtoD"},
+      {MemcpyKind::HtoH, "HtoH"},         {MemcpyKind::PtoP, "PtoP"},
+      {MemcpyKind::Unknown, "<unknown>"}, {static_cast<MemcpyKind>(200), "<unknown>"}};
   for (const auto& [kind, name] : cases) {
     EXPECT_STREQ(memcpyKindName(kind), name) << static_cast<int>(kind);
   }
@@ -65,9 +66,13 @@ TEST(KernelNameTest, EveryCopyKindHasKinetosName) {
 
 TEST(KernelNameTest, EveryMemoryKindHasKinetosName) {
   const std::pair<MemoryKind, const char*> cases[] = {
-      {MemoryKind::Unknown, "Unknown"}, {MemoryKind::Pageable, "Pageable"},
-      {MemoryKind::Pinned, "Pinned"}, {MemoryKind::Device, "Device"}, {MemoryKind::Array, "Array"},
-      {MemoryKind::Managed, "Managed"}, {MemoryKind::DeviceStatic, "Device Static"},
+      {MemoryKind::Unknown, "Unknown"},
+      {MemoryKind::Pageable, "Pageable"},
+      {MemoryKind::Pinned, "Pinned"},
+      {MemoryKind::Device, "Device"},
+      {MemoryKind::Array, "Array"},
+      {MemoryKind::Managed, "Managed"},
+      {MemoryKind::DeviceStatic, "Device Static"},
       {MemoryKind::ManagedStatic, "Managed Static"},
       {static_cast<MemoryKind>(300), "Unrecognized"}};
   for (const auto& [kind, name] : cases) {

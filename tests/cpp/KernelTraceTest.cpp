@@ -25,11 +25,11 @@ KernelRecord kernel(const std::string& name, uint64_t start, uint64_t end, uint3
 TEST(KernelTraceTest, UnionLengthMergesOverlapsAndSkipsEmpty) {
   EXPECT_EQ(unionLength({}), 0u);
   EXPECT_EQ(unionLength({{0, 10}}), 10u);
-  EXPECT_EQ(unionLength({{0, 10}, {5, 15}}), 15u);       // overlap
-  EXPECT_EQ(unionLength({{20, 30}, {0, 10}}), 20u);      // unsorted, disjoint
-  EXPECT_EQ(unionLength({{0, 10}, {10, 20}}), 20u);      // touching
+  EXPECT_EQ(unionLength({{0, 10}, {5, 15}}), 15u);               // overlap
+  EXPECT_EQ(unionLength({{20, 30}, {0, 10}}), 20u);              // unsorted, disjoint
+  EXPECT_EQ(unionLength({{0, 10}, {10, 20}}), 20u);              // touching
   EXPECT_EQ(unionLength({{0, 100}, {10, 20}, {30, 40}}), 100u);  // nested
-  EXPECT_EQ(unionLength({{5, 5}, {9, 3}}), 0u);          // empty and inverted
+  EXPECT_EQ(unionLength({{5, 5}, {9, 3}}), 0u);                  // empty and inverted
 }
 
 TEST(KernelTraceTest, AttributeCountedUsesExternalIds) {
@@ -144,8 +144,8 @@ TEST(KernelTraceTest, CountSessionEventsResolveRowsThroughOwners) {
   static uint64_t now = 0;
   session.recordEvents([] { return now += 10; });
   Args x{Arg::ofTensor({1, 3, 8, 8}), Arg::ofTensor({4, 3, 3, 3}), Arg::none(),
-         Arg::ofInts({1, 1}), Arg::ofInts({0, 0}), Arg::ofInts({1, 1}), Arg::ofBool(false),
-         Arg::ofInts({0, 0}), Arg::ofInt(1)};
+         Arg::ofInts({1, 1}),         Arg::ofInts({0, 0}),         Arg::ofInts({1, 1}),
+         Arg::ofBool(false),          Arg::ofInts({0, 0}),         Arg::ofInt(1)};
   ASSERT_TRUE(session.enter("aten::convolution"));
   EXPECT_EQ(session.currentEvent(), 0);
   session.setInputs(x);
@@ -191,7 +191,8 @@ TEST(KernelTraceTest, ChromeTraceHasOpAndKernelEvents) {
   const std::string json = chromeTrace(ev, rows, ks, "NVIDIA H200");
   EXPECT_EQ(json.front(), '{');
   EXPECT_NE(json.find("\"traceEvents\""), std::string::npos);
-  EXPECT_NE(json.find("\"name\":\"aten::convolution\",\"ts\":0.000,\"dur\":2.000"), std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"aten::convolution\",\"ts\":0.000,\"dur\":2.000"),
+            std::string::npos);
   EXPECT_NE(json.find("\"flops_per_call\":1000"), std::string::npos);
   EXPECT_NE(json.find("\"name\":\"implicit_gemm<128, 64>\",\"ts\":1.000,\"dur\":2.500"),
             std::string::npos);

@@ -60,7 +60,7 @@ TEST(MetricsTest, SummarizeArithmetic) {
   EXPECT_DOUBLE_EQ(field(v, "seconds"), 0.5);
   EXPECT_DOUBLE_EQ(field(v, "achieved_flops_per_second"), 8e9);
   EXPECT_DOUBLE_EQ(field(v, "peak_flops_per_second"), 32e9);
-  EXPECT_DOUBLE_EQ(field(v, "utilization"), 0.25);          // 4e9 / 0.5 / 32e9
+  EXPECT_DOUBLE_EQ(field(v, "utilization"), 0.25);           // 4e9 / 0.5 / 32e9
   EXPECT_DOUBLE_EQ(field(v, "matrix_utilization"), 0.1875);  // 3e9 / 0.5 / 32e9
   EXPECT_DOUBLE_EQ(field(v, "inputs_per_second"), 16.0);
   EXPECT_DOUBLE_EQ(field(v, "batch_size"), 8.0);
@@ -110,7 +110,7 @@ TEST(MetricsTest, BandwidthUtilizationAndTheInterval) {
   EXPECT_DOUBLE_EQ(field(v, "bandwidth_utilization"), 0.25);
   EXPECT_DOUBLE_EQ(field(v, "seconds_ci_low"), 0.49);
   EXPECT_DOUBLE_EQ(field(v, "seconds_ci_high"), 0.52);
-  EXPECT_NEAR(field(v, "seconds_relative_ci"), 0.03, 1e-12);  // (0.52 - 0.49) / 2 / 0.5
+  EXPECT_NEAR(field(v, "seconds_relative_ci"), 0.03, 1e-12);          // (0.52 - 0.49) / 2 / 0.5
   EXPECT_TRUE(std::isnan(field(v, "kernel_bandwidth_utilization")));  // not traced
   in.peakBytesPerSecond = std::numeric_limits<double>::quiet_NaN();
   EXPECT_TRUE(std::isnan(field(summarize(in), "bandwidth_utilization")));
@@ -145,8 +145,7 @@ TEST(MetricsTest, OpRowWithoutKernels) {
   EXPECT_DOUBLE_EQ(t.numberColumn("bytes")[0], 400.0);
   EXPECT_DOUBLE_EQ(t.numberColumn("arithmetic_intensity")[0], 2.0);  // (600 + 200) / 400
   for (const char* name : {"kernels", "kernel_seconds", "kernel_flops_per_second",
-                           "kernel_utilization", "kernel_bandwidth_utilization",
-                           "lost_seconds"}) {
+                           "kernel_utilization", "kernel_bandwidth_utilization", "lost_seconds"}) {
     EXPECT_TRUE(std::isnan(t.numberColumn(name)[0])) << name << " without kernel records";
   }
 }

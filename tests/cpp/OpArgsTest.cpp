@@ -65,8 +65,12 @@ TEST(OpArgsTest, TotalBytesSumsTensorsAndTensorLists) {
   list.kind = ArgKind::TensorList;
   list.tensors = {Arg::ofTensor({4}, /*elementSize=*/2).tensor,
                   Arg::ofTensor({2, 2}, /*elementSize=*/8).tensor};
-  const Args args = {Arg::ofTensor({3, 5}, /*elementSize=*/4), Arg::ofInt(100), Arg::none(),
-                     list, Arg::ofInts({7, 7}), Arg::ofDouble(2.5)};
+  const Args args = {Arg::ofTensor({3, 5}, /*elementSize=*/4),
+                     Arg::ofInt(100),
+                     Arg::none(),
+                     list,
+                     Arg::ofInts({7, 7}),
+                     Arg::ofDouble(2.5)};
   EXPECT_EQ(totalBytes(args), 3 * 5 * 4 + 4 * 2 + 4 * 8);
   EXPECT_EQ(totalBytes({}), 0);
   EXPECT_EQ(totalBytes({Arg::ofInt(8), Arg::ofBool(true)}), 0);

@@ -112,9 +112,12 @@ TEST(PeakTableTest, ComputedPeaksAgreeWithDatasheets) {
     double clockHz;
   };
   const Chip chips[] = {
-      {"Tesla V100-SXM2-16GB", 7, 0, 80, 1.53e9}, {"Tesla T4", 7, 5, 40, 1.59e9},
-      {"NVIDIA A100-SXM4-80GB", 8, 0, 108, 1.41e9}, {"NVIDIA A10", 8, 6, 72, 1.695e9},
-      {"NVIDIA L4", 8, 9, 58, 2.04e9},            {"NVIDIA H100 80GB HBM3", 9, 0, 132, 1.83e9},
+      {"Tesla V100-SXM2-16GB", 7, 0, 80, 1.53e9},
+      {"Tesla T4", 7, 5, 40, 1.59e9},
+      {"NVIDIA A100-SXM4-80GB", 8, 0, 108, 1.41e9},
+      {"NVIDIA A10", 8, 6, 72, 1.695e9},
+      {"NVIDIA L4", 8, 9, 58, 2.04e9},
+      {"NVIDIA H100 80GB HBM3", 9, 0, 132, 1.83e9},
   };
   for (const Chip& c : chips) {
     for (PeakDtype d : {PeakDtype::TF32, PeakDtype::FP16, PeakDtype::BF16, PeakDtype::FP8}) {
@@ -131,16 +134,16 @@ TEST(PeakTableTest, ComputedPeaksAgreeWithDatasheets) {
 
 TEST(PeakTableTest, ParsesTorchShortAndC10DtypeNames) {
   const std::vector<std::pair<const char*, PeakDtype>> cases = {
-      {"float64", PeakDtype::FP64},       {"fp64", PeakDtype::FP64},
-      {"Double", PeakDtype::FP64},        {"float32", PeakDtype::FP32},
-      {"fp32", PeakDtype::FP32},          {"Float", PeakDtype::FP32},
-      {"tf32", PeakDtype::TF32},          {"TF32", PeakDtype::TF32},
-      {"float16", PeakDtype::FP16},       {"fp16", PeakDtype::FP16},
-      {"Half", PeakDtype::FP16},          {"bfloat16", PeakDtype::BF16},
-      {"bf16", PeakDtype::BF16},          {"BFloat16", PeakDtype::BF16},
-      {"fp8", PeakDtype::FP8},            {"float8_e4m3fn", PeakDtype::FP8},
-      {"Float8_e5m2", PeakDtype::FP8},    {"int8", PeakDtype::INT8},
-      {"Char", PeakDtype::INT8},          {"Byte", PeakDtype::INT8},
+      {"float64", PeakDtype::FP64},    {"fp64", PeakDtype::FP64},
+      {"Double", PeakDtype::FP64},     {"float32", PeakDtype::FP32},
+      {"fp32", PeakDtype::FP32},       {"Float", PeakDtype::FP32},
+      {"tf32", PeakDtype::TF32},       {"TF32", PeakDtype::TF32},
+      {"float16", PeakDtype::FP16},    {"fp16", PeakDtype::FP16},
+      {"Half", PeakDtype::FP16},       {"bfloat16", PeakDtype::BF16},
+      {"bf16", PeakDtype::BF16},       {"BFloat16", PeakDtype::BF16},
+      {"fp8", PeakDtype::FP8},         {"float8_e4m3fn", PeakDtype::FP8},
+      {"Float8_e5m2", PeakDtype::FP8}, {"int8", PeakDtype::INT8},
+      {"Char", PeakDtype::INT8},       {"Byte", PeakDtype::INT8},
   };
   for (const auto& [name, dtype] : cases) {
     const auto parsed = parsePeakDtype(name);

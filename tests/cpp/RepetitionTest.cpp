@@ -114,7 +114,8 @@ TEST(RepetitionTest, BadPoliciesAreNamed) {
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("max_iters must be >= iters (10), got 5"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
   p.maxIters = 10;
   p.targetRelativeCi = -0.1;

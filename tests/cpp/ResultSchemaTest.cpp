@@ -35,8 +35,7 @@ TEST(ResultSchemaTest, EnumsFollowTheFieldOrder) {
   EXPECT_EQ(schema("ops").size(), static_cast<size_t>(OpField::kCount));
   EXPECT_EQ(schema("kernels").size(), static_cast<size_t>(KernelField::kCount));
   EXPECT_EQ(schema("roofline").size(), static_cast<size_t>(RooflineField::kCount));
-  EXPECT_STREQ(schema("ops")[static_cast<size_t>(OpField::kernel_seconds)].name,
-               "kernel_seconds");
+  EXPECT_STREQ(schema("ops")[static_cast<size_t>(OpField::kernel_seconds)].name, "kernel_seconds");
   EXPECT_STREQ(schema("kernels")[static_cast<size_t>(KernelField::forward)].name, "forward");
 }
 

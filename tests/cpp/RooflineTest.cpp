@@ -22,7 +22,8 @@ TEST(RooflineTest, AttainableIsTheLowerRoof) {
   EXPECT_DOUBLE_EQ(attainableFlopsPerSecond(/*intensity=*/1, 100, 10), 10.0);
   EXPECT_DOUBLE_EQ(attainableFlopsPerSecond(/*intensity=*/10, 100, 10), 100.0);
   EXPECT_DOUBLE_EQ(attainableFlopsPerSecond(/*intensity=*/1000, 100, 10), 100.0);
-  EXPECT_DOUBLE_EQ(attainableFlopsPerSecond(std::numeric_limits<double>::infinity(), 100, 10), 100.0);
+  EXPECT_DOUBLE_EQ(attainableFlopsPerSecond(std::numeric_limits<double>::infinity(), 100, 10),
+                   100.0);
   EXPECT_TRUE(std::isnan(attainableFlopsPerSecond(std::nan(""), 100, 10)));
 }
 
@@ -55,7 +56,8 @@ TEST(RooflineTest, OverheadWhenTheRooflineExplainsLessThanHalfTheKernelTime) {
   EXPECT_EQ(placeOnRoofline(1e6, 2e6, kPeak, kBandwidth, 1e-7).bound, RooflineBound::Memory);
   // No or unusable measurement: classified by intensity.
   EXPECT_EQ(placeOnRoofline(1e6, 2e6, kPeak, kBandwidth, 0.0).bound, RooflineBound::Memory);
-  EXPECT_EQ(placeOnRoofline(1e6, 2e6, kPeak, kBandwidth, std::nan("")).bound, RooflineBound::Memory);
+  EXPECT_EQ(placeOnRoofline(1e6, 2e6, kPeak, kBandwidth, std::nan("")).bound,
+            RooflineBound::Memory);
 }
 
 TEST(RooflineTest, EmptyAndByteFreeOps) {

@@ -115,23 +115,24 @@ TEST(ActivityDecoderTest, KernelsKeepTimesGeometryAndRegisters) {
 }
 
 TEST(ActivityDecoderTest, KernelNamesThatAreNotMangledStayAsCuptiGaveThem) {
-  EXPECT_EQ(decodeOne(kernelActivity(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "nchwToNhwcKernel",
-                                     0, 1, 1)).name,
-            "nchwToNhwcKernel");
+  EXPECT_EQ(
+      decodeOne(kernelActivity(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "nchwToNhwcKernel", 0, 1, 1))
+          .name,
+      "nchwToNhwcKernel");
 }
 
 TEST(ActivityDecoderTest, KernelWithoutANameHasAnEmptyOne) {
-  EXPECT_EQ(
-      decodeOne(kernelActivity(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, nullptr, 0, 1, 1)).name, "");
+  EXPECT_EQ(decodeOne(kernelActivity(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, nullptr, 0, 1, 1)).name,
+            "");
 }
 
 TEST(ActivityDecoderTest, MemcpyOfEveryCopyKindIsNamedAsTorchProfilerNamesIt) {
   const std::pair<CUpti_ActivityMemcpyKind, const char*> kinds[] = {
-      {CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, "HtoD"}, {CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, "DtoH"},
-      {CUPTI_ACTIVITY_MEMCPY_KIND_HTOA, "HtoA"}, {CUPTI_ACTIVITY_MEMCPY_KIND_ATOH, "AtoH"},
-      {CUPTI_ACTIVITY_MEMCPY_KIND_ATOA, "AtoA"}, {CUPTI_ACTIVITY_MEMCPY_KIND_ATOD, "AtoD"},
-      {CUPTI_ACTIVITY_MEMCPY_KIND_DTOA, "DtoA"}, {CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, "DtoD"},
-      {CUPTI_ACTIVITY_MEMCPY_KIND_HTOH, "HtoH"}, {CUPTI_ACTIVITY_MEMCPY_KIND_PTOP, "PtoP"},
+      {CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, "HtoD"},        {CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, "DtoH"},
+      {CUPTI_ACTIVITY_MEMCPY_KIND_HTOA, "HtoA"},        {CUPTI_ACTIVITY_MEMCPY_KIND_ATOH, "AtoH"},
+      {CUPTI_ACTIVITY_MEMCPY_KIND_ATOA, "AtoA"},        {CUPTI_ACTIVITY_MEMCPY_KIND_ATOD, "AtoD"},
+      {CUPTI_ACTIVITY_MEMCPY_KIND_DTOA, "DtoA"},        {CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, "DtoD"},
+      {CUPTI_ACTIVITY_MEMCPY_KIND_HTOH, "HtoH"},        {CUPTI_ACTIVITY_MEMCPY_KIND_PTOP, "PtoP"},
       {CUPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN, "<unknown>"}};
   for (const auto& [kind, name] : kinds) {
     const KernelRecord r = decodeOne(memcpyActivity(kind, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
@@ -148,14 +149,16 @@ TEST(ActivityDecoderTest, MemcpyOfEveryCopyKindIsNamedAsTorchProfilerNamesIt) {
 }
 
 TEST(ActivityDecoderTest, MemcpyNamesItsSourceAndDestinationMemory) {
-  EXPECT_EQ(decodeOne(memcpyActivity(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH,
-                                     CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
-                                     CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 64)).name,
-            "Memcpy DtoH (Device -> Pinned)");
-  EXPECT_EQ(decodeOne(memcpyActivity(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD,
-                                     CUPTI_ACTIVITY_MEMORY_KIND_MANAGED,
-                                     CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC, 64)).name,
-            "Memcpy HtoD (Managed -> Device Static)");
+  EXPECT_EQ(
+      decodeOne(memcpyActivity(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                               CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 64))
+          .name,
+      "Memcpy DtoH (Device -> Pinned)");
+  EXPECT_EQ(
+      decodeOne(memcpyActivity(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_MANAGED,
+                               CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC, 64))
+          .name,
+      "Memcpy HtoD (Managed -> Device Static)");
 }
 
 TEST(ActivityDecoderTest, MemsetIsNamedByItsMemory) {
@@ -175,9 +178,9 @@ TEST(ActivityDecoderTest, MemsetIsNamedByItsMemory) {
 TEST(ActivityDecoderTest, GraphIdsAreKeptForEveryKind) {
   KernelActivity k = kernelActivity(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "graphed", 0, 1, 1);
   k.graphId = 11;
-  MemcpyActivity c = memcpyActivity(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD,
-                                    CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
-                                    CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 8);
+  MemcpyActivity c =
+      memcpyActivity(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                     CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 8);
   c.graphId = 12;
   MemsetActivity m = memsetActivity(CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 8);
   m.graphId = 13;
@@ -208,9 +211,9 @@ TEST(ActivityDecoderTest, OtherKindsAreIgnored) {
   api.kind = CUPTI_ACTIVITY_KIND_DRIVER;
   d.add(asActivity(api));
   CUpti_Activity other{};
-  for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_INVALID, CUPTI_ACTIVITY_KIND_MEMCPY2,
-                                  CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_MARKER,
-                                  static_cast<CUpti_ActivityKind>(0x7ffffff0)}) {
+  for (CUpti_ActivityKind kind :
+       {CUPTI_ACTIVITY_KIND_INVALID, CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_OVERHEAD,
+        CUPTI_ACTIVITY_KIND_MARKER, static_cast<CUpti_ActivityKind>(0x7ffffff0)}) {
     other.kind = kind;
     d.add(other);
   }
