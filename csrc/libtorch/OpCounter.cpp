@@ -191,9 +191,9 @@ std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
     }
     return nullptr;
   }
-  if (tls.abandoned != nullptr && tls.abandoned->load(std::memory_order_relaxed)) {
-    OpCounter::abort();  // this op's exit finds no session
-    return nullptr;
+  dropAbandoned();
+  if (tls.session == nullptr) {
+    return nullptr;  // abandoned from another thread: this op's exit finds no session either
   }
   enterOp(s, fn, tls.hooks);
   return nullptr;
