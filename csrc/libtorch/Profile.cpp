@@ -30,6 +30,14 @@ c10::Device checkInputs(const std::vector<at::Tensor>& inputs) {
   return inputs[0].device();
 }
 
+// The memory bandwidth a result is measured against; none on the meta device.
+Bandwidth bandwidthOf(c10::Device device) {
+  if (device.is_meta()) {
+    return {kNaN, "none: nothing runs on the meta device"};
+  }
+  return deviceBandwidth(device, RateSource::Auto);
+}
+
 }  // namespace
 
 NamedResult nameResult(const ProfileOutput& out) {
@@ -67,8 +75,7 @@ ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batch
                              std::optional<double> peakFlops) {
   ProfileOutput out;
   out.peak = peakForCount(device, table, peakSource, peakFlops);
-  out.bandwidth = device.is_meta() ? Bandwidth{kNaN, "none: nothing runs on the meta device"}
-                                   : deviceBandwidth(device, RateSource::Auto);
+  out.bandwidth = bandwidthOf(device);
   SummaryInputs s;
   s.totals = table.totals();
   s.secondsPerForward = seconds;
@@ -186,8 +193,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   }
 
   out.peak = peakForCount(device, table, options.peak, options.peakFlops);
-  out.bandwidth = onMeta ? Bandwidth{kNaN, "none: nothing runs on the meta device"}
-                         : deviceBandwidth(device, RateSource::Auto);
+  out.bandwidth = bandwidthOf(device);
   SummaryInputs s;
   s.totals = table.totals();
   s.secondsPerForward = onMeta ? kNaN : timing.repeat.interval.median;
