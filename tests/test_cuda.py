@@ -144,6 +144,27 @@ def test_timing_auto_falls_back_to_eager_when_the_forward_cannot_be_captured(res
     assert torch.ops.util._live_callbacks() == 0
 
 
+def test_graph_timing_reuses_the_counted_forward_as_the_capture_warm_up(resnet18_fp16, batch):
+    # Graph timing runs the counted forward on the capture's side stream, so that it is the
+    # capture's warm-up: warmup=1 costs two eager passes (counted, captured), not three. The
+    # eager ones are what a NAS sweep pays per cell.
+    calls = []
+
+    def forward(x):
+        calls.append(torch.cuda.current_stream(x.device).stream_id)
+        return resnet18_fp16(x)
+
+    r = torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph", trace=False)
+    assert r.timing_mode == "cuda_graph" and r.iterations == 3
+    assert len(calls) == 2, calls
+    default = torch.cuda.current_stream(batch.device).stream_id
+    assert calls[0] == calls[1] != default, (calls, default)
+    # Eager timing stays on the current stream, with no capture.
+    calls.clear()
+    torchutil.profile(forward, batch, warmup=1, iters=3, timing="eager", trace=False)
+    assert calls == [default] * 4, calls
+
+
 def test_trace_forwards_chooses_how_many_forwards_are_traced(resnet18_fp16, batch):
     results = {n: torchutil.profile(resnet18_fp16, batch, warmup=2, iters=10, trace_forwards=n) for n in (0, 1, 3)}
     for n, r in results.items():

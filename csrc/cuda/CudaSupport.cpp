@@ -88,25 +88,10 @@ std::unique_ptr<GraphRunner> tryCapture(Forward& forward, const std::vector<at::
   return runner;
 }
 
-}  // namespace
-
-std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device) {
-  c10::cuda::CUDAGuard deviceGuard(device);
-  // Capture must not run on the legacy default stream; warm the side stream up first so that
-  // lazy initialization (cuDNN/cuBLAS handles, autotuning) stays out of the graph.
-  c10::cuda::CUDAStream side =
-      c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-  {
-    at::cuda::CUDAEvent ready;
-    ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
-    ready.block(side);
-  }
-  {
-    c10::cuda::CUDAStreamGuard streamGuard(side);
-    forward.run(inputs);
-    side.synchronize();
-  }
+// Captures on `side`, which has run the forward before; on failure frees the allocator's cache
+// and tries once more.
+std::unique_ptr<Runner> captureOn(Forward& forward, const std::vector<at::Tensor>& inputs,
+                                  c10::Device device, c10::cuda::CUDAStream side) {
   std::string failure;
   if (auto runner = tryCapture(forward, inputs, device, side, &failure)) {
     return runner;
@@ -123,6 +108,33 @@ std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Ten
               "torchutil: the model could not be captured in a CUDA graph; its forward "
               "failed during capture: ",
               failure);
+}
+
+}  // namespace
+
+std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
+                                     c10::Device device, std::optional<c10::Stream> warmed) {
+  c10::cuda::CUDAGuard deviceGuard(device);
+  if (warmed.has_value()) {
+    c10::cuda::CUDAStream side(*warmed);
+    side.synchronize();
+    return captureOn(forward, inputs, device, side);
+  }
+  // Capture must not run on the legacy default stream; warm the side stream up first so that
+  // lazy initialization (cuDNN/cuBLAS handles, autotuning) stays out of the graph.
+  c10::cuda::CUDAStream side =
+      c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+  {
+    at::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
+    ready.block(side);
+  }
+  {
+    c10::cuda::CUDAStreamGuard streamGuard(side);
+    forward.run(inputs);
+    side.synchronize();
+  }
+  return captureOn(forward, inputs, device, side);
 }
 
 }  // namespace torchutil::cuda

@@ -3,9 +3,11 @@
 // defined (torch has CUDA and the CUDA toolkit headers were found at build time).
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,10 +27,11 @@ struct DeviceInfo {
 
 DeviceInfo deviceInfo(c10::DeviceIndex index);
 
-// Captures one forward in a CUDA graph on a side stream (after one forward there, so that lazy
-// initialization stays out of the graph); run() replays it. Throws c10::Error, with the CUDA
-// state cleaned up, when the forward cannot be captured.
+// Captures one forward in a CUDA graph on a side stream; run() replays it. `warmed` is a side
+// stream the caller has already run the forward on (captureStream()); without one, the forward
+// runs once on a new side stream first, so that lazy initialization stays out of the graph.
+// Throws c10::Error, with the CUDA state cleaned up, when the forward cannot be captured.
 std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device);
+                                     c10::Device device, std::optional<c10::Stream> warmed);
 
 }  // namespace torchutil::cuda

@@ -1,6 +1,7 @@
 #include "libtorch/Profile.h"
 
 #include <c10/core/InferenceMode.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -132,6 +133,12 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
       traces && options.timing == TimingMode::Eager ? options.traceForwards : 0;
   const int64_t plainWarmups =
       std::max<int64_t>(options.warmup - 1 - tracedEager, forward->compiled() ? 1 : 0);
+  // Graph timing: these forwards run on the stream the capture will use, as its warm-up.
+  const std::optional<c10::Stream> side = captureStream(device, options.timing);
+  std::optional<c10::StreamGuard> onSide;
+  if (side.has_value()) {
+    onSide.emplace(*side);
+  }
   for (int64_t i = 0; i < plainWarmups; ++i) {
     forward->run(inputs);
     checkInterrupt();
@@ -151,6 +158,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     forward->run(inputs);
     counted = counting.finish();
   }
+  onSide.reset();
   CountTable& table = counted.table;
   TimingResult timing;
   std::vector<KernelRecord> countedKernels, timedKernels;
@@ -162,6 +170,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     plan.mode = options.timing;
     plan.warmup = options.warmup;
     plan.repeat = options.repeat;
+    plan.warmedStream = side;
     if (tracing) {
       plan.tracedForwards = options.traceForwards;
       plan.beforeTraced = [&] { tracing->timedStart(); };

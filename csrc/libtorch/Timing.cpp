@@ -98,6 +98,25 @@ TimingMode parseTimingMode(std::string_view name) {
                     std::string(name), "'");
 }
 
+std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
+#ifdef TORCHUTIL_WITH_CUDA
+  if (mode == TimingMode::Eager || !device.is_cuda()) {
+    return std::nullopt;
+  }
+  device = concreteDevice(device);
+  const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device.type());
+  const c10::Stream side = impl->getStreamFromGlobalPool(device, /*isHighPriority=*/false);
+  c10::Event ready(device.type());
+  ready.record(impl->getStream(device));
+  ready.block(side);
+  return side;
+#else
+  (void)device;
+  (void)mode;
+  return std::nullopt;
+#endif
+}
+
 TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
                           c10::Device device, const TimingPlan& plan) {
   TimingResult result;
@@ -110,7 +129,7 @@ TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& input
     } else {
 #ifdef TORCHUTIL_WITH_CUDA
       try {
-        runner = cuda::captureGraph(forward, inputs, device);
+        runner = cuda::captureGraph(forward, inputs, device, plan.warmedStream);
         result.used = TimingMode::CudaGraph;
       } catch (const c10::Error& e) {
         if (plan.mode == TimingMode::CudaGraph) {

@@ -45,7 +45,17 @@ struct TimingPlan {
   std::function<void()> beforeTraced;  // called with the device idle
   std::function<void()> afterTraced;   // called with the device idle
   RepeatPolicy repeat;                 // then the timed forwards
+  // The stream of captureStream() when the caller's forwards ran there: the capture then needs
+  // no warm-up forward of its own.
+  std::optional<c10::Stream> warmedStream;
 };
+
+// Graph timing captures on a side stream (capture cannot run on the legacy default stream) and
+// needs one forward there first, so that lazy initialization (cuDNN/cuBLAS handles and
+// workspaces, autotuning) stays out of the graph. A profile runs its warm-ups and its counted
+// forward on this stream, which then are that forward. nullopt unless `mode` may capture on
+// `device`; the stream waits for the work queued so far on the current one (the inputs).
+std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode);
 
 struct TimingResult {
   RepeatResult repeat;
