@@ -1,8 +1,8 @@
 """Rebuilds a `nas evaluate` results db from a committed sweep CSV, so `nas correlate` and
 `nas search` can be rerun without a GPU:
 
-    python benchmarks/sweep_csv_to_db.py docs/results/nas/sweep_1gpu.csv.gz nas_1gpu.sqlite
-    python -m torchutil nas correlate --db nas_1gpu.sqlite --out docs/results/nas
+    python benchmarks/sweep_csv_to_db.py docs/results/nas/sweep_auto_a.csv.gz auto_a.sqlite
+    python -m torchutil nas correlate --db auto_a.sqlite --out docs/results/nas
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""RQ3: how measured utilization (and, for comparison, throughput, FLOPs and parameters) ranks
-the NATS-Bench cells against their accuracy.
+"""RQ3: how measured utilization (and, for comparison, bandwidth utilization, throughput, FLOPs
+and parameters) ranks the NATS-Bench cells against their accuracy.
 
 For every measurement config in a `nas evaluate` db (dataset of the measured network, batch,
 dtype, device, mode), every accuracy dataset of the table (cifar10, cifar100, ImageNet16-120)
@@ -11,6 +11,7 @@ output train to chance level and would dominate the ranks of the cheapest cells)
 from __future__ import annotations
 
 import csv
+import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,8 +28,9 @@ __all__ = ["ACCURACY_DATASETS", "METRICS", "correlate", "format_table", "write_o
 # The datasets of the accuracy table (natsbench.AccuracyRow.test_accuracy).
 ACCURACY_DATASETS = tuple(nb.DATASETS)
 # Metric name -> db column.
-METRICS = {"utilization": "utilization", "throughput": "inputs_per_second", "flops": "flops",
-           "params": "params"}
+METRICS = {"utilization": "utilization", "bandwidth_utilization": "bandwidth_utilization",
+           "throughput": "inputs_per_second", "flops": "flops", "params": "params"}
+PERCENT = ("utilization", "bandwidth_utilization")  # plotted in %
 
 
 def _config_name(config: tuple[Any, ...]) -> str:
@@ -54,14 +56,16 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
         idx = np.array([r["idx"] for r in crow])
         data = {"index": idx, "connected": connected[idx]}
         for m in metrics:
-            data[m] = np.array([r[METRICS[m]] for r in crow])
+            values = np.array([math.nan if r.get(METRICS[m]) is None else r[METRICS[m]] for r in crow], dtype=float)
+            if np.isfinite(values).any():  # none in a db from before bandwidth utilization
+                data[m] = values
         for ds in ACCURACY_DATASETS:
             data[ds] = np.array([table[i].test_accuracy(ds) for i in idx])
         joined[config] = data
         for subset in ("all", "connected"):
             keep = np.ones(idx.size, dtype=bool) if subset == "all" else data["connected"]
             for ds in ACCURACY_DATASETS:
-                for m in metrics:
+                for m in (m for m in metrics if m in data):
                     ok = keep & np.isfinite(data[m])
                     x, y = data[m][ok], data[ds][ok]
                     rho, rho_p = spearman_test(x, y)
@@ -113,12 +117,12 @@ def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]]
         for r, m in enumerate(metrics):
             for c, ds in enumerate(ACCURACY_DATASETS):
                 ax = axes[r][c]
-                x = 100 * data[m] if m == "utilization" else data[m]
+                x = 100 * data[m] if m in PERCENT else data[m]
                 ax.scatter(x, data[ds], s=2, c=colors, alpha=0.5)
                 rho = [x for x in results if x["config"] == _config_name(config) and x["subset"] == "all"
                        and x["metric"] == m and x["accuracy_dataset"] == ds]
                 ax.set_title(f"{m} vs {ds}: rho {rho[0]['spearman']:+.3f}" if rho else ds, fontsize=8)
-                ax.set_xlabel("utilization (%)" if m == "utilization" else m, fontsize=8)
+                ax.set_xlabel(f"{m} (%)" if m in PERCENT else m, fontsize=8)
                 ax.set_ylabel(f"{ds} acc (%)", fontsize=8)
                 if m == "throughput":
                     ax.set_xscale("log")

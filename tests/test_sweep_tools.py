@@ -1,0 +1,87 @@
+"""benchmarks/sweep_db_to_csv.py, sweep_csv_to_db.py and sweep_agreement.py: a sweep db survives
+the round trip through the committed CSV form, and the agreement figures are those of
+closed-form cases (a sweep against itself, against a copy scaled by a known factor, against a
+reversed ranking)."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchutil.studies import nas_evaluate as ev
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rows(n, scale=1.0, reverse=False, mode="auto"):
+    rows = []
+    for i in range(n):
+        u = 1e-3 * (1 + (n - i if reverse else i))
+        row = {"idx": i, "dataset": "cifar10", "batch": 256, "dtype": "float16", "device": "cuda",
+               "mode": mode, "arch": f"arch{i}", "device_name": "synthetic"}
+        row.update({c: math.nan for c in ev.METRIC_COLUMNS})
+        row.update(utilization=scale * u, bandwidth_utilization=scale * 10 * u, inputs_per_second=scale * 1e5 * u,
+                   seconds=1.0 / (scale * u), cuda_graph=1.0, params=1e5, build_seconds=1e-3, eval_seconds=0.03)
+        rows.append(row)
+    return rows
+
+
+def _db(path, rows):
+    con = ev.connect(path)
+    ev.insert_rows(con, rows)
+    con.close()
+    return str(path)
+
+
+def _run(*args):
+    out = subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_db_csv_round_trip_keeps_every_value(tmp_path):
+    rows = _rows(50)
+    db = _db(tmp_path / "a.sqlite", rows)
+    _run("benchmarks/sweep_db_to_csv.py", db, tmp_path / "a.csv.gz")
+    first = (tmp_path / "a.csv.gz").read_bytes()
+    _run("benchmarks/sweep_db_to_csv.py", db, tmp_path / "a.csv.gz")
+    assert (tmp_path / "a.csv.gz").read_bytes() == first  # same db, same bytes
+    _run("benchmarks/sweep_csv_to_db.py", tmp_path / "a.csv.gz", tmp_path / "b.sqlite")
+    back = {r["idx"]: r for r in ev.read_rows(str(tmp_path / "b.sqlite"))}
+    for r in rows:
+        for c in ("utilization", "bandwidth_utilization", "seconds", "cuda_graph", "arch", "mode"):
+            assert back[r["idx"]][c] == r[c], c
+        assert back[r["idx"]]["kernel_seconds"] is None or math.isnan(back[r["idx"]]["kernel_seconds"])
+
+
+def test_agreement_of_closed_form_cases(tmp_path):
+    a = _db(tmp_path / "a.sqlite", _rows(40))
+    scaled = _db(tmp_path / "s.sqlite", _rows(40, scale=1.1))
+    reversed_ = _db(tmp_path / "r.sqlite", _rows(40, reverse=True))
+    _run("benchmarks/sweep_agreement.py", a, a, "--json", tmp_path / "self.json")
+    _run("benchmarks/sweep_agreement.py", a, scaled, "--json", tmp_path / "scaled.json")
+    _run("benchmarks/sweep_agreement.py", a, reversed_, "--json", tmp_path / "rev.json")
+    same = json.loads((tmp_path / "self.json").read_text())
+    assert same["cells"] == 40 and same["utilization"]["spearman"] == pytest.approx(1.0)
+    assert same["utilization"]["median_level_difference"] == 0.0
+    scaled_r = json.loads((tmp_path / "scaled.json").read_text())
+    assert scaled_r["utilization"]["spearman"] == pytest.approx(1.0)
+    assert scaled_r["utilization"]["median_level_difference"] == pytest.approx(0.1)
+    assert scaled_r["seconds"]["median_level_difference"] == pytest.approx(1 / 1.1 - 1)
+    assert scaled_r["graph_timed_a"] == 40
+    rev = json.loads((tmp_path / "rev.json").read_text())
+    assert rev["utilization"]["spearman"] == pytest.approx(-1.0)
+    assert rev["utilization"]["kendall"] == pytest.approx(-1.0)
+
+
+def test_agreement_of_two_timing_modes_needs_by_index(tmp_path):
+    a = _db(tmp_path / "a.sqlite", _rows(10, mode="auto"))
+    e = _db(tmp_path / "e.sqlite", _rows(10, mode="eager"))
+    out = subprocess.run([sys.executable, "benchmarks/sweep_agreement.py", a, e], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "no cell is in both sweeps" in out.stderr
+    assert "10 cells in both" in _run("benchmarks/sweep_agreement.py", a, e, "--by-index")
