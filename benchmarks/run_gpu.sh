@@ -9,6 +9,7 @@
 #   tracecost where a traced call's cost goes (benchmarks/trace_cost.py)
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto), into $OUT/sweep.sqlite
+#   sweep2   the same over two GPUs with torchrun, into $OUT/sweep2.sqlite
 #   reference utilization of the reference models and the README's Chrome trace
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,15 @@ for phase in "${phases[@]}"; do
       timeout "${SWEEP_TIMEOUT:-570}" python3 -m torchutil nas evaluate --db "$OUT/sweep.sqlite" --no-progress 2>&1 \
         | grep -v "CUDA Graph is empty" | tee "$OUT/sweep.txt" | tail -4
       python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt" ;;
+    sweep2)
+      # The whole space sharded over two GPUs with torchrun (rank r takes cells i % 2 == r and
+      # writes its shard; rank 0 merges them into $OUT/sweep2.sqlite).
+      t0=$(date +%s.%N)
+      timeout "${SWEEP_TIMEOUT:-570}" torchrun --nproc-per-node 2 -m torchutil nas evaluate --db "$OUT/sweep2.sqlite" \
+        --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tee "$OUT/sweep2.txt" | tail -6
+      echo "two GPUs: command wall $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)") s" | tee -a "$OUT/sweep2.txt"
+      rm -f "$OUT"/sweep2.rank*.sqlite*
+      python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" "$OUT/sweep2.sqlite" | tee -a "$OUT/sweep2.txt" ;;
     sweep3k)
       # Cells 0..2999 in one process: more graph captures than a whole GPU's memory of freed
       # graph pools (the 2,068th failed before the fix in cuda/CudaSupport.cpp).
