@@ -229,9 +229,11 @@ const std::vector<MetricDef>& rangeMetricDefs() {
       tensor("tensor_hgmma_fp8", "float8",
              {"sm__ops_path_tensor_op_hgmma_src_fp8_sparsity_off.sum",
               "sm__ops_path_tensor_op_hgmma_src_fp8.sum"}),
+      // fp16 mma.sync accumulating in fp32 (as PyTorch's fp16 GEMMs and convolutions do): the
+      // name seen on gh100; fp16-accumulating variants are not read.
       tensor("tensor_hmma_fp16", "float16",
-             {"sm__ops_path_tensor_op_hmma_src_fp16_sparsity_off.sum",
-              "sm__ops_path_tensor_op_hmma_src_fp16_dst_fp32.sum"}),
+             {"sm__ops_path_tensor_op_hmma_src_fp16_dst_fp32.sum",
+              "sm__ops_path_tensor_op_hmma_src_fp16_sparsity_off.sum"}),
       tensor("tensor_hmma_bf16", "bfloat16",
              {"sm__ops_path_tensor_op_hmma_src_bf16_dst_fp32.sum",
               "sm__ops_path_tensor_op_hmma_src_bf16_dst_fp32_sparsity_off.sum"}),

@@ -94,7 +94,9 @@ struct FieldSpec {
     "PM sampling: SM active cycles, % of elapsed, over the timed forwards (counters='timeline')") \
   X(pm_tensor_active_pct, Real, "PM sampling: tensor-pipe active, % of peak, over the timed forwards") \
   X(pm_dram_throughput_pct, Real, "PM sampling: DRAM throughput, % of peak, over the timed forwards") \
-  X(pm_samples, Real, "PM samples taken over the traced and timed forwards")
+  X(pm_samples, Real, "PM samples taken over the traced and timed forwards")                  \
+  X(pm_clock_offset_us, Real,                                                                 \
+    "microseconds added to PM sample times to line them up with the kernel records")
 
 // One row per (op, module, dtype) of the counted forward; totals over its calls.
 #define TORCHUTIL_OP_FIELDS(X)                                                          \

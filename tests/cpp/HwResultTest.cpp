@@ -173,6 +173,7 @@ TEST(HwResultTest, TimelineFillsSummaryOpsAndCounterTracks) {
   EXPECT_DOUBLE_EQ(field(summary, Field::pm_tensor_active_pct), 25.0);
   EXPECT_TRUE(std::isnan(field(summary, Field::pm_dram_throughput_pct)));
   EXPECT_DOUBLE_EQ(field(summary, Field::pm_samples), 8.0);
+  EXPECT_DOUBLE_EQ(field(summary, Field::pm_clock_offset_us), 1.0);
   EXPECT_TRUE(std::isnan(field(summary, Field::hw_tensor_flops)));  // no range counters
 
   ResultTable ops("ops");
