@@ -10,6 +10,8 @@
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto), into $OUT/sweep.sqlite
 #   reference utilization of the reference models and the README's Chrome trace
+#   counters  hardware counters (issue #11): their GPU tests, the per-op hardware/nominal FLOP tables,
+#            their cost against ncu and ncu's values against torchutil's; four files in $OUT/counters/
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
@@ -50,6 +52,14 @@ for phase in "${phases[@]}"; do
       python3 -c "import sqlite3; c = sqlite3.connect('/tmp/sweep3k.sqlite'); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" ;;
     reference)
       timeout 300 python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
+    counters)
+      # <= 6 minutes: the tests (~2 min), then the tables, costs and ncu (~3 min), each capped.
+      mkdir -p "$OUT/counters"
+      timeout 170 python3 -m pytest tests/test_counters_cuda.py tests/test_counters.py -q -p no:cacheprovider -rs -s \
+        > "$OUT/counters/pytest.txt" 2>&1
+      grep -E "passed|failed|error|FAILED|RESULT" "$OUT/counters/pytest.txt" | tail -12
+      timeout 190 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
+        --markdown "$OUT/counters/hw_counters.md" --ncu-timeout 100 2>&1 | tee "$OUT/counters/bench.txt" | tail -25 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done
