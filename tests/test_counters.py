@@ -76,3 +76,41 @@ def test_the_schema_documents_the_option():
     assert "str[]? counters=None" in str(torch.ops.util.profile.default._schema)
     names = [f.name for f in torchutil.schema("texts")]
     assert "counters_status" in names
+
+
+def test_fold_bench_passes_counters_on(tmp_path):
+    import json
+
+    from torchutil.studies.cli import main
+
+    assert main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "4", "--f", "2",
+                 "--warmup", "0", "--iters", "1", "--counters", "flops", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "fold_bench.json").read_text())
+    assert [r["counters_status"] for r in rows] == ["off: hardware counters need a CUDA device, got cpu"] * 2
+    assert rows[0]["hw_flops_ratio"] is None  # NaN, written as null
+    header = (tmp_path / "fold_bench.csv").read_text().splitlines()[0].split(",")
+    assert header[-1] == "counters_status" and "hw_flops_ratio" in header
+    # Without the option the columns are the usual ones.
+    assert main(["fold-bench", "--device", "cpu", "--models", "spec_2conv_32", "--batch", "4", "--f", "2",
+                 "--warmup", "0", "--iters", "1", "--out", str(tmp_path)]) == 0
+    assert "counters_status" not in (tmp_path / "fold_bench.csv").read_text()
+
+
+def test_fold_bench_refuses_unknown_counter_sets(tmp_path, capsys):
+    from torchutil.studies.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["fold-bench", "--device", "cpu", "--counters", "dram", "--out", str(tmp_path)])
+    assert info.value.code == 2 and "--counters: invalid choice: 'dram'" in capsys.readouterr().err
+
+
+def test_survey_passes_counters_on(tmp_path):
+    from torchutil.studies import survey
+
+    config = survey.SurveyConfig(models=["squeezenet1_1"], batches=[1], dtypes=["float32"], modes=["eager"],
+                                 out=str(tmp_path), warmup=0, iters=1, image_size=64, progress=False,
+                                 counters=["flops", "timeline"])
+    rows = survey.run_survey(config)
+    assert rows[0]["status"] == "ok", rows[0]
+    assert rows[0]["counters_status"] == "off: hardware counters need a CUDA device, got cpu"
+    assert "hw_tensor_flops" in rows[0]["summary"]

@@ -123,7 +123,17 @@ def test_resnet50_timeline(resnet50):
     assert with_pm
 
 
+def test_flops_need_tracing_but_the_timeline_does_not(resnet50):
+    model, x = resnet50
+    r = torchutil.profile(model, x, warmup=1, iters=3, trace=False, counters=["flops", "timeline"])
+    print(f"\ntrace=False, flops+timeline: {r.counters_status!r}")
+    _skip_unless_counters(r)
+    assert "need kernel tracing" in r.counters_status
+    assert math.isnan(r.hw_tensor_flops) and r.pm_samples > 0
+
+
 def test_counters_leave_nothing_behind(resnet50):
+    """Last in the file: it runs torch.profiler in this process."""
     model, x = resnet50
     first = torchutil.profile(model, x, warmup=1, iters=2, counters="all")
     print(f"\ncounters='all': {first.counters_status!r}")
@@ -140,13 +150,8 @@ def test_counters_leave_nothing_behind(resnet50):
         during = torchutil.profile(model, x, warmup=1, iters=2, counters="flops")
     print(f"during torch.profiler: {during.counters_status!r}")
     assert during.counters_status.startswith("off: torch.profiler is running")
+    # After torch.profiler (Kineto subscribed to CUPTI and set its clock), counters read again.
+    after = torchutil.profile(model, x, warmup=1, iters=2, counters="all")
+    print(f"after torch.profiler: {after.counters_status!r}")
+    assert after.counters_status == first.counters_status
     assert torch.ops.util._live_callbacks() == 0
-
-
-def test_flops_need_tracing_but_the_timeline_does_not(resnet50):
-    model, x = resnet50
-    r = torchutil.profile(model, x, warmup=1, iters=3, trace=False, counters=["flops", "timeline"])
-    print(f"\ntrace=False, flops+timeline: {r.counters_status!r}")
-    _skip_unless_counters(r)
-    assert "need kernel tracing" in r.counters_status
-    assert math.isnan(r.hw_tensor_flops) and r.pm_samples > 0
