@@ -366,6 +366,9 @@ bool RangeProfiler::run(int deviceIndex, const std::vector<hw::CounterSet>& sets
     return false;
   }
 
+  // Declared before the profiler is enabled, so that it outlives the profiler (CUPTI holds a
+  // pointer to it from SetConfig until Disable).
+  std::vector<uint8_t> counterData;
   CUpti_RangeProfiler_Object* profiler = nullptr;
   {
     auto p =
@@ -388,7 +391,6 @@ bool RangeProfiler::run(int deviceIndex, const std::vector<hw::CounterSet>& sets
   for (const std::string& n : out->metrics.names) {
     names.push_back(n.c_str());
   }
-  std::vector<uint8_t> counterData;
   {
     auto p = params<CUpti_RangeProfiler_GetCounterDataSize_Params>(
         CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);

@@ -1,5 +1,6 @@
 #include "libtorch/CounterReading.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -193,6 +194,8 @@ void CounterReading::readRanges(const std::function<void()>& forward, size_t max
       rangeSets.push_back(s);
     }
   }
+  // The range profiler reads the current context: the device's (its primary context).
+  c10::DeviceGuard guard(m.device);
   const auto t0 = std::chrono::steady_clock::now();
   cupti::RangeProfile profile;
   std::string why;
