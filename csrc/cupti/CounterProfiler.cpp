@@ -583,6 +583,18 @@ bool PmSampler::setUp(int deviceIndex, const std::vector<hw::CounterSet>& sets, 
                    &s.timeline.metrics, &s.config, &passes, &s.timeline.notOnThisChip, why)) {
     return fail();
   }
+  // PM sampling reads one pass: while the metrics need more, the last (the least important:
+  // the table lists SM activity first) is left out and named.
+  hw::ResolvedMetrics& metrics = s.timeline.metrics;
+  while (passes > 1 && metrics.names.size() > 1) {
+    s.timeline.notOnThisChip.push_back(metrics.names.back() + " (not in one pass with the rest)");
+    metrics.names.pop_back();
+    metrics.index.pop_back();
+    if (!s.host.init(CUPTI_PROFILER_TYPE_PM_SAMPLING, chip, avail, why) ||
+        !s.host.addMetrics(metrics.names, why) || !s.host.configImage(&s.config, &passes, why)) {
+      return fail();
+    }
+  }
   if (passes != 1) {
     *why = "the timeline metrics need " + std::to_string(passes) + " passes; PM sampling reads one";
     return fail();
