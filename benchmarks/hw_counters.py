@@ -111,12 +111,13 @@ def costs(batch: int, rounds: int) -> dict:
     return out
 
 
+# The forward ncu profiles: the same model and input as build("resnet50"), without torchutil
+# in the process (torchvision's builder is what build_classifier calls).
 NCU_SCRIPT = """
-import sys, torch
-sys.path.insert(0, {root!r})
-from torchutil.models import build_classifier
+import torch, torchvision
 dev = torch.device("cuda")
-model = build_classifier("resnet50").eval().to(dev, torch.half).to(memory_format=torch.channels_last)
+model = torchvision.models.get_model("resnet50", weights=None)
+model = model.eval().to(dev, torch.half).to(memory_format=torch.channels_last)
 x = torch.randn({batch}, 3, 224, 224, device=dev, dtype=torch.half).contiguous(memory_format=torch.channels_last)
 with torch.inference_mode():
     for _ in range(3):
@@ -173,9 +174,8 @@ def ncu_compare(batch: int, timeout: int) -> dict:
             print(f"  ncu does not list {dropped} on this GPU: left out", flush=True)
         by_key = {k: n for k, n in by_key.items() if n.split(".")[0] in known}
     metrics = [by_key[k] for k in NCU_KEYS if k in by_key]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(NCU_SCRIPT.format(root=root, batch=batch))
+        f.write(NCU_SCRIPT.format(batch=batch))
         script = f.name
     cmd = [NCU, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(metrics),
            "--csv", "--page", "raw", "--print-units", "base", sys.executable, script]
