@@ -177,6 +177,13 @@ def ncu_compare(batch: int, timeout: int) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(NCU_SCRIPT.format(batch=batch))
         script = f.name
+    # The same script without ncu: what the process costs anyway (start-up, model, warm-up).
+    t0 = time.perf_counter()
+    try:
+        plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=timeout)
+        plain_wall = time.perf_counter() - t0 if plain.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        plain_wall = None
     cmd = [NCU, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(metrics),
            "--csv", "--page", "raw", "--print-units", "base", sys.executable, script]
     print("  " + " ".join(cmd), flush=True)
@@ -187,9 +194,12 @@ def ncu_compare(batch: int, timeout: int) -> dict:
         return {"error": f"{type(e).__name__}: {e}", "metrics": metrics}
     ncu_wall = time.perf_counter() - t0
     rows = parse_ncu_raw(proc.stdout, metrics)
-    out = {"command": " ".join(cmd), "returncode": proc.returncode, "wall_s": ncu_wall, "kernels": len(rows),
-           "metrics": metrics, "stderr_tail": proc.stderr[-1500:]}
-    print(f"  ncu: rc {proc.returncode}, {len(rows)} kernels, {ncu_wall:.1f} s", flush=True)
+    out = {"command": " ".join(cmd), "returncode": proc.returncode, "wall_s": ncu_wall,
+           "script_without_ncu_s": plain_wall,
+           "ncu_overhead_s": ncu_wall - plain_wall if plain_wall is not None else None,
+           "kernels": len(rows), "metrics": metrics, "stderr_tail": proc.stderr[-1500:]}
+    print(f"  ncu: rc {proc.returncode}, {len(rows)} kernels, {ncu_wall:.1f} s (the script alone "
+          f"{plain_wall if plain_wall is None else round(plain_wall, 1)} s)", flush=True)
     if not rows:
         out["stdout_tail"] = proc.stdout[-1500:]
         return out
@@ -257,7 +267,14 @@ def markdown(result: dict) -> str:
             lines.append(f"| {k} | {v['wall_s']:.3f} | {1e3 * v['timed_forward_s']:.3f} | {v['timed_forward_vs_untraced']:.3f} |")
         n = result.get("ncu", {})
         if "wall_s" in n:
-            lines.append(f"| ncu, same metrics, one forward | {n['wall_s']:.1f} | | |")
+            extra = (f" (its profiling: {n['ncu_overhead_s']:.1f} s over the {n['script_without_ncu_s']:.1f} s "
+                     "the script takes alone)" if n.get("ncu_overhead_s") is not None else "")
+            lines.append(f"| ncu, same metrics, one forward{extra} | {n['wall_s']:.1f} | | |")
+        tables = {t["model"]: t for t in result.get("tables", [])}
+        if "resnet50" in tables:
+            s = tables["resnet50"]["summary"]
+            lines.append(f"| torchutil range counters alone (`counter_seconds`, {s['counter_passes']} passes) | "
+                         f"{s['counter_seconds']} | | |")
         lines.append("")
     n = result.get("ncu", {})
     if n.get("pairs"):
