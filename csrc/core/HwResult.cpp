@@ -133,6 +133,8 @@ void fillOpRows(ResultTable& ops, const HwResult& hw, const std::vector<OpStats>
         continue;
       }
       setCommon<OpField>(ops, r, perRow[r].values);
+      ops.set(r, OpField::hw_fma_instructions, at(perRow[r].values, RangeMetric::FmaInstructions));
+      ops.set(r, OpField::hw_alu_instructions, at(perRow[r].values, RangeMetric::AluInstructions));
       ops.set(r, OpField::hw_flops_ratio,
               hwRatio(tensorFlops(perRow[r].values), static_cast<double>(rows[r].matrixFlops)));
     }

@@ -117,6 +117,8 @@ struct FieldSpec {
   X(lost_seconds, Real, "kernel_seconds - FLOPs / peak: time above running at peak")   \
   X(hw_tensor_flops, Real, "FLOPs its kernels ran on the tensor cores (counters='flops')") \
   X(hw_flops_ratio, Real, "hw_tensor_flops / matrix_flops")                             \
+  X(hw_fma_instructions, Real, "FMA-pipe warp instructions of its kernels")              \
+  X(hw_alu_instructions, Real, "ALU-pipe warp instructions of its kernels")              \
   X(sm_throughput_pct, Real, "SM throughput %, mean weighted by kernel time")           \
   X(dram_throughput_pct, Real, "DRAM throughput %, mean weighted by kernel time")       \
   X(tensor_active_pct, Real, "tensor-pipe active %, mean weighted by kernel time")      \

@@ -126,6 +126,8 @@ TEST(HwResultTest, SummaryOpAndKernelFields) {
   EXPECT_TRUE(std::isnan(ops.numberColumn("hw_flops_ratio")[1]));  // no matrix FLOPs counted
   EXPECT_DOUBLE_EQ(ops.numberColumn("sm_throughput_pct")[0], 80.0);
   EXPECT_DOUBLE_EQ(ops.numberColumn("sm_throughput_pct")[1], 20.0);
+  EXPECT_DOUBLE_EQ(ops.numberColumn("hw_fma_instructions")[0], 2.0);  // one per kernel
+  EXPECT_TRUE(std::isnan(ops.numberColumn("hw_alu_instructions")[0]));
 
   ResultTable kernels("kernels");
   for (size_t i = 0; i < f.kernels.size(); ++i) {
