@@ -240,6 +240,7 @@ def ncu_compare(batch: int, timeout: int) -> dict:
 
 def markdown(result: dict) -> str:
     lines = [f"# Hardware counters beside the counted FLOPs ({result['device']})", "",
+             *[f"- error: {e}" for e in result.get("errors", [])],
              f"torch {result['torch']}; fp16, channels_last, batch {result['batch']}; "
              "`counters=[\"flops\", \"throughput\"]`. hw/nominal: tensor-core FLOPs the counters saw "
              "÷ the matrix FLOPs the formulas count (docs/counters.md).", ""]
@@ -288,16 +289,59 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_stage(stage: str, args: argparse.Namespace, model: str | None = None) -> dict:
+    """One stage in a child process, so that a crash inside the CUDA/CUPTI stack (a signal, not
+    an exception) costs that stage only: its result, or {"error": ...} saying how it ended."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as f:
+        out = f.name
+    cmd = [sys.executable, os.path.abspath(__file__), "--stage", stage, "--stage-out", out,
+           "--batch", str(args.batch), "--rounds", str(args.rounds), "--ncu-timeout", str(args.ncu_timeout)]
+    if model:
+        cmd += ["--models", model]
+    # Each stage gets the stage timeout, but never more than what is left of the whole budget.
+    limit = min(args.stage_timeout, max(args.deadline - time.monotonic(), 1.0))
+    try:
+        proc = subprocess.run(cmd, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return {"error": f"stage {stage} {model or ''} ran past {limit:.0f} s"}
+    try:
+        with open(out) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return {"error": f"stage {stage} {model or ''} ended with status {proc.returncode} and no result"}
+    finally:
+        os.unlink(out)
+
+
+def stage_main(args: argparse.Namespace) -> None:
+    if args.stage == "tables":
+        result = op_table(args.models[0], args.batch)
+    elif args.stage == "costs":
+        result = costs(args.batch, args.rounds)
+    else:
+        result = ncu_compare(args.batch, args.ncu_timeout)
+    with open(args.stage_out, "w") as f:
+        json.dump(result, f)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--models", nargs="*", default=list(MODELS))
     ap.add_argument("--ncu-timeout", type=int, default=150)
+    ap.add_argument("--stage-timeout", type=int, default=240, help="seconds for one stage's child process")
+    ap.add_argument("--budget", type=float, default=1800.0, help="seconds for all stages together")
     ap.add_argument("--skip", nargs="*", default=[], choices=["tables", "costs", "ncu"])
     ap.add_argument("--json", default=None)
     ap.add_argument("--markdown", default=None)
+    ap.add_argument("--stage", choices=["tables", "costs", "ncu"], default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--stage-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.stage:
+        stage_main(args)
+        return
+    args.deadline = time.monotonic() + args.budget
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "batch": args.batch,
               "build": torchutil.build_info(), "tables": []}
 
@@ -311,18 +355,23 @@ def main() -> None:
 
     if "tables" not in args.skip:
         for name in args.models:
-            try:
-                result["tables"].append(op_table(name, args.batch))
-            except Exception as e:  # one model's failure must not cost the others
-                print(f"{name}: {type(e).__name__}: {e}", flush=True)
+            table = run_stage("tables", args, name)
+            if "error" in table:
+                print(f"{name}: {table['error']}", flush=True)
+                result.setdefault("errors", []).append(table["error"])
+            else:
+                result["tables"].append(table)
             save()
     if "costs" not in args.skip:
         print("cost, resnet50:", flush=True)
-        result["costs"] = costs(args.batch, args.rounds)
+        result["costs"] = run_stage("costs", args)
+        if "error" in result["costs"]:
+            print(result["costs"]["error"], flush=True)
+            result.setdefault("errors", []).append(result.pop("costs")["error"])
         save()
     if "ncu" not in args.skip:
         print("ncu, resnet50:", flush=True)
-        result["ncu"] = ncu_compare(args.batch, args.ncu_timeout)
+        result["ncu"] = run_stage("ncu", args)
         save()
 
 

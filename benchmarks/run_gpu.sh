@@ -55,11 +55,12 @@ for phase in "${phases[@]}"; do
     counters)
       # <= 6 minutes: the tests (~2 min), then the tables, costs and ncu (~3 min), each capped.
       mkdir -p "$OUT/counters"
-      timeout 170 python3 -m pytest tests/test_counters_cuda.py tests/test_counters.py -q -p no:cacheprovider -rs -s \
+      timeout 150 python3 -m pytest tests/test_counters_cuda.py tests/test_counters.py -q -p no:cacheprovider -rs -s \
         > "$OUT/counters/pytest.txt" 2>&1
       grep -E "passed|failed|error|FAILED|RESULT" "$OUT/counters/pytest.txt" | tail -12
-      timeout 190 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
-        --markdown "$OUT/counters/hw_counters.md" --ncu-timeout 100 2>&1 | tee "$OUT/counters/bench.txt" | tail -25 ;;
+      # Every stage runs in a child process within the budget (a crash costs that stage only).
+      timeout 215 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
+        --markdown "$OUT/counters/hw_counters.md" --ncu-timeout 80 --stage-timeout 120 --budget 200 2>&1 | tee "$OUT/counters/bench.txt" | tail -25 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done
