@@ -64,6 +64,14 @@ def test_unknown_set_names_are_refused_by_name(model, bad):
     assert torchutil.profile(model, torch.randn(2, 16), warmup=0, iters=1).counters_status == "off"
 
 
+def test_an_unknown_replay_mode_is_refused_by_name(model):
+    with pytest.raises(ValueError, match="counter_replay must be 'user' or 'kernel', got 'application'"):
+        torchutil.profile(model, torch.randn(2, 16), warmup=0, iters=1, counters="flops",
+                          counter_replay="application")
+    r = torchutil.profile(model, torch.randn(2, 16), warmup=0, iters=1, counters="flops", counter_replay="kernel")
+    assert r.counters_status.startswith("off: hardware counters need a CUDA device")
+
+
 @pytest.mark.parametrize("bad", [3, ["flops", 2], {"flops"}])
 def test_counters_of_another_type_are_a_type_error(model, bad):
     with pytest.raises(TypeError, match="counters must be None, a counter set name"):
@@ -74,6 +82,7 @@ def test_the_schema_documents_the_option():
     schema = str(torch.ops.util._profile.default._schema)
     assert "str[]? counters=None" in schema
     assert "str[]? counters=None" in str(torch.ops.util.profile.default._schema)
+    assert 'str counter_replay="user"' in schema
     names = [f.name for f in torchutil.schema("texts")]
     assert "counters_status" in names
 

@@ -104,6 +104,22 @@ def test_resnet50_per_op_hardware_table(resnet50):
         r.hw_tensor_flops, rel=1e-9)
 
 
+def test_kernel_replay_reads_the_counts_user_replay_reads(resnet50):
+    model, x = resnet50
+    user = torchutil.profile(model, x, warmup=2, iters=3, counters="flops")
+    kernel = torchutil.profile(model, x, warmup=2, iters=3, counters="flops", counter_replay="kernel")
+    print(f"\nresnet50 flops, user replay: {user.counters_status!r}, {user.counter_passes:.0f} forwards, "
+          f"{user.counter_seconds:.3f} s; kernel replay: {kernel.counters_status!r}, "
+          f"{kernel.counter_passes:.0f} forwards, {kernel.counter_seconds:.3f} s; hw tensor FLOPs "
+          f"{user.hw_tensor_flops:.6g} vs {kernel.hw_tensor_flops:.6g}")
+    _skip_unless_counters(user)
+    assert kernel.counters_status == "on", kernel.counters_status
+    assert kernel.counter_passes == 1
+    # Counts do not depend on how the passes were taken.
+    assert kernel.hw_tensor_flops == pytest.approx(user.hw_tensor_flops, rel=1e-6)
+    assert kernel.hw_fma_instructions == pytest.approx(user.hw_fma_instructions, rel=1e-6)
+
+
 def test_resnet50_timeline(resnet50):
     model, x = resnet50
     r = torchutil.profile(model, x, warmup=3, iters=10, counters="timeline", chrome_trace=True)

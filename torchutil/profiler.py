@@ -317,6 +317,7 @@ def profile(
     chrome_trace: bool = False,
     module_paths: bool = True,
     counters: str | Sequence[str] | None = None,
+    counter_replay: str = "user",
 ) -> ProfileResult:
     """Profiles model(*x): utilization, FLOPs, bytes, time and the per-op table.
 
@@ -356,11 +357,14 @@ def profile(
         throughput % over the traced and timed forwards: pm_* fields, counter tracks in the
         Chrome trace); a list of them, or "all". Where counters cannot be read the profile
         still returns, and result.counters_status says why. See docs/counters.md.
+    counter_replay: how the range profiler gets its passes: "user" (one more forward per pass)
+        or "kernel" (CUPTI replays each kernel within one forward, restoring device memory, as
+        ncu does: for forwards that cannot be run again unchanged; slower).
     """
     output = torch.ops.util._profile(model, _as_inputs(x), warmup, iters, cuda_graph, peak,
                                      peak_flops, trace, chrome_trace, module_paths, timing,
                                      target_ci, max_time, max_iters, trace_forwards,
-                                     _ops.counter_sets(counters))
+                                     _ops.counter_sets(counters), counter_replay)
     return ProfileResult._from_output(output)
 
 

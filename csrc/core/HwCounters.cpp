@@ -199,6 +199,20 @@ std::vector<CounterSet> parseCounterSets(const std::vector<std::string>& names) 
   return sets;
 }
 
+const char* replayName(Replay r) {
+  return r == Replay::Kernel ? "kernel" : "user";
+}
+
+Replay parseReplay(std::string_view name) {
+  for (Replay r : {Replay::User, Replay::Kernel}) {
+    if (name == replayName(r)) {
+      return r;
+    }
+  }
+  throw std::invalid_argument("torchutil: counter_replay must be 'user' or 'kernel', got '" +
+                              std::string(name) + "'");
+}
+
 bool hasSet(const std::vector<CounterSet>& sets, CounterSet s) {
   return std::find(sets.begin(), sets.end(), s) != sets.end();
 }

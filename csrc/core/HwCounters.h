@@ -30,6 +30,15 @@ bool hasSet(const std::vector<CounterSet>& sets, CounterSet s);
 bool needsRangeProfiler(const std::vector<CounterSet>& sets);
 bool needsPmSampling(const std::vector<CounterSet>& sets);
 
+// How the range profiler gets its passes: "user" (one more forward of the model per pass, the
+// default: each pass is a forward torchutil runs anyway) or "kernel" (CUPTI replays each kernel
+// itself, saving and restoring device memory, within one forward, as ncu does: for forwards
+// that cannot be run again unchanged).
+enum class Replay : uint8_t { User, Kernel };
+const char* replayName(Replay r);
+// Throws std::invalid_argument naming the value for anything but "user" and "kernel".
+Replay parseReplay(std::string_view name);
+
 // How a metric combines over kernels: counts add up; percentages are means weighted by kernel
 // duration (by overlap time for PM samples).
 enum class Reduce : uint8_t { Sum, TimeWeighted };

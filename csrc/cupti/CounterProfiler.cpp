@@ -321,8 +321,9 @@ std::string counterReadBusyReason() {
                       : "";
 }
 
-bool RangeProfiler::run(int deviceIndex, const std::vector<hw::CounterSet>& sets, size_t maxRanges,
-                        const Forward& forward, RangeProfile* out, std::string* why) {
+bool RangeProfiler::run(int deviceIndex, const std::vector<hw::CounterSet>& sets, hw::Replay replay,
+                        size_t maxRanges, const Forward& forward, RangeProfile* out,
+                        std::string* why) {
   BusyClaim claim;
   if (!claim.owned()) {
     *why = counterReadBusyReason();
@@ -417,7 +418,7 @@ bool RangeProfiler::run(int deviceIndex, const std::vector<hw::CounterSet>& sets
     p.counterDataImageSize = counterData.size();
     p.pCounterDataImage = counterData.data();
     p.range = CUPTI_AutoRange;
-    p.replayMode = CUPTI_UserReplay;
+    p.replayMode = replay == hw::Replay::Kernel ? CUPTI_KernelReplay : CUPTI_UserReplay;
     p.maxRangesPerPass = maxRanges;
     p.numNestingLevels = 1;
     p.minNestingLevel = 1;
@@ -426,7 +427,8 @@ bool RangeProfiler::run(int deviceIndex, const std::vector<hw::CounterSet>& sets
     TORCHUTIL_COUNTERS_CHECK(cuptiRangeProfilerSetConfig(&p));
   }
   // User replay: one forward per pass, between start and stop, until CUPTI says every pass
-  // was submitted. A few passes beyond the count CUPTI predicted are allowed, no more.
+  // was submitted. A few passes beyond the count CUPTI predicted are allowed, no more. Kernel
+  // replay: CUPTI replays each kernel for its passes, so one forward submits them all.
   bool allSubmitted = false;
   for (size_t pass = 0; pass < passes + 2 && !allSubmitted; ++pass) {
     auto start =

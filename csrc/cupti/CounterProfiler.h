@@ -39,8 +39,10 @@ class RangeProfiler {
   // Reads the range metrics of `sets` on device deviceIndex (whose primary context must be
   // current: the caller has run CUDA work on it from this thread). maxRanges: the most kernels
   // one forward launches. Returns false and sets *why on failure.
-  static bool run(int deviceIndex, const std::vector<hw::CounterSet>& sets, size_t maxRanges,
-                  const Forward& forward, RangeProfile* out, std::string* why);
+  // replay: User runs forward() once per pass; Kernel runs it once and CUPTI replays each
+  // kernel for its passes.
+  static bool run(int deviceIndex, const std::vector<hw::CounterSet>& sets, hw::Replay replay,
+                  size_t maxRanges, const Forward& forward, RangeProfile* out, std::string* why);
 };
 
 struct PmTimeline {

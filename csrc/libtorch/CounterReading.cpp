@@ -53,6 +53,7 @@ struct CounterReading::Impl {
   c10::Device device;
   std::vector<hw::CounterSet> sets;
   uint64_t pmIntervalNs = 0;
+  hw::Replay replay = hw::Replay::User;
   std::string off;                    // why nothing is read ("" when something may be)
   std::vector<std::string> problems;  // what could not be read, for the status
   std::vector<std::string> notes;     // what was read only in part
@@ -79,11 +80,12 @@ struct CounterReading::Impl {
 };
 
 CounterReading::CounterReading(c10::Device device, std::vector<hw::CounterSet> sets, bool traced,
-                               uint64_t pmIntervalNs)
+                               uint64_t pmIntervalNs, hw::Replay replay)
     : impl_(std::make_unique<Impl>(device)) {
   Impl& m = *impl_;
   m.sets = std::move(sets);
   m.pmIntervalNs = pmIntervalNs;
+  m.replay = replay;
   if (m.sets.empty()) {
     m.off = "off";
     return;
@@ -199,7 +201,7 @@ void CounterReading::readRanges(const std::function<void()>& forward, size_t max
   const auto t0 = std::chrono::steady_clock::now();
   cupti::RangeProfile profile;
   std::string why;
-  const bool ok = cupti::RangeProfiler::run(static_cast<int>(m.device.index()), rangeSets,
+  const bool ok = cupti::RangeProfiler::run(static_cast<int>(m.device.index()), rangeSets, m.replay,
                                             maxRanges, forward, &profile, &why);
   m.rangeSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.passes = profile.passes;

@@ -23,7 +23,7 @@ class CounterReading {
   // traced: the profile records kernels (the range counters are matched to them, so the
   // flops and throughput sets need it).
   CounterReading(c10::Device device, std::vector<hw::CounterSet> sets, bool traced,
-                 uint64_t pmIntervalNs);
+                 uint64_t pmIntervalNs, hw::Replay replay = hw::Replay::User);
   ~CounterReading();
   CounterReading(const CounterReading&) = delete;
   CounterReading& operator=(const CounterReading&) = delete;

@@ -161,7 +161,8 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   std::vector<KernelRecord> countedKernels, timedKernels;
   // Hardware counters: PM sampling from the traced forwards (or the timed ones when nothing is
   // traced) to the end of the timed forwards; the range profiler's passes after them.
-  CounterReading counters(device, options.counters, tracing != nullptr, options.pmIntervalNs);
+  CounterReading counters(device, options.counters, tracing != nullptr, options.pmIntervalNs,
+                          options.counterReplay);
   if (!onMeta) {
     if (tracing) {
       tracing->countedDone();
@@ -188,7 +189,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     counters.stopTimeline();
     out.timingNote = timing.note;
     out.repetition = timing.repeat.stop;
-    // Each replay pass is one more eager forward, waited for.
+    // Each user-replay pass is one more eager forward, waited for (kernel replay: one in all).
     counters.readRanges(
         [&] {
           forward->run(inputs);

@@ -38,6 +38,7 @@ struct ProfileOptions {
   // forwards (flops, throughput) and PM sampling over the traced and timed forwards (timeline).
   std::vector<hw::CounterSet> counters;
   uint64_t pmIntervalNs = 10000;
+  hw::Replay counterReplay = hw::Replay::User;  // how the range profiler gets its passes
 };
 
 struct ProfileOutput {

@@ -99,6 +99,7 @@ struct ProfileArgs {
   std::optional<int64_t> maxIters;
   int64_t traceForwards;
   std::optional<std::vector<std::string>> counters;
+  std::string counterReplay;
 };
 
 ProfileOptions options(const ProfileArgs& a, bool chromeTrace, bool modulePaths) {
@@ -135,6 +136,11 @@ ProfileOptions options(const ProfileArgs& a, bool chromeTrace, bool modulePaths)
       TORCH_CHECK_VALUE(false, e.what());
     }
   }
+  try {
+    o.counterReplay = hw::parseReplay(a.counterReplay);
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
   return o;
 }
 
@@ -142,10 +148,20 @@ at::Tensor profileOp(const c10::IValue& model, const at::Tensor& x, int64_t warm
                      bool cudaGraph, std::string peak, std::optional<double> peakFlops, bool trace,
                      std::optional<std::string> timing, std::optional<double> targetCi,
                      double maxTime, std::optional<int64_t> maxIters, int64_t traceForwards,
-                     std::optional<std::vector<std::string>> counters) {
-  const ProfileArgs args{warmup,    iters,    cudaGraph,     std::move(peak),
-                         peakFlops, trace,    timing,        targetCi,
-                         maxTime,   maxIters, traceForwards, std::move(counters)};
+                     std::optional<std::vector<std::string>> counters, std::string counterReplay) {
+  const ProfileArgs args{warmup,
+                         iters,
+                         cudaGraph,
+                         std::move(peak),
+                         peakFlops,
+                         trace,
+                         timing,
+                         targetCi,
+                         maxTime,
+                         maxIters,
+                         traceForwards,
+                         std::move(counters),
+                         std::move(counterReplay)};
   // The summary has no per-op rows, so no module paths are recorded.
   return toTensor(
       profileModel(model, {x}, options(args, /*chromeTrace=*/false, /*modulePaths=*/false))
@@ -158,10 +174,20 @@ Output profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& in
                      bool modulePaths, std::optional<std::string> timing,
                      std::optional<double> targetCi, double maxTime,
                      std::optional<int64_t> maxIters, int64_t traceForwards,
-                     std::optional<std::vector<std::string>> counters) {
-  const ProfileArgs args{warmup,    iters,    cudaGraph,     std::move(peak),
-                         peakFlops, trace,    timing,        targetCi,
-                         maxTime,   maxIters, traceForwards, std::move(counters)};
+                     std::optional<std::vector<std::string>> counters, std::string counterReplay) {
+  const ProfileArgs args{warmup,
+                         iters,
+                         cudaGraph,
+                         std::move(peak),
+                         peakFlops,
+                         trace,
+                         timing,
+                         targetCi,
+                         maxTime,
+                         maxIters,
+                         traceForwards,
+                         std::move(counters),
+                         std::move(counterReplay)};
   return wrap(profileModel(model, inputs, options(args, chromeTrace, modulePaths)));
 }
 
@@ -244,13 +270,14 @@ TORCH_LIBRARY(util, m) {
       "profile(Any model, Tensor x, *, int warmup=3, int iters=10, bool cuda_graph=False, "
       "str peak=\"auto\", float? peak_flops=None, bool trace=True, str? timing=None, "
       "float? target_ci=None, float max_time=2.0, int? max_iters=None, int trace_forwards=1, "
-      "str[]? counters=None) -> Tensor",
+      "str[]? counters=None, str counter_replay=\"user\") -> Tensor",
       &profileOp);
   m.def(
       "_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, bool cuda_graph=False, "
       "str peak=\"auto\", float? peak_flops=None, bool trace=True, bool chrome_trace=False, "
       "bool module_paths=True, str? timing=None, float? target_ci=None, float max_time=2.0, "
-      "int? max_iters=None, int trace_forwards=1, str[]? counters=None) "
+      "int? max_iters=None, int trace_forwards=1, str[]? counters=None, "
+      "str counter_replay=\"user\") "
       "-> __torch__.torch.classes.util.ProfileOutput",
       &profileFullOp);
   m.def("_counter_metrics(str[] sets) -> (str[] keys, str[] names)", &counterMetricsOp);

@@ -59,6 +59,18 @@ TEST(HwCountersTest, UnknownSetNameIsRejectedByName) {
   EXPECT_THROW(parseCounterSets({""}), std::invalid_argument);
 }
 
+TEST(HwCountersTest, ReplayModesByName) {
+  EXPECT_EQ(parseReplay("user"), Replay::User);
+  EXPECT_EQ(parseReplay("kernel"), Replay::Kernel);
+  EXPECT_STREQ(replayName(Replay::Kernel), "kernel");
+  try {
+    parseReplay("application");
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("got 'application'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HwCountersTest, MetricTablesAreIndexedByTheirEnums) {
   ASSERT_EQ(rangeMetricDefs().size(), kNumRangeMetrics);
   ASSERT_EQ(pmMetricDefs().size(), kNumPmMetrics);
