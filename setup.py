@@ -156,7 +156,8 @@ def _extension():
         if cupti:
             define_macros.append(("TORCHUTIL_WITH_CUPTI", None))
             kwargs["include_dirs"].append(cupti[0])
-            kwargs["extra_link_args"] = cupti[1]
+            # libdl: the counter reader finds cuCtxGetCurrent in the driver torch loaded.
+            kwargs["extra_link_args"] = cupti[1] + ["-ldl"]
         return cpp_extension.CUDAExtension(**kwargs)
     return cpp_extension.CppExtension(**kwargs)
 

@@ -11,6 +11,8 @@
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto), into $OUT/sweep.sqlite
 #   sweep2   the same over two GPUs with torchrun, into $OUT/sweep2.sqlite
 #   reference utilization of the reference models and the README's Chrome trace
+#   counters  hardware counters (issue #11): their GPU tests, the per-op hardware/nominal FLOP tables,
+#            their cost against ncu and ncu's values against torchutil's; four files in $OUT/counters/
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
@@ -64,6 +66,16 @@ for phase in "${phases[@]}"; do
       python3 -c "import sqlite3; c = sqlite3.connect('/tmp/sweep3k.sqlite'); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" ;;
     reference)
       timeout 300 python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
+    counters)
+      # <= 6 minutes: the GPU tests (~2 min; their CPU side runs in CI), then the tables, costs
+      # and ncu (~3 min), each capped.
+      mkdir -p "$OUT/counters"
+      timeout 150 python3 -m pytest tests/test_counters_cuda.py -q -p no:cacheprovider -rs -s \
+        > "$OUT/counters/pytest.txt" 2>&1
+      grep -E "passed|failed|error|FAILED|RESULT" "$OUT/counters/pytest.txt" | tail -12
+      # Every stage runs in a child process within the budget (a crash costs that stage only).
+      timeout 215 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
+        --markdown "$OUT/counters/hw_counters.md" --ncu-timeout 80 --stage-timeout 120 --budget 200 2>&1 | tee "$OUT/counters/bench.txt" | tail -25 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done

@@ -56,6 +56,19 @@ def as_dispatchable(model: Any) -> Any:
     return _C._wrap_module(model)
 
 
+def counter_sets(counters: Any) -> list[str] | None:
+    """counters= as the ops take it: None, or a list of set names ("flops", "throughput",
+    "timeline", "all"); a single name is a list of one. The names are checked in C++."""
+    if counters is None:
+        return None
+    if isinstance(counters, str):
+        return [counters]
+    if isinstance(counters, (list, tuple)) and all(isinstance(c, str) for c in counters):
+        return list(counters)
+    raise TypeError("torchutil: counters must be None, a counter set name ('flops', 'throughput', "
+                    f"'timeline', 'all') or a list of them, got {counters!r}")
+
+
 class ModelOpPacket:
     """torch.ops.util.<op> for ops whose first argument is a model.
 
@@ -68,6 +81,8 @@ class ModelOpPacket:
         self.__doc__ = packet.__doc__
 
     def __call__(self, model: Any, *args: Any, **kwargs: Any) -> Any:
+        if "counters" in kwargs:
+            kwargs["counters"] = counter_sets(kwargs["counters"])
         return self._packet(as_dispatchable(model), *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

@@ -180,7 +180,23 @@ class ProfileResult:
                                      f"GPU busy {_percent(v['gpu_busy_fraction'])}"))
         else:
             items.append(("kernels", f"not traced ({self.trace_status})"))
+        if self.counters_status != "off":
+            items.append(("hardware counters", self._counters_line()))
         return items
+
+    def _counters_line(self) -> str:
+        """The hardware counters in one line: status, hardware/nominal FLOPs, throughputs."""
+        v = self._values
+        parts = [self.counters_status]
+        if v.get("hw_tensor_flops") == v.get("hw_tensor_flops"):
+            parts.append(f"tensor {_scaled(v['hw_tensor_flops'], 1e9)} GFLOP = "
+                         f"{_scaled(v['hw_flops_ratio'], 1.0)} x counted matrix FLOPs")
+        for name, label in (("sm_throughput_pct", "SM"), ("dram_throughput_pct", "DRAM"),
+                            ("tensor_active_pct", "tensor"), ("pm_sm_active_pct", "PM SM active"),
+                            ("pm_tensor_active_pct", "PM tensor"), ("pm_dram_throughput_pct", "PM DRAM")):
+            if v.get(name) == v.get(name):
+                parts.append(f"{label} {v[name]:.1f} %")
+        return "; ".join(parts)
 
     def __repr__(self) -> str:
         return "ProfileResult(" + "; ".join(f"{k}: {x}" for k, x in self._summary_items()) + ")"
@@ -224,6 +240,8 @@ class ProfileResult:
             )
         else:
             lines.append(f"GPU kernels        not traced ({self.trace_status})")
+        if self.counters_status != "off":
+            lines.append(f"hardware counters  {self._counters_line()}")
         if self.unknown_ops:
             listed = ", ".join(f"{k} x{c}" for k, c in self.unknown_ops.items())
             lines.append(f"ops with no FLOP formula (not counted): {listed}")
@@ -298,6 +316,8 @@ def profile(
     trace_forwards: int = 1,
     chrome_trace: bool = False,
     module_paths: bool = True,
+    counters: str | Sequence[str] | None = None,
+    counter_replay: str = "user",
 ) -> ProfileResult:
     """Profiles model(*x): utilization, FLOPs, bytes, time and the per-op table.
 
@@ -328,10 +348,23 @@ def profile(
     module_paths: name each op's module (Python module hooks on the counted forward; without
         them the rows' module is ""). torch.ops.util.profile, which returns the summary only,
         never records them.
+    counters: the GPU's own hardware counters beside the counted FLOPs (CUDA, CUPTI; off by
+        default, and nothing changes without them): "flops" (tensor-core FLOPs per path and
+        dtype, FMA/ALU pipe instructions: hw_tensor_flops, hw_flops_ratio per op and forward),
+        "throughput" (SM and DRAM throughput %, tensor-pipe active %, achieved occupancy),
+        both read per kernel by CUPTI's range profiler in extra forwards after the timed ones
+        (one per replay pass), and "timeline" (PM sampling of SM-active, tensor-active and DRAM
+        throughput % over the traced and timed forwards: pm_* fields, counter tracks in the
+        Chrome trace); a list of them, or "all". Where counters cannot be read the profile
+        still returns, and result.counters_status says why. See docs/counters.md.
+    counter_replay: how the range profiler gets its passes: "user" (one more forward per pass)
+        or "kernel" (CUPTI replays each kernel within one forward, restoring device memory, as
+        ncu does: for forwards that cannot be run again unchanged; slower).
     """
     output = torch.ops.util._profile(model, _as_inputs(x), warmup, iters, cuda_graph, peak,
                                      peak_flops, trace, chrome_trace, module_paths, timing,
-                                     target_ci, max_time, max_iters, trace_forwards)
+                                     target_ci, max_time, max_iters, trace_forwards,
+                                     _ops.counter_sets(counters), counter_replay)
     return ProfileResult._from_output(output)
 
 

@@ -1,6 +1,7 @@
 #include "core/KernelTrace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -163,7 +164,8 @@ std::string micros(uint64_t ns, uint64_t origin) {
 }  // namespace
 
 std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<OpStats>& rows,
-                        const std::vector<KernelRecord>& kernels, const std::string& deviceName) {
+                        const std::vector<KernelRecord>& kernels, const std::string& deviceName,
+                        const std::vector<CounterTrack>& counters) {
   uint64_t origin = std::numeric_limits<uint64_t>::max();
   for (const OpEvent& e : events) {
     origin = std::min(origin, e.startNs);
@@ -244,6 +246,16 @@ std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<Op
       o << ",\"graph\":" << k.graphId;
     }
     o << "}}";
+  }
+  for (const CounterTrack& c : counters) {
+    for (const auto& [ns, value] : c.points) {
+      if (ns < origin || !std::isfinite(value)) {
+        continue;
+      }
+      sep();
+      o << R"({"ph":"C","pid":1,"cat":"counter","name":)" << str(c.name)
+        << ",\"ts\":" << micros(ns, origin) << ",\"args\":{\"value\":" << value << "}}";
+    }
   }
   o << "\n]}\n";
   return o.str();

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/CountSession.h"
@@ -84,12 +85,20 @@ TraceStats summarizeTrace(const std::vector<KernelRecord>& counted,
                           bool positionAttributed, const std::vector<OpEvent>& events,
                           size_t numRows);
 
+// A counter track of a Chrome trace ("ph": "C"): (time on the kernels' clock, value) points.
+struct CounterTrack {
+  std::string name;
+  std::vector<std::pair<uint64_t, double>> points;
+};
+
 // A Chrome trace (JSON; opens in Perfetto and chrome://tracing): the counted forward's ops on a
 // CPU track (FLOPs, bytes, module in their args), every kernel on one track per device stream
-// (op, module, grid, block, registers, shared memory in their args). Times in microseconds
-// from the first event.
+// (op, module, grid, block, registers, shared memory in their args), and the counter tracks on
+// the GPU process (PM samples). Times in microseconds from the first op or kernel; counter
+// points before it are left out.
 std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<OpStats>& rows,
-                        const std::vector<KernelRecord>& kernels, const std::string& deviceName);
+                        const std::vector<KernelRecord>& kernels, const std::string& deviceName,
+                        const std::vector<CounterTrack>& counters = {});
 
 std::string jsonEscape(const std::string& s);
 

@@ -69,7 +69,34 @@ struct FieldSpec {
   X(count_saturated, Real,                                                                    \
     "1 if a FLOP or byte count did not fit int64 and is held at 2^63-1 (a lower bound)")       \
   X(peak_exceeded, Real,                                                                      \
-    "utilization (or kernel_utilization) when above 1: the peak is below what ran; else 0")
+    "utilization (or kernel_utilization) when above 1: the peak is below what ran; else 0")   \
+  X(hw_tensor_flops, Real,                                                                    \
+    "FLOPs the tensor cores executed per forward, from the GPU's counters (counters='flops')") \
+  X(hw_flops_ratio, Real,                                                                     \
+    "hw_tensor_flops / matrix_flops: above 1 padded or wasted work, below 1 work done elsewhere") \
+  X(hw_tensor_flops_fp16, Real, "hw_tensor_flops of the float16 tensor paths")               \
+  X(hw_tensor_flops_bf16, Real, "hw_tensor_flops of the bfloat16 tensor paths")              \
+  X(hw_tensor_flops_tf32, Real, "hw_tensor_flops of the tf32 tensor paths")                  \
+  X(hw_tensor_flops_fp8, Real, "hw_tensor_flops of the float8 tensor paths")                 \
+  X(hw_tensor_int8_ops, Real, "integer tensor-path operations per forward (not FLOPs)")      \
+  X(hw_gmma_instructions, Real, "warp-group tensor instructions (gmma) per forward")         \
+  X(hw_fma_instructions, Real, "FMA-pipe warp instructions per forward")                     \
+  X(hw_alu_instructions, Real, "ALU-pipe warp instructions per forward")                     \
+  X(sm_throughput_pct, Real,                                                                  \
+    "SM throughput, % of peak, kernel-time-weighted mean over the forward (counters='throughput')") \
+  X(dram_throughput_pct, Real, "DRAM throughput, % of peak, kernel-time-weighted mean")       \
+  X(tensor_active_pct, Real, "tensor-pipe active cycles, % of peak, kernel-time-weighted mean") \
+  X(achieved_occupancy_pct, Real, "active warps, % of the SM maximum, kernel-time-weighted mean") \
+  X(counter_kernels, Real, "kernels whose counters were read and matched to the counted forward") \
+  X(counter_passes, Real, "extra forwards the range profiler ran (one per replay pass)")      \
+  X(counter_seconds, Real, "wall time of reading the range counters (passes and decoding)")   \
+  X(pm_sm_active_pct, Real,                                                                   \
+    "PM sampling: SM active cycles, % of elapsed, over the timed forwards (counters='timeline')") \
+  X(pm_tensor_active_pct, Real, "PM sampling: tensor-pipe active, % of peak, over the timed forwards") \
+  X(pm_dram_throughput_pct, Real, "PM sampling: DRAM throughput, % of peak, over the timed forwards") \
+  X(pm_samples, Real, "PM samples taken over the traced and timed forwards")                  \
+  X(pm_clock_offset_us, Real,                                                                 \
+    "microseconds added to PM sample times to line them up with the kernel records")
 
 // One row per (op, module, dtype) of the counted forward; totals over its calls.
 #define TORCHUTIL_OP_FIELDS(X)                                                          \
@@ -87,7 +114,18 @@ struct FieldSpec {
   X(kernel_flops_per_second, Real, "FLOPs / kernel_seconds")                            \
   X(kernel_utilization, Real, "kernel_flops_per_second / peak")                         \
   X(kernel_bandwidth_utilization, Real, "bytes / kernel_seconds / peak bandwidth")      \
-  X(lost_seconds, Real, "kernel_seconds - FLOPs / peak: time above running at peak")
+  X(lost_seconds, Real, "kernel_seconds - FLOPs / peak: time above running at peak")   \
+  X(hw_tensor_flops, Real, "FLOPs its kernels ran on the tensor cores (counters='flops')") \
+  X(hw_flops_ratio, Real, "hw_tensor_flops / matrix_flops")                             \
+  X(hw_fma_instructions, Real, "FMA-pipe warp instructions of its kernels")              \
+  X(hw_alu_instructions, Real, "ALU-pipe warp instructions of its kernels")              \
+  X(sm_throughput_pct, Real, "SM throughput %, mean weighted by kernel time")           \
+  X(dram_throughput_pct, Real, "DRAM throughput %, mean weighted by kernel time")       \
+  X(tensor_active_pct, Real, "tensor-pipe active %, mean weighted by kernel time")      \
+  X(achieved_occupancy_pct, Real, "achieved occupancy %, mean weighted by kernel time") \
+  X(pm_sm_active_pct, Real, "PM sampling: SM active % while its kernels ran")           \
+  X(pm_tensor_active_pct, Real, "PM sampling: tensor-pipe active % while its kernels ran") \
+  X(pm_dram_throughput_pct, Real, "PM sampling: DRAM throughput % while its kernels ran")
 
 // One row per traced GPU kernel, memcpy and memset: the counted forward's, then the timed
 // forwards'.
@@ -115,7 +153,15 @@ struct FieldSpec {
   X(dynamic_shared_bytes, Count, "")                                                          \
   X(bytes, Count, "bytes copied or set (memcpy, memset)")                                     \
   X(op_row, Count, "row of the op table that accounts for it, none when no op does")          \
-  X(graph_id, Count, "CUDA graph id, 0 outside graphs")
+  X(graph_id, Count, "CUDA graph id, 0 outside graphs")                                      \
+  X(hw_tensor_flops, Real, "FLOPs it ran on the tensor cores (counted forward; counters='flops')") \
+  X(hw_gmma_instructions, Real, "warp-group tensor instructions")                             \
+  X(hw_fma_instructions, Real, "FMA-pipe warp instructions")                                  \
+  X(hw_alu_instructions, Real, "ALU-pipe warp instructions")                                  \
+  X(sm_throughput_pct, Real, "SM throughput, % of peak (counters='throughput')")             \
+  X(dram_throughput_pct, Real, "DRAM throughput, % of peak")                                  \
+  X(tensor_active_pct, Real, "tensor-pipe active cycles, % of peak")                          \
+  X(achieved_occupancy_pct, Real, "active warps, % of the SM maximum")
 
 // Ops of the counted forward that have no FLOP formula and no counted callee.
 #define TORCHUTIL_UNKNOWN_OP_FIELDS(X)                      \
@@ -148,7 +194,9 @@ struct FieldSpec {
     "where per-op kernel figures come from: \"timed\" (the timed forwards, kernels matched to " \
     "ops by position), \"counted\" (the counted forward alone: the timed forwards launched "  \
     "another kernel sequence) or \"none\" (nothing traced)")                                 \
-  X(chrome_trace, Text, "the Chrome/Perfetto trace JSON (profile(..., chrome_trace=True))")
+  X(chrome_trace, Text, "the Chrome/Perfetto trace JSON (profile(..., chrome_trace=True))")    \
+  X(counters_status, Text,                                                                    \
+    "hardware counters: \"off\" (not asked for), \"off: <why>\", \"on\" or \"on, partial: <what is missing>\"")
 
 // clang-format on
 

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <limits>
 
+#include "core/HwResult.h"
 #include "core/Metrics.h"
+#include "libtorch/CounterReading.h"
 #include "libtorch/Forward.h"
 #include "libtorch/KernelTracing.h"
 #include "libtorch/OpCounter.h"
@@ -56,6 +58,8 @@ NamedResult nameResult(const ProfileOutput& out) {
     r.unknownOps.set(row, UnknownOpField::calls, static_cast<double>(calls));
   }
   addKernelRows(r.kernels, out.kernels, out.events);
+  hw::fillOpRows(r.ops, out.hw, rows);
+  hw::fillKernelRows(r.kernels, out.hw);
   r.setText(TextField::peak_source, out.peak.source);
   r.setText(TextField::peak_dtype, out.peak.dtype);
   r.setText(TextField::timing_mode, out.timingMode);
@@ -68,6 +72,7 @@ NamedResult nameResult(const ProfileOutput& out) {
                                            : out.trace.perOpFromTimed ? "timed"
                                                                       : "counted");
   r.setText(TextField::chrome_trace, out.chromeTrace);
+  r.setText(TextField::counters_status, out.countersStatus);
   return r;
 }
 
@@ -162,6 +167,10 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   CountTable& table = counted.table;
   TimingResult timing;
   std::vector<KernelRecord> countedKernels, timedKernels;
+  // Hardware counters: PM sampling from the traced forwards (or the timed ones when nothing is
+  // traced) to the end of the timed forwards; the range profiler's passes after them.
+  CounterReading counters(device, options.counters, tracing != nullptr, options.pmIntervalNs,
+                          options.counterReplay);
   if (!onMeta) {
     if (tracing) {
       tracing->countedDone();
@@ -173,13 +182,29 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     plan.warmedStream = side;
     if (tracing) {
       plan.tracedForwards = options.traceForwards;
-      plan.beforeTraced = [&] { tracing->timedStart(); };
+      plan.beforeTraced = [&] {
+        counters.startTimeline();
+        tracing->timedStart();
+      };
       // The trace ends before the timed forwards, which then run without CUPTI.
       plan.afterTraced = [&] { tracing->finish(&countedKernels, &timedKernels); };
     }
+    plan.beforeTimed = [&] {
+      counters.startTimeline();  // once: a no-op when the traced forwards started it
+      counters.timedStart();
+    };
     timing = timeForwards(*forward, inputs, device, plan);
+    counters.timedEnd();
+    counters.stopTimeline();
     out.timingNote = timing.note;
     out.repetition = timing.repeat.stop;
+    // Each user-replay pass is one more eager forward, waited for (kernel replay: one in all).
+    counters.readRanges(
+        [&] {
+          forward->run(inputs);
+          synchronizeDevice(device);
+        },
+        countedKernels.size() + 64);
   }
   if (tracing) {
     if (tracing->dropped() > 0) {
@@ -196,9 +221,11 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     out.kernels.insert(out.kernels.end(), std::make_move_iterator(timedKernels.begin()),
                        std::make_move_iterator(timedKernels.end()));
     out.events = std::move(counted.events);
-    if (options.chromeTrace) {
-      out.chromeTrace = chromeTrace(out.events, table.rows(), out.kernels, deviceName(device));
-    }
+  }
+  out.countersStatus = counters.finish(out.kernels, out.events, &out.hw);
+  if (out.traced && options.chromeTrace) {
+    out.chromeTrace = chromeTrace(out.events, table.rows(), out.kernels, deviceName(device),
+                                  hw::counterTracks(out.hw));
   }
 
   out.peak = peakForCount(device, table, options.peak, options.peakFlops);
@@ -215,6 +242,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   s.trace = out.traced ? &out.trace : nullptr;
   s.tracedForwards = out.traced ? options.traceForwards : 0;
   out.summary = summarize(s);
+  hw::fillSummary(out.summary, out.hw, static_cast<double>(s.totals.matrixFlops));
   out.table = std::move(table);
   out.timingMode = onMeta ? "none" : timingModeName(timing.used);
   out.device = device.str();

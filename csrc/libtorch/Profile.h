@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/CountSession.h"
+#include "core/HwCounters.h"
+#include "core/HwResult.h"
 #include "core/KernelTrace.h"
 #include "core/ResultSchema.h"
 #include "libtorch/DeviceBandwidth.h"
@@ -32,6 +34,11 @@ struct ProfileOptions {
   // Name the module of every op (Python module hooks during the counted forward; they cost
   // about a third of a forward at batch 1 on a GPU, so the summary-only op goes without).
   bool modulePaths = true;
+  // Hardware counters (counters=...; none by default): range-profiler passes after the timed
+  // forwards (flops, throughput) and PM sampling over the traced and timed forwards (timeline).
+  std::vector<hw::CounterSet> counters;
+  uint64_t pmIntervalNs = 10000;
+  hw::Replay counterReplay = hw::Replay::User;  // how the range profiler gets its passes
 };
 
 struct ProfileOutput {
@@ -50,6 +57,9 @@ struct ProfileOutput {
   std::vector<OpEvent> events;
   std::vector<KernelRecord> kernels;  // counted forward first, then the timed forwards
   std::string chromeTrace;
+  // Hardware counters: what was read, matched to kernels and ops, and the status.
+  hw::HwResult hw;
+  std::string countersStatus = "off";
 };
 
 // The result by name, for Python (util.ProfileOutput): summary, tables and texts.

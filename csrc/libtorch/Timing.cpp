@@ -169,6 +169,9 @@ TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& input
   if (plan.afterTraced) {
     plan.afterTraced();
   }
+  if (plan.beforeTimed) {
+    plan.beforeTimed();
+  }
   try {
     result.repeat = repeatTimed([&](int64_t n) { return timeBatch(*runner, device, n); },
                                 &steadySeconds, plan.repeat);

@@ -44,6 +44,7 @@ struct TimingPlan {
   int64_t tracedForwards = 0;
   std::function<void()> beforeTraced;  // called with the device idle
   std::function<void()> afterTraced;   // called with the device idle
+  std::function<void()> beforeTimed;   // called with the device idle, right before the timing
   RepeatPolicy repeat;                 // then the timed forwards
   // The stream of captureStream() when the caller's forwards ran there: the capture then needs
   // no warm-up forward of its own.

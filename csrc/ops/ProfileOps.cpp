@@ -3,6 +3,7 @@
 #include <torch/library.h>
 
 #include "core/FormulaRegistry.h"
+#include "core/HwCounters.h"
 #include "core/KernelTrace.h"
 #include "core/Metrics.h"
 #include "core/ResultSchema.h"
@@ -97,6 +98,8 @@ struct ProfileArgs {
   double maxTime;
   std::optional<int64_t> maxIters;
   int64_t traceForwards;
+  std::optional<std::vector<std::string>> counters;
+  std::string counterReplay;
 };
 
 ProfileOptions options(const ProfileArgs& a, bool chromeTrace, bool modulePaths) {
@@ -126,15 +129,39 @@ ProfileOptions options(const ProfileArgs& a, bool chromeTrace, bool modulePaths)
   }
   o.peak = rateSourceArgument(a.peak, "peak");
   o.peakFlops = a.peakFlops;
+  if (a.counters.has_value()) {
+    try {
+      o.counters = hw::parseCounterSets(*a.counters);
+    } catch (const std::invalid_argument& e) {
+      TORCH_CHECK_VALUE(false, e.what());
+    }
+  }
+  try {
+    o.counterReplay = hw::parseReplay(a.counterReplay);
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
   return o;
 }
 
 at::Tensor profileOp(const c10::IValue& model, const at::Tensor& x, int64_t warmup, int64_t iters,
                      bool cudaGraph, std::string peak, std::optional<double> peakFlops, bool trace,
                      std::optional<std::string> timing, std::optional<double> targetCi,
-                     double maxTime, std::optional<int64_t> maxIters, int64_t traceForwards) {
-  const ProfileArgs args{warmup, iters,    cudaGraph, std::move(peak), peakFlops,    trace,
-                         timing, targetCi, maxTime,   maxIters,        traceForwards};
+                     double maxTime, std::optional<int64_t> maxIters, int64_t traceForwards,
+                     std::optional<std::vector<std::string>> counters, std::string counterReplay) {
+  const ProfileArgs args{warmup,
+                         iters,
+                         cudaGraph,
+                         std::move(peak),
+                         peakFlops,
+                         trace,
+                         timing,
+                         targetCi,
+                         maxTime,
+                         maxIters,
+                         traceForwards,
+                         std::move(counters),
+                         std::move(counterReplay)};
   // The summary has no per-op rows, so no module paths are recorded.
   return toTensor(
       profileModel(model, {x}, options(args, /*chromeTrace=*/false, /*modulePaths=*/false))
@@ -146,10 +173,44 @@ Output profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& in
                      std::optional<double> peakFlops, bool trace, bool chromeTrace,
                      bool modulePaths, std::optional<std::string> timing,
                      std::optional<double> targetCi, double maxTime,
-                     std::optional<int64_t> maxIters, int64_t traceForwards) {
-  const ProfileArgs args{warmup, iters,    cudaGraph, std::move(peak), peakFlops,    trace,
-                         timing, targetCi, maxTime,   maxIters,        traceForwards};
+                     std::optional<int64_t> maxIters, int64_t traceForwards,
+                     std::optional<std::vector<std::string>> counters, std::string counterReplay) {
+  const ProfileArgs args{warmup,
+                         iters,
+                         cudaGraph,
+                         std::move(peak),
+                         peakFlops,
+                         trace,
+                         timing,
+                         targetCi,
+                         maxTime,
+                         maxIters,
+                         traceForwards,
+                         std::move(counters),
+                         std::move(counterReplay)};
   return wrap(profileModel(model, inputs, options(args, chromeTrace, modulePaths)));
+}
+
+// The metrics behind counter sets, as keys and their first (GH100) names: what the
+// benchmarks hand to ncu to read the same metrics. The chip may know another candidate.
+std::tuple<std::vector<std::string>, std::vector<std::string>> counterMetricsOp(
+    std::vector<std::string> sets) {
+  std::vector<hw::CounterSet> parsed;
+  try {
+    parsed = hw::parseCounterSets(sets);
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
+  std::vector<std::string> keys, names;
+  for (const auto* defs : {&hw::rangeMetricDefs(), &hw::pmMetricDefs()}) {
+    for (const hw::MetricDef& d : *defs) {
+      if (hw::hasSet(parsed, d.set)) {
+        keys.emplace_back(d.key);
+        names.push_back(d.candidates.front());
+      }
+    }
+  }
+  return {keys, names};
 }
 
 int64_t countBeginOp() {
@@ -208,16 +269,18 @@ TORCH_LIBRARY(util, m) {
   m.def(
       "profile(Any model, Tensor x, *, int warmup=3, int iters=10, bool cuda_graph=False, "
       "str peak=\"auto\", float? peak_flops=None, bool trace=True, str? timing=None, "
-      "float? target_ci=None, float max_time=2.0, int? max_iters=None, int trace_forwards=1) "
-      "-> Tensor",
+      "float? target_ci=None, float max_time=2.0, int? max_iters=None, int trace_forwards=1, "
+      "str[]? counters=None, str counter_replay=\"user\") -> Tensor",
       &profileOp);
   m.def(
       "_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, bool cuda_graph=False, "
       "str peak=\"auto\", float? peak_flops=None, bool trace=True, bool chrome_trace=False, "
       "bool module_paths=True, str? timing=None, float? target_ci=None, float max_time=2.0, "
-      "int? max_iters=None, int trace_forwards=1) "
+      "int? max_iters=None, int trace_forwards=1, str[]? counters=None, "
+      "str counter_replay=\"user\") "
       "-> __torch__.torch.classes.util.ProfileOutput",
       &profileFullOp);
+  m.def("_counter_metrics(str[] sets) -> (str[] keys, str[] names)", &counterMetricsOp);
   m.def("_count_begin() -> int", &countBeginOp);
   m.def("_count_abandon(int token) -> bool", &countAbandonOp);
   m.def(

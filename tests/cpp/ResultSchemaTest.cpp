@@ -1,6 +1,7 @@
 // The result's field lists (core/ResultSchema.h) and the table that is filled by them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -74,8 +75,14 @@ TEST(ResultSchemaTest, TableFillsByFieldAndFlattensNumbersRowMajor) {
   ops.set(r, OpField::lost_seconds, 0.5);
   const std::vector<double> row = ops.numbers();
   ASSERT_EQ(row.size(), ops.numericWidth());
-  EXPECT_DOUBLE_EQ(row.front(), 2);   // calls: the first numeric field
-  EXPECT_DOUBLE_EQ(row.back(), 0.5);  // lost_seconds: the last
+  EXPECT_DOUBLE_EQ(row.front(), 2);  // calls: the first numeric field
+  // lost_seconds: at its place among the numeric fields, the fields after it unset.
+  const std::vector<std::string> numeric = numericFieldNames("ops");
+  const size_t lost = static_cast<size_t>(
+      std::find(numeric.begin(), numeric.end(), "lost_seconds") - numeric.begin());
+  ASSERT_LT(lost, row.size());
+  EXPECT_DOUBLE_EQ(row[lost], 0.5);
+  EXPECT_TRUE(std::isnan(row.back()));
 }
 
 TEST(ResultSchemaTest, NamedResultTextsByName) {

@@ -390,7 +390,7 @@ def _survey_command(args: argparse.Namespace) -> int:
         modes=args.modes or (list(survey.MODES) if on_cuda else ["eager"]),
         device=str(device), out=args.out, image_size=args.image_size,
         channels_last=args.channels_last, warmup=args.warmup, iters=args.iters, peak=args.peak,
-        progress=not args.no_progress, retry_failed=args.retry_failed)
+        progress=not args.no_progress, retry_failed=args.retry_failed, counters=args.counters)
     if args.report_only:
         rows = survey.load_results(args.out)
         if not rows:
@@ -427,7 +427,8 @@ def _fold_bench_command(args: argparse.Namespace) -> int:
         rows = foldbench.run_fold_bench(args.models or list(FOLD_BENCH_MODELS), args.f, device=str(device),
                                         batch=args.batch, dtype=dtype, warmup=args.warmup, iters=args.iters,
                                         cuda_graph=args.cuda_graph, fuse_bn=args.fuse_bn,
-                                        multiple_of=args.multiple_of, cudnn_benchmark=args.cudnn_benchmark)
+                                        multiple_of=args.multiple_of, cudnn_benchmark=args.cudnn_benchmark,
+                                        counters=args.counters)
     print(f"fold-bench: batch {args.batch}, {dtype}, on {device}, "
           f"{'CUDA graph' if args.cuda_graph else 'eager'}{', BatchNorm fused' if args.fuse_bn else ''}"
           f"{', cuDNN autotuned' if args.cudnn_benchmark else ''}"
@@ -463,6 +464,7 @@ def _add_survey_parsers(sub: argparse._SubParsersAction) -> None:
                    help="measure nothing: write the CSV, JSON, plots and report from OUT/survey.jsonl")
     s.add_argument("--retry-failed", action="store_true",
                    help="run again the configurations that failed in an earlier run of OUT")
+    _add_counters_argument(s)
     s.set_defaults(func=_survey_command)
 
     b = sub.add_parser("fold-bench", help="original versus FoldedCNN utilization and throughput")
@@ -483,7 +485,14 @@ def _add_survey_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--multiple-of", type=_positive, default=1,
                    help="round folded widths to a multiple of this (default 1: floor(C sqrt(f)))")
     b.add_argument("--out", type=_output_dir, default="fold-bench", help="output folder (default ./fold-bench)")
+    _add_counters_argument(b)
     b.set_defaults(func=_fold_bench_command)
+
+
+def _add_counters_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--counters", nargs="+", choices=["flops", "throughput", "timeline", "all"], default=None,
+                   help="also read the GPU's hardware counters (CUDA; docs/counters.md): hardware FLOPs "
+                        "beside the counted ones, throughputs, the PM timeline")
 
 
 def _add_timing_arguments(p: argparse.ArgumentParser, default: str) -> None:

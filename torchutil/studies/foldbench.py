@@ -24,19 +24,24 @@ from torchutil.models import FOLD_BENCH_MODELS, build
 from torchutil.profiler import profile
 from torchutil.studies._common import TORCH_DTYPES, cudnn_autotune, tf32_flags, write_json
 
-__all__ = ["COLUMNS", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
+__all__ = ["COLUMNS", "COUNTER_COLUMNS", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
 
 COLUMNS = ["model", "f", "batch", "dtype", "device", "mode", "fuse_bn", "multiple_of", "cudnn_benchmark",
            "image_size", "utilization", "kernel_utilization", "inputs_per_second", "throughput_gain", "utilization_gain",
            "flops_per_image", "matrix_flops_per_image", "arithmetic_intensity", "seconds",
            "peak_flops_per_second", "peak_source"]
+# With counters= (hardware counters), these follow: tensor-core FLOPs per image as the GPU
+# counted them, and their ratio to the counted matrix FLOPs (docs/counters.md).
+COUNTER_COLUMNS = ["hw_tensor_flops_per_image", "hw_flops_ratio", "sm_throughput_pct", "dram_throughput_pct",
+                   "tensor_active_pct", "pm_sm_active_pct", "counters_status"]
 
 
 def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Sequence[int] = (2, 3, 4),
                    *, device: str = "cpu", batch: int = 1024, dtype: str = "float32",
                    warmup: int = 3, iters: int = 10, channels_last: bool | None = None,
                    cuda_graph: bool = False, fuse_bn: bool = False,
-                   multiple_of: int = 1, cudnn_benchmark: bool = False) -> list[dict[str, Any]]:
+                   multiple_of: int = 1, cudnn_benchmark: bool = False,
+                   counters: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
     """One row per (model, f), f = 1 (the original) first; gains are relative to f = 1.
 
     A folded model takes a batch that f divides: each f runs at the largest such batch not
@@ -64,7 +69,7 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
                 model = model.to(memory_format=torch.channels_last)
                 x = x.contiguous(memory_format=torch.channels_last)
             with tf32_flags(dtype), cudnn_autotune(cudnn_benchmark):
-                r = profile(model, x, warmup=warmup, iters=iters, cuda_graph=cuda_graph)
+                r = profile(model, x, warmup=warmup, iters=iters, cuda_graph=cuda_graph, counters=counters)
             row = {
                 "model": name, "f": f, "batch": n, "dtype": dtype, "device": str(dev),
                 "mode": "cuda_graph" if cuda_graph else "eager", "fuse_bn": fuse_bn,
@@ -76,6 +81,11 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
                 "arithmetic_intensity": r.arithmetic_intensity, "seconds": r.seconds,
                 "peak_flops_per_second": r.peak_flops_per_second, "peak_source": r.peak_source,
             }
+            if counters is not None:
+                row.update({"hw_tensor_flops_per_image": r.hw_tensor_flops / n, "hw_flops_ratio": r.hw_flops_ratio,
+                            "sm_throughput_pct": r.sm_throughput_pct, "dram_throughput_pct": r.dram_throughput_pct,
+                            "tensor_active_pct": r.tensor_active_pct, "pm_sm_active_pct": r.pm_sm_active_pct,
+                            "counters_status": r.counters_status})
             base = base or row
             row["throughput_gain"] = row["inputs_per_second"] / base["inputs_per_second"]
             row["utilization_gain"] = row["utilization"] / base["utilization"]
@@ -108,7 +118,7 @@ def write_outputs(rows: list[dict[str, Any]], out: str) -> list[str]:
     """OUT/fold_bench.csv and OUT/fold_bench.json (NaN written as null)."""
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "fold_bench.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w = csv.DictWriter(f, fieldnames=COLUMNS + [c for c in COUNTER_COLUMNS if any(c in r for r in rows)])
         w.writeheader()
         w.writerows(rows)
     write_json(os.path.join(out, "fold_bench.json"), rows, indent=1)

@@ -66,6 +66,9 @@ class SurveyConfig:
     peak: str = "auto"
     progress: bool = True
     retry_failed: bool = False  # run the configurations recorded as failed again
+    # Hardware counters per configuration (torchutil.profile's counters=; None: none). The
+    # summary then holds the hw_* / pm_* fields, and the row its counters_status.
+    counters: list[str] | None = None
     skipped: list[str] = field(default_factory=list)  # filled by plan(): what cannot run here
 
     def plan(self) -> list[tuple[str, int, str, str]]:
@@ -197,7 +200,7 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
         x = x.contiguous(memory_format=torch.channels_last)
     with tf32_flags(dtype):
         result = profile(model, x, warmup=config.warmup, iters=config.iters,
-                         timing=mode, peak=config.peak)
+                         timing=mode, peak=config.peak, counters=config.counters)
     roof = roofline(result, bandwidth=bandwidth)
     return {
         "image_size": size,
@@ -207,6 +210,7 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
         "timing_mode": result.timing_mode,
         "timing_note": result.timing_note,
         "peak_dtype": result.peak_dtype,
+        "counters_status": result.counters_status,
         "ridge_intensity": roof.ridge_intensity,
         "bounds": roof.counts(),
         "ops": [{k: getattr(r, k) for k in OP_KEYS} for r in roof.rows],

@@ -20,13 +20,13 @@ c10::OperatorHandle utilOp(const char* name) {
 // Exactly these util:: ops are registered: a new op must be added here (and to the README).
 TEST(ProfileOpsTest, RegistersExactlyTheUtilOps) {
   const std::set<std::string> expected{
-      "util::profile",          "util::_profile",        "util::_count_begin",
-      "util::_count_abandon",   "util::_count_end",      "util::_count_abort",
-      "util::_counting",        "util::_live_callbacks", "util::peak_flops",
-      "util::utilization",      "util::_schema",         "util::_schema_tables",
-      "util::result_fields",    "util::op_fields",       "util::kernel_fields",
-      "util::formula_ops",      "util::roofline",        "util::_roofline_points",
-      "util::_roofline_fields", "util::memory_bandwidth"};
+      "util::profile",          "util::_profile",         "util::_count_begin",
+      "util::_count_abandon",   "util::_count_end",       "util::_count_abort",
+      "util::_counting",        "util::_live_callbacks",  "util::peak_flops",
+      "util::utilization",      "util::_schema",          "util::_schema_tables",
+      "util::result_fields",    "util::op_fields",        "util::kernel_fields",
+      "util::formula_ops",      "util::roofline",         "util::_roofline_points",
+      "util::_roofline_fields", "util::memory_bandwidth", "util::_counter_metrics"};
   std::set<std::string> registered;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("util::", 0) == 0) {

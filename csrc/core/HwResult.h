@@ -1,0 +1,57 @@
+#pragma once
+// Hardware counters in a profile's result, torch-free: the counter readings matched to the
+// counted forward's kernels and ops (core/HwCounters.h), and the result fields they fill
+// (summary, op and kernel rows of core/ResultSchema.h, the Chrome trace's counter tracks).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/CountSession.h"
+#include "core/HwCounters.h"
+#include "core/KernelTrace.h"
+#include "core/ResultSchema.h"
+
+namespace torchutil::hw {
+
+// What the range profiler and the PM sampler read, in the profile's terms.
+struct HwResult {
+  // Range counters, matched to kernel records.
+  bool ranges = false;
+  std::vector<HwKernel> kernels;    // one per matched kernel
+  std::vector<size_t> kernelIndex;  // its index into the profile's kernel list
+  size_t passes = 0;
+  double seconds = 0;  // wall time of the passes and decoding
+  // PM sampling.
+  bool timeline = false;
+  std::vector<PmSample> samples;  // the sampler's clock
+  int64_t offsetNs = 0;           // added to a sample's time to put it on the kernels' clock
+  uint64_t timedStartNs = 0;      // the timed forwards, kernels' clock
+  uint64_t timedEndNs = 0;
+  std::vector<Span> kernelSpans;  // traced kernels attributed to op rows (kernels' clock)
+};
+
+// Matches the range profiler's ranges (values in execution order) to the counted forward's
+// kernel records: `kernels` is the profile's kernel list, whose counted-forward records
+// (timed == false) are sorted by start and matched by position (matchRangesToRecords). Each
+// matched kernel takes its duration and the op-table row of the op that launched it. Returns
+// false and sets *why when the counts differ.
+bool matchRanges(const std::vector<RangeValues>& ranges, const std::vector<KernelRecord>& kernels,
+                 const std::vector<OpEvent>& events, HwResult* out, std::string* why);
+
+// The traced forwards' kernels (timed == true, attributed by position) as op-row spans.
+std::vector<Span> attributedSpans(const std::vector<KernelRecord>& kernels,
+                                  const std::vector<OpEvent>& events);
+
+// Fills the hardware fields of a summary (values in Field order); matrixFlops is the counted
+// forward's.
+void fillSummary(std::vector<double>& summary, const HwResult& hw, double matrixFlops);
+// Fills the hardware fields of the op table (rows in CountTable order).
+void fillOpRows(ResultTable& ops, const HwResult& hw, const std::vector<OpStats>& rows);
+// Fills the hardware fields of the kernel rows of the matched kernels.
+void fillKernelRows(ResultTable& kernels, const HwResult& hw);
+
+// The PM samples as Chrome-trace counter tracks, on the kernels' clock.
+std::vector<CounterTrack> counterTracks(const HwResult& hw);
+
+}  // namespace torchutil::hw

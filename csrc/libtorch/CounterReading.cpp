@@ -1,0 +1,299 @@
+#include "libtorch/CounterReading.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <limits>
+#include <utility>
+
+#ifdef TORCHUTIL_WITH_CUPTI
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
+
+#include "cupti/CounterProfiler.h"
+#endif
+
+namespace torchutil {
+
+uint64_t realtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& parts, const char* sep) {
+  std::string out;
+  for (const std::string& p : parts) {
+    out += (out.empty() ? "" : sep) + p;
+  }
+  return out;
+}
+
+std::string setNames(const std::vector<hw::CounterSet>& sets) {
+  std::vector<std::string> names;
+  for (hw::CounterSet s : sets) {
+    names.emplace_back(hw::counterSetName(s));
+  }
+  return joined(names, ", ");
+}
+
+// PM-sample alignment: searched +-this far around the first guess, in steps of a fifth of the
+// sampling interval, over the samples near the traced kernels only.
+constexpr int64_t kAlignSearchNs = 2000000;
+constexpr size_t kAlignMaxSamples = 20000;
+
+}  // namespace
+
+struct CounterReading::Impl {
+  c10::Device device;
+  std::vector<hw::CounterSet> sets;
+  uint64_t pmIntervalNs = 0;
+  hw::Replay replay = hw::Replay::User;
+  std::string off;                    // why nothing is read ("" when something may be)
+  std::vector<std::string> problems;  // what could not be read, for the status
+  std::vector<std::string> notes;     // what was read only in part
+  // Range counters.
+  bool rangesRead = false;
+  std::vector<hw::RangeValues> ranges;  // in execution order
+  size_t passes = 0;
+  double rangeSeconds = 0;
+  // Timeline.
+  bool timelineStarted = false;
+  bool timelineRead = false;
+  std::vector<hw::PmSample> samples;
+  uint64_t timedStartNs = 0;
+  uint64_t timedEndNs = 0;
+#ifdef TORCHUTIL_WITH_CUPTI
+  std::unique_ptr<cupti::PmSampler> sampler;
+#endif
+
+  explicit Impl(c10::Device d) : device(d) {}
+
+  bool wants(hw::CounterSet s) const {
+    return off.empty() && hw::hasSet(sets, s);
+  }
+};
+
+CounterReading::CounterReading(c10::Device device, std::vector<hw::CounterSet> sets, bool traced,
+                               uint64_t pmIntervalNs, hw::Replay replay)
+    : impl_(std::make_unique<Impl>(device)) {
+  Impl& m = *impl_;
+  m.sets = std::move(sets);
+  m.pmIntervalNs = pmIntervalNs;
+  m.replay = replay;
+  if (m.sets.empty()) {
+    m.off = "off";
+    return;
+  }
+  if (device.is_meta()) {
+    m.off = "off: nothing runs on the meta device";
+    return;
+  }
+  if (!device.is_cuda()) {
+    m.off = "off: hardware counters need a CUDA device, got " + device.str();
+    return;
+  }
+#ifdef TORCHUTIL_WITH_CUPTI
+  if (torch::profiler::impl::profilerEnabled() ||
+      torch::autograd::profiler::isProfilerEnabledInMainThread()) {
+    m.off = "off: torch.profiler is running and holds CUPTI; hardware counters need it alone";
+    return;
+  }
+  const std::string busy = cupti::counterReadBusyReason();
+  if (!busy.empty()) {
+    m.off = "off: " + busy;
+    return;
+  }
+  if (hw::needsRangeProfiler(m.sets) && !traced) {
+    m.problems.emplace_back(
+        "flops/throughput need kernel tracing (trace=True): the counters are matched to the "
+        "traced kernels");
+    m.sets.erase(std::remove_if(m.sets.begin(), m.sets.end(),
+                                [](hw::CounterSet s) { return s != hw::CounterSet::Timeline; }),
+                 m.sets.end());
+    if (m.sets.empty()) {
+      m.off = "off: " + m.problems.back();
+    }
+  }
+#else
+  (void)traced;
+  m.off = "off: torchutil was built without CUPTI (see torchutil.build_info())";
+#endif
+}
+
+CounterReading::~CounterReading() = default;
+
+void CounterReading::startTimeline() {
+  Impl& m = *impl_;
+  if (!m.wants(hw::CounterSet::Timeline) || m.timelineStarted) {
+    return;
+  }
+  m.timelineStarted = true;
+#ifdef TORCHUTIL_WITH_CUPTI
+  m.sampler = std::make_unique<cupti::PmSampler>();
+  std::string why;
+  if (!m.sampler->setUp(static_cast<int>(m.device.index()), m.sets, m.pmIntervalNs, &why) ||
+      !m.sampler->start(&why)) {
+    m.problems.push_back("timeline: " + why);
+    m.sampler.reset();
+  }
+#endif
+}
+
+void CounterReading::timedStart() {
+  impl_->timedStartNs = realtimeNs();
+}
+
+void CounterReading::timedEnd() {
+  impl_->timedEndNs = realtimeNs();
+}
+
+void CounterReading::stopTimeline() {
+  Impl& m = *impl_;
+#ifdef TORCHUTIL_WITH_CUPTI
+  if (!m.sampler) {
+    return;
+  }
+  cupti::PmTimeline timeline;
+  std::string why;
+  if (m.sampler->stop(&timeline, &why)) {
+    m.samples = std::move(timeline.samples);
+    m.timelineRead = true;
+    if (timeline.overflow) {
+      m.notes.emplace_back("timeline: the hardware buffer overflowed, later samples are lost");
+    }
+    if (!timeline.notOnThisChip.empty()) {
+      m.notes.push_back("timeline metrics not on this GPU: " +
+                        joined(timeline.notOnThisChip, ", "));
+    }
+    if (m.samples.empty()) {
+      m.problems.emplace_back("timeline: PM sampling returned no samples");
+      m.timelineRead = false;
+    }
+  } else {
+    m.problems.push_back("timeline: " + why);
+  }
+  m.sampler.reset();
+#else
+  (void)m;
+#endif
+}
+
+void CounterReading::readRanges(const std::function<void()>& forward, size_t maxRanges) {
+  Impl& m = *impl_;
+  if (!m.wants(hw::CounterSet::Flops) && !m.wants(hw::CounterSet::Throughput)) {
+    return;
+  }
+#ifdef TORCHUTIL_WITH_CUPTI
+  std::vector<hw::CounterSet> rangeSets;
+  for (hw::CounterSet s : m.sets) {
+    if (s != hw::CounterSet::Timeline) {
+      rangeSets.push_back(s);
+    }
+  }
+  // The range profiler reads the current context: the device's (its primary context).
+  c10::DeviceGuard guard(m.device);
+  const auto t0 = std::chrono::steady_clock::now();
+  cupti::RangeProfile profile;
+  std::string why;
+  const bool ok = cupti::RangeProfiler::run(static_cast<int>(m.device.index()), rangeSets, m.replay,
+                                            maxRanges, forward, &profile, &why);
+  m.rangeSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.passes = profile.passes;
+  if (!ok) {
+    m.problems.push_back(setNames(rangeSets) + ": " + why);
+    return;
+  }
+  if (!profile.notOnThisChip.empty()) {
+    m.notes.push_back("metrics not on this GPU: " + joined(profile.notOnThisChip, ", "));
+  }
+  if (profile.droppedRanges > 0) {
+    m.problems.push_back(setNames(rangeSets) + ": CUPTI dropped " +
+                         std::to_string(profile.droppedRanges) + " ranges");
+    return;
+  }
+  for (size_t r : hw::rangeOrder(profile.rangeNames)) {
+    m.ranges.push_back(hw::decodeRange(profile.metrics, profile.values[r]));
+  }
+  m.rangesRead = true;
+#else
+  (void)forward;
+  (void)maxRanges;
+#endif
+}
+
+std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
+                                   const std::vector<OpEvent>& events, hw::HwResult* out) {
+  Impl& m = *impl_;
+  if (!m.off.empty()) {
+    return m.off;
+  }
+  bool anyRead = false;
+  if (m.rangesRead) {
+    std::string why;
+    if (hw::matchRanges(m.ranges, kernels, events, out, &why)) {
+      out->passes = m.passes;
+      out->seconds = m.rangeSeconds;
+      anyRead = true;
+    } else {
+      m.problems.push_back(setNames(m.sets) + ": " + why);
+    }
+  }
+  if (m.timelineRead) {
+    out->timeline = true;
+    out->samples = std::move(m.samples);
+    out->timedStartNs = m.timedStartNs;
+    out->timedEndNs = m.timedEndNs;
+    out->kernelSpans = hw::attributedSpans(kernels, events);
+    // Align the samples with the kernels' clock over the traced forwards (else over the timed
+    // window, where there is nothing to line up with but the window itself).
+    uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0;
+    for (const hw::Span& s : out->kernelSpans) {
+      lo = std::min(lo, s.start);
+      hi = std::max(hi, s.end);
+    }
+    if (out->kernelSpans.empty()) {
+      lo = m.timedStartNs;
+      hi = m.timedEndNs;
+    }
+    std::vector<hw::PmSample> near;
+    for (const hw::PmSample& s : out->samples) {
+      if (s.endNs + 2 * kAlignSearchNs > lo && s.startNs < hi + 2 * kAlignSearchNs) {
+        near.push_back(s);
+      }
+    }
+    if (near.empty()) {  // another clock: the first samples
+      near.assign(out->samples.begin(),
+                  out->samples.begin() +
+                      static_cast<std::ptrdiff_t>(std::min(out->samples.size(), kAlignMaxSamples)));
+    }
+    if (near.size() > kAlignMaxSamples) {
+      near.resize(kAlignMaxSamples);
+    }
+    const hw::PmAlignment a = hw::alignPmSamples(
+        near, out->kernelSpans, lo, hi, hw::PmMetric::SmActivePct, kAlignSearchNs,
+        std::max<int64_t>(static_cast<int64_t>(m.pmIntervalNs / 5), 100));
+    out->offsetNs = a.offsetNs;
+    if (!out->kernelSpans.empty() && a.score < 0.5) {
+      m.notes.push_back(
+          "timeline: samples line up with the kernels only loosely (mean busy "
+          "share of active samples " +
+          std::to_string(a.score) + ")");
+    }
+    anyRead = true;
+  }
+  if (!anyRead) {
+    return "off: " +
+           (m.problems.empty() ? std::string("nothing was read") : joined(m.problems, "; "));
+  }
+  std::vector<std::string> partial = m.problems;
+  partial.insert(partial.end(), m.notes.begin(), m.notes.end());
+  return partial.empty() ? "on" : "on, partial: " + joined(partial, "; ");
+}
+
+}  // namespace torchutil

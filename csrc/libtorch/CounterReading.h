@@ -1,0 +1,54 @@
+#pragma once
+// Hardware counters for one profile (counters="flops" | "throughput" | "timeline"): PM sampling
+// around the traced and timed forwards, range-profiler passes after them, and the matching of
+// both to the kernel records and ops (core/HwResult.h). Every failure is a sentence in the
+// status, never an exception (but for an exception of the model's own forward); without CUPTI
+// in the build, or off CUDA, the status says so and nothing runs.
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/HwCounters.h"
+#include "core/HwResult.h"
+#include "core/KernelTrace.h"
+
+namespace torchutil {
+
+class CounterReading {
+ public:
+  // traced: the profile records kernels (the range counters are matched to them, so the
+  // flops and throughput sets need it).
+  CounterReading(c10::Device device, std::vector<hw::CounterSet> sets, bool traced,
+                 uint64_t pmIntervalNs, hw::Replay replay = hw::Replay::User);
+  ~CounterReading();
+  CounterReading(const CounterReading&) = delete;
+  CounterReading& operator=(const CounterReading&) = delete;
+
+  // Starts PM sampling when the timeline was asked for (the device is idle); once.
+  void startTimeline();
+  // The timed forwards start / have ended (the device is idle).
+  void timedStart();
+  void timedEnd();
+  // Stops PM sampling and decodes the samples.
+  void stopTimeline();
+  // The range profiler's passes: forward() runs one forward and waits for the device.
+  // maxRanges: the most kernels one forward launches.
+  void readRanges(const std::function<void()>& forward, size_t maxRanges);
+  // Matches what was read to the profile's kernels (the counted forward's and the traced
+  // ones) and ops; returns the status ("off", "off: <why>", "on", "on, partial: <what>").
+  std::string finish(const std::vector<KernelRecord>& kernels, const std::vector<OpEvent>& events,
+                     hw::HwResult* out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The wall clock of kernel records (CLOCK_REALTIME, ns).
+uint64_t realtimeNs();
+
+}  // namespace torchutil
