@@ -10,6 +10,8 @@
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto), into $OUT/sweep.sqlite
 #   reference utilization of the reference models and the README's Chrome trace
+#   coded    learned codes and parity models on digits (benchmarks/coded_results.py): the runs,
+#            their cost per query and the tail-latency simulation, into $OUT/coded/
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
@@ -50,6 +52,12 @@ for phase in "${phases[@]}"; do
       python3 -c "import sqlite3; c = sqlite3.connect('/tmp/sweep3k.sqlite'); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" ;;
     reference)
       timeout 300 python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
+    coded)
+      # docs/results/coded/: results.json, results.md, sim_learned-k2.png, sim_parity-k4.png (and the
+      # log); the runs' folders stay in /tmp. MNIST/Fashion/CIFAR-10 run only from TORCHUTIL_DATA_ROOT.
+      mkdir -p "$OUT/coded"
+      timeout 240 python3 benchmarks/coded_results.py --device cuda --out "$OUT/coded" --work /tmp/coded-work \
+        ${TORCHUTIL_DATA_ROOT:+--data-root "$TORCHUTIL_DATA_ROOT"} 2>&1 | tee "$OUT/coded/log.txt" | tail -40 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done
