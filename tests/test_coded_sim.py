@@ -4,6 +4,8 @@ queueing, and a code or a replica never making a query later (common random numb
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -121,3 +123,14 @@ def test_bad_configs_are_named(change, names):
     assert names in str(info.value)
     with pytest.raises(ValueError, match="'fastest'"):
         simulate(SimConfig(k=2, service_seconds=1.0, queries=10), "fastest")
+
+
+def test_sim_needs_no_torch():
+    """sim.py imports numpy alone: loaded by path in a process where `import torch` fails."""
+    code = ("import importlib.util, sys; sys.modules['torch'] = None; "
+            f"spec = importlib.util.spec_from_file_location('sim', {sim.__file__!r}); "
+            "m = importlib.util.module_from_spec(spec); sys.modules['sim'] = m; spec.loader.exec_module(m); "
+            "c = m.SimConfig(k=2, service_seconds=1.0, queries=1000); print(m.summarize(m.simulate(c, 'coded'), c).median)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert float(p.stdout) >= 1.0
