@@ -90,6 +90,13 @@ def results_markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write(record: dict[str, Any], out: Path) -> None:
+    """results.json and results.md as far as the record goes (rewritten after every stage, so
+    that a run stopped by its time limit leaves what it finished)."""
+    (out / "results.json").write_text(json.dumps(record, indent=2, default=str))
+    (out / "results.md").write_text(results_markdown(record))
+
+
 def main_(args: argparse.Namespace) -> None:
     work, out = Path(args.work), Path(args.out)
     if work.exists():
@@ -106,7 +113,16 @@ def main_(args: argparse.Namespace) -> None:
             datasets.append((name, ["--dataset", name, "--data-dir", folder]))
         else:
             missing[name] = f"not run: no files at {folder or '(no --data-root)'} on this machine"
-    runs = []
+    runs: list[dict[str, Any]] = []
+    sims: dict[str, Any] = {}
+    sim_md: dict[str, str] = {}
+    record = {"device": args.device,
+              "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor()
+              or "CPU", "torch": torch.__version__, "python": platform.python_version(),
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "epochs": args.epochs,
+              "base_epochs": args.base_epochs, "seed": args.seed, "passes": args.passes, "paper": PAPER,
+              "runs": runs, "missing_data": missing, "cost": None, "simulations": sims, "commands": commands,
+              "cost_md": "(not measured)", "sim_md": sim_md}
     start = time.perf_counter()
     for dataset, data_args in datasets:
         for i, (name, extra) in enumerate(RUNS.items()):
@@ -118,13 +134,15 @@ def main_(args: argparse.Namespace) -> None:
             folder = work / f"{dataset}-{name}"
             t0 = time.perf_counter()
             run(["coded", "train", *common, *data_args, *extra, "--out", str(folder)], commands)
-            record = json.loads((folder / "metrics.json").read_text())
-            runs.append({"name": name, "folder": str(folder), "seconds": time.perf_counter() - t0, **record})
+            metrics = json.loads((folder / "metrics.json").read_text())
+            runs.append({"name": name, "folder": str(folder), "seconds": time.perf_counter() - t0, **metrics})
+            write(record, out)
     cost_runs = [str(work / f"digits-{name}") for name in COSTED if (work / f"digits-{name}").exists()]
-    run(["coded", "cost", "--runs", *cost_runs, "--device", args.device, "--target-ci", "0.01", "--max-time", "1",
-         "--out", str(work / "cost")], commands)
-    cost = json.loads((work / "cost" / "cost.json").read_text())
-    sims, sim_md = {}, {}
+    run(["coded", "cost", "--runs", *cost_runs, "--device", args.device, "--target-ci", "0.01", "--max-time",
+         str(args.cost_max_time), "--out", str(work / "cost")], commands)
+    record["cost"] = json.loads((work / "cost" / "cost.json").read_text())
+    record["cost_md"] = (work / "cost" / "cost.md").read_text().strip()
+    write(record, out)
     for name in SIMULATED:
         folder = work / f"sim-{name}"
         run(["coded", "simulate", "--cost", str(work / "cost" / "cost.json"), "--run", f"digits-{name}",
@@ -133,15 +151,7 @@ def main_(args: argparse.Namespace) -> None:
         sim_md[name] = (folder / "sim.md").read_text().strip()
         if (folder / "sim.png").exists():
             shutil.copy(folder / "sim.png", out / f"sim_{name}.png")
-    record = {"device": args.device,
-              "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor()
-              or "CPU", "torch": torch.__version__, "python": platform.python_version(),
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "epochs": args.epochs,
-              "base_epochs": args.base_epochs, "seed": args.seed, "passes": args.passes, "paper": PAPER,
-              "runs": runs, "missing_data": missing, "cost": cost, "simulations": sims, "commands": commands,
-              "cost_md": (work / "cost" / "cost.md").read_text().strip(), "sim_md": sim_md}
-    (out / "results.json").write_text(json.dumps(record, indent=2, default=str))
-    (out / "results.md").write_text(results_markdown(record))
+        write(record, out)
     print(f"wrote {out}/results.json, results.md, " + ", ".join(f"sim_{n}.png" for n in SIMULATED))
 
 
@@ -156,6 +166,7 @@ if __name__ == "__main__":
     parser.add_argument("--base-epochs", type=int, default=30)
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-budget", type=float, default=130.0,
+    parser.add_argument("--cost-max-time", type=float, default=0.5, help="coded cost's --max-time per part")
+    parser.add_argument("--train-budget", type=float, default=110.0,
                         help="seconds of training after which the runs beyond the first four are skipped")
     sys.exit(main_(parser.parse_args()))

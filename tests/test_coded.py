@@ -257,8 +257,11 @@ def test_each_loss_trains(digits, trained_f, loss):
     torch.manual_seed(2)
     code = coded.build_code("learned", 2, f, digits.shape, digits.classes)
     before = {n: p.clone() for n, p in f.named_parameters()}
+    encoder = [p.clone() for p in code.encoder.parameters()]
     losses = coded.train_code(code, f, digits, epochs=6, loss=loss)
     assert losses[-1] < losses[0]
+    # the encoder learned: its gradients come through the frozen F
+    assert all(not torch.equal(p, e) for p, e in zip(code.encoder.parameters(), encoder))
     assert all(torch.equal(p, before[n]) for n, p in f.named_parameters())  # F stayed frozen
 
 
