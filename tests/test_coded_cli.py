@@ -136,3 +136,14 @@ def test_sweep_and_plot(tmp_path):
     image = imread(path)
     assert image.shape[0] > 200 and image.shape[1] > 600
     assert image[..., :3].std() > 0.05  # lines and text, not a blank canvas
+
+
+def test_foreign_checkpoints_are_refused(tmp_path, capsys):
+    for name, write in (("dict", lambda p: torch.save({"weights": torch.zeros(2)}, p)),
+                        ("garbage", lambda p: p.write_bytes(b"\x80\x04 not a checkpoint")),
+                        ("future", lambda p: torch.save({"format": cs.FORMAT, "config": {"k": 2, "r": 3}}, p))):
+        (tmp_path / name).mkdir()
+        write(tmp_path / name / cs.CHECKPOINT)
+        status, _, err = _status(["coded", "evaluate", "--run", str(tmp_path / name), "--device", "cpu",
+                                  "--out", str(tmp_path / "ev")], capsys)
+        assert status == 1 and str(tmp_path / name / cs.CHECKPOINT) in err and "Traceback" not in err, err

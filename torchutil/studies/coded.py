@@ -114,6 +114,10 @@ def _read_checkpoint(folder: str) -> dict[str, Any]:
         raise _error(f"{path} is not a coded-train checkpoint ({type(e).__name__}: {e})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise _error(f"{path} is not a coded-train checkpoint (format {FORMAT})")
+    try:
+        state["config"] = TrainConfig(**state["config"])
+    except TypeError as e:  # fields this version does not know, or lacks
+        raise _error(f"{path} holds a configuration this version cannot read ({e})") from None
     return state
 
 
@@ -151,7 +155,7 @@ def train_run(config: TrainConfig, out: str, *, device: torch.device | str = "cp
     state = None
     if os.path.exists(_checkpoint_path(out)) and not restart:
         state = _read_checkpoint(out)
-        saved = TrainConfig(**state["config"])
+        saved = state["config"]
         differ = {k: (v, config.identity()[k]) for k, v in saved.identity().items() if config.identity()[k] != v}
         if differ:
             what = ", ".join(f"{k} {old!r} (asked: {new!r})" for k, (old, new) in differ.items())
@@ -199,7 +203,7 @@ def train_run(config: TrainConfig, out: str, *, device: torch.device | str = "cp
 def load_run(folder: str, *, data_dir: str | None = None, device: torch.device | str = "cpu") -> TrainedRun:
     """A finished training run from its folder (data_dir overrides the one it was trained with)."""
     state = _read_checkpoint(folder)
-    config = TrainConfig(**state["config"])
+    config = state["config"]
     if state["epochs_done"] < config.epochs or state["base_epochs_done"] < config.base_epochs:
         raise _error(f"the training in {folder} stopped at base epoch {state['base_epochs_done']}/"
                      f"{config.base_epochs}, code epoch {state['epochs_done']}/{config.epochs}; rerun "
