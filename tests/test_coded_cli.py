@@ -57,6 +57,8 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path, capsys):
     assert status == 0 and json.loads(out)["metrics"] == straight["metrics"]
     assert (tmp_path / "ev" / "metrics.json").exists()
 
+    status, _, err = _status([*TRAIN, "--epochs", "3", "--out", a], capsys)
+    assert status == 1 and "4 code epochs, more than the 3 asked" in err
     status, _, err = _status([*TRAIN, "--k", "4", "--out", a], capsys)
     assert status == 1 and "k 2 (asked: 4)" in err and "--restart" in err and "Traceback" not in err
     assert _status([*TRAIN, "--k", "4", "--epochs", "1", "--out", a, "--restart"], capsys)[0] == 0

@@ -161,6 +161,9 @@ def train_run(config: TrainConfig, out: str, *, device: torch.device | str = "cp
             what = ", ".join(f"{k} {old!r} (asked: {new!r})" for k, (old, new) in differ.items())
             raise _error(f"{_checkpoint_path(out)} is a run with {what}; use another --out, or --restart "
                          f"to overwrite it")
+        if state["epochs_done"] > config.epochs:
+            raise _error(f"{_checkpoint_path(out)} has trained {state['epochs_done']} code epochs, more than the "
+                         f"{config.epochs} asked; use another --out, or --restart to overwrite it")
     data, base_model = _build(config, config.data_dir, dev)
     run = TrainedRun(config, data, base_model, None, 0, 0, [])
     base_opt = make_optimizer(list(base_model.parameters()), config.lr, config.weight_decay)
