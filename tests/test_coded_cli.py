@@ -149,3 +149,32 @@ def test_foreign_checkpoints_are_refused(tmp_path, capsys):
         status, _, err = _status(["coded", "evaluate", "--run", str(tmp_path / name), "--device", "cpu",
                                   "--out", str(tmp_path / "ev")], capsys)
         assert status == 1 and str(tmp_path / name / cs.CHECKPOINT) in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("dataset,extra", [
+    ("mnist", ["--k", "2", "--paradigm", "parity"]),
+    ("cifar10", ["--k", "2", "--encoder", "conv", "--base", "resnet18_3stage", "--groups-per-batch", "4"]),
+])
+def test_train_and_evaluate_from_local_files(tmp_path, capsys, dataset, extra):
+    """The loaders behind the command line, on small files written in the data sets' formats;
+    evaluate reads them again from where they were moved (--data-dir)."""
+    from test_coded import write_cifar, write_mnist
+
+    data = tmp_path / "data"
+    if dataset == "mnist":
+        write_mnist(str(data), gz=True)
+    else:
+        write_cifar(str(data), per_batch=6)
+    out = str(tmp_path / "run")
+    status, _, err = _status([*TRAIN, "--base-epochs", "1", "--epochs", "1", "--dataset", dataset, "--data-dir",
+                              str(data), *extra, "--out", out], capsys)
+    assert status == 0, err
+    record = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert record["config"]["dataset"] == dataset and record["metrics"]["reconstructions"] > 0
+    data.rename(tmp_path / "moved")
+    status, _, err = _status(["coded", "evaluate", "--run", out, "--device", "cpu", "--out", str(tmp_path / "ev")],
+                             capsys)
+    assert status == 1 and str(data) in err  # the folder it was trained from is gone, and named
+    status, out_text, err = _status(["coded", "evaluate", "--run", out, "--device", "cpu", "--data-dir",
+                                     str(tmp_path / "moved"), "--out", str(tmp_path / "ev")], capsys)
+    assert status == 0 and json.loads((tmp_path / "ev" / "metrics.json").read_text())["metrics"] == record["metrics"]
