@@ -194,6 +194,10 @@ setup(
         # The studies' plots (survey, nas correlate, nas search) need matplotlib; tqdm draws
         # their progress bars when present (else a plain text line). Neither is needed to profile.
         "plot": ["matplotlib", "tqdm"],
+        # torchutil.coded's default data set, scikit-learn's handwritten digits (1,797 8x8
+        # images read from a CSV inside the package: nothing is downloaded), so that
+        # `torchutil coded train` runs on a fresh machine with no data.
+        "coded": ["scikit-learn"],
     },
     entry_points={"console_scripts": ["torchutil = torchutil.studies.cli:main"]},
     ext_modules=[_extension()],

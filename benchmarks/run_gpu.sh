@@ -13,6 +13,8 @@
 #   reference utilization of the reference models and the README's Chrome trace
 #   counters  hardware counters (issue #11): their GPU tests, the per-op hardware/nominal FLOP tables,
 #            their cost against ncu and ncu's values against torchutil's; four files in $OUT/counters/
+#   coded    learned codes and parity models on digits (benchmarks/coded_results.py): the runs,
+#            their cost per query and the tail-latency simulation, into $OUT/coded/
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
@@ -76,6 +78,12 @@ for phase in "${phases[@]}"; do
       # Every stage runs in a child process within the budget (a crash costs that stage only).
       timeout 215 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
         --markdown "$OUT/counters/hw_counters.md" --ncu-timeout 80 --stage-timeout 120 --budget 200 2>&1 | tee "$OUT/counters/bench.txt" | tail -25 ;;
+    coded)
+      # docs/results/coded/: results.json, results.md, sim_learned-k2.png, sim_parity-k4.png (and the
+      # log); the runs' folders stay in /tmp. MNIST/Fashion/CIFAR-10 run only from TORCHUTIL_DATA_ROOT.
+      mkdir -p "$OUT/coded"
+      timeout 240 python3 benchmarks/coded_results.py --device cuda --out "$OUT/coded" --work /tmp/coded-work \
+        ${TORCHUTIL_DATA_ROOT:+--data-root "$TORCHUTIL_DATA_ROOT"} 2>&1 | tee "$OUT/coded/log.txt" | tail -40 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done

@@ -6,7 +6,8 @@
 #           report)
 #   Python: torch + torchvision (only if torch is missing; TORCHUTIL_TORCH_SPEC overrides
 #           which), pytest, ruff (the lint step of scripts/test.sh), matplotlib (the survey's
-#           plots; optional for users)
+#           plots; optional for users), scikit-learn (the digits data of torchutil.coded;
+#           optional for users)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -36,6 +37,9 @@ fi
 "$PYTHON" -m ruff --version >/dev/null 2>&1 || "$PYTHON" -m pip install -q ruff
 # Optional for users (the `plot` extra), needed by the survey tests: its PNG plots.
 "$PYTHON" -c "import matplotlib" 2>/dev/null || "$PYTHON" -m pip install -q matplotlib
+# Optional for users (the `coded` extra), needed by the coded tests: scikit-learn ships the
+# handwritten-digits data set that `torchutil coded` trains on by default (no download).
+"$PYTHON" -c "import sklearn" 2>/dev/null || "$PYTHON" -m pip install -q scikit-learn
 # pyproject.toml's build requirement (builds wheels without the `wheel` package); a no-op when met.
 "$PYTHON" -m pip install -q "setuptools>=70.1"
 # The distribution is torch-utilization; one named torchutil (this project's former name, or the

@@ -144,6 +144,33 @@ BAD = [
     ("fold-bench --out {file}/x", "--out"),
     ("fold-bench --models nope --device cpu --out {tmp}/fb", "nope"),
     ("fold-bench --models spec_2conv_32 --batch 2 --f 3 --device cpu --out {tmp}/fb", "batch"),
+    # coded
+    ("coded", "required"),
+    ("coded train --k 1", "--k"),
+    ("coded train --k two", "--k"),
+    ("coded train --dataset imagenet", "--dataset"),
+    ("coded train --paradigm magic", "--paradigm"),
+    ("coded train --loss l1", "--loss"),
+    ("coded train --epochs 0", "--epochs"),
+    ("coded train --lr 0", "--lr"),
+    ("coded train --out {file}/x", "--out"),
+    ("coded train --dataset mnist --data-dir {tmp}/no-data", "no-data"),
+    ("coded train --dataset mnist --device cpu --out {tmp}/cm", "--data-dir"),
+    ("coded train --dataset mnist --data-dir {tmp} --device cpu --out {tmp}/cm", "train-images-idx3-ubyte"),
+    ("coded train --dataset cifar10 --data-dir {tmp} --device cpu --out {tmp}/cm", "data_batch_1"),
+    ("coded train --data-dir {tmp} --device cpu --out {tmp}/cm", "digits"),
+    ("coded train --encoder sum --device cpu --out {tmp}/cm", "'sum'"),
+    ("coded train --paradigm parity --encoder concat --k 3 --device cpu --out {tmp}/cm", "k = 3"),
+    ("coded evaluate --run {tmp}/no-run", "no-run"),
+    ("coded evaluate --run {tmp} --device cpu --out {tmp}/ce", "no training run"),
+    ("coded cost --runs {tmp}/no-run", "no-run"),
+    ("coded simulate", "--cost"),
+    ("coded simulate --service-seconds 0", "--service-seconds"),
+    ("coded simulate --service-seconds 1 --loads 1.5", "--loads"),
+    ("coded simulate --service-seconds 1 --straggler-probability 1", "--straggler-probability"),
+    ("coded simulate --service-seconds 1 --slowdown 0.5", "--slowdown"),
+    ("coded simulate --cost {garbage} --out {tmp}/cs", "garbage.sqlite"),
+    ("coded simulate --cost {garbage} --service-seconds 1", "contradicts"),
 ]
 
 
@@ -169,6 +196,7 @@ def test_bad_command_line(line, names, files, capsys):
     assert names in err, err
     assert "Traceback" not in err
     assert not os.path.exists(os.path.join(files["tmp"], "missing.sqlite"))  # a reader creates no db
+    assert not os.path.exists(os.path.join(files["tmp"], "cm"))  # a refused coded train writes nothing
 
 
 def test_bad_lines_end_without_a_traceback_in_a_process(files):

@@ -1,0 +1,184 @@
+"""The data sets of learned coded computation, read from local files only (nothing is
+downloaded).
+
+- digits: scikit-learn's handwritten digits (1,797 8x8 grey images, 10 classes), read from the
+  CSV that ships inside scikit-learn; split into train and test by a seeded permutation, the
+  same for every run with the same seed. The default: it runs on any machine with scikit-learn.
+- mnist, fashion: the IDX files of MNIST / Fashion-MNIST (train-images-idx3-ubyte,
+  train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each plain or .gz)
+  in a folder the user has, or in its torchvision layout (MNIST/raw, FashionMNIST/raw).
+- cifar10: CIFAR-10's python batches (data_batch_1..5, test_batch: pickled dicts of b"data",
+  a uint8 [N, 3072] array, and b"labels") in the folder or in its cifar-10-batches-py.
+
+Images come back as float32 [N, C, H, W], standardized per channel with the training set's
+mean and standard deviation; labels as int64 [N].
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["CLASSES", "DATASETS", "Dataset", "load_dataset", "read_cifar10_batch", "read_idx"]
+
+DATASETS = ("digits", "mnist", "fashion", "cifar10")
+CLASSES = 10  # every one of them has ten classes
+# Where torchvision's downloaders put the same files, looked at after the folder itself.
+_SUBFOLDERS = {"mnist": ("MNIST/raw",), "fashion": ("FashionMNIST/raw",), "cifar10": ("cifar-10-batches-py",)}
+_IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+              "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+_CIFAR_FILES = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
+# IDX type codes (the third byte of the magic number) -> big-endian numpy dtype.
+_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def _error(message: str) -> ValueError:
+    return ValueError(f"torchutil.coded: {message}")
+
+
+@dataclass
+class Dataset:
+    """A data set split into train and test: x float32 [N, C, H, W] (standardized), y int64 [N]."""
+
+    name: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    classes: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of one image, (C, H, W)."""
+        return tuple(self.train_x.shape[1:])
+
+    def most_frequent_class(self) -> int:
+        """The most frequent training label (the trivial classifier's answer)."""
+        return int(torch.bincount(self.train_y, minlength=self.classes).argmax())
+
+
+def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
+    """An IDX file (MNIST's format; gzip-compressed when the name ends in .gz) as a numpy array."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES:
+        raise _error(f"{path} is not an IDX file (magic number {data[:4].hex() or 'missing'})")
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise _error(f"{path}: IDX header cut short ({len(data)} bytes)")
+    dims = struct.unpack(f">{ndim}I", data[4:header])
+    dtype = np.dtype(_IDX_TYPES[data[2]])
+    expected = int(np.prod(dims)) * dtype.itemsize
+    if len(data) - header != expected:
+        raise _error(f"{path}: IDX dimensions {list(dims)} need {expected} bytes of data, the file has "
+                     f"{len(data) - header}")
+    return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
+
+
+def read_cifar10_batch(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 python batch: (uint8 images [N, 3, 32, 32], int64 labels [N]).
+
+    The batches are pickles: read only files you trust (these are CIFAR-10's own format)."""
+    with open(path, "rb") as f:
+        try:
+            batch = pickle.load(f, encoding="bytes")
+        except Exception as e:  # a pickle can fail in many ways; all mean "not a CIFAR batch"
+            raise _error(f"{path} is not a CIFAR-10 python batch ({type(e).__name__}: {e})") from None
+    if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
+        raise _error(f"{path} is not a CIFAR-10 python batch (no b'data' and b'labels')")
+    images = np.asarray(batch[b"data"], dtype=np.uint8)
+    labels = np.asarray(batch[b"labels"], dtype=np.int64)
+    if images.ndim != 2 or images.shape[1] != 3 * 32 * 32 or len(labels) != len(images):
+        raise _error(f"{path}: expected data [N, 3072] and N labels, got {list(images.shape)} and {len(labels)}")
+    return images.reshape(-1, 3, 32, 32), labels
+
+
+def _find(name: str, data_dir: str, filename: str, gz: bool) -> str:
+    folders = [data_dir] + [os.path.join(data_dir, sub) for sub in _SUBFOLDERS[name]]
+    for folder in folders:
+        for candidate in (filename, filename + ".gz") if gz else (filename,):
+            path = os.path.join(folder, candidate)
+            if os.path.isfile(path):
+                return path
+    wanted = f"{filename}[.gz]" if gz else filename
+    raise _error(f"{name}: no {wanted} in {data_dir} (looked in {', '.join(folders)}); put the "
+                 f"{name} files there (nothing is downloaded)")
+
+
+def _load_idx(name: str, data_dir: str) -> tuple[np.ndarray, ...]:
+    arrays = []
+    for split in ("train", "test"):
+        images_file, labels_file = _IDX_FILES[split]
+        images = read_idx(_find(name, data_dir, images_file, gz=True))
+        labels = read_idx(_find(name, data_dir, labels_file, gz=True)).astype(np.int64)
+        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+            raise _error(f"{name} {split}: expected images [N, H, W] and N labels, got "
+                         f"{list(images.shape)} and {list(labels.shape)}")
+        arrays += [images[:, None].astype(np.float32) / 255.0, labels]
+    return tuple(arrays)
+
+
+def _load_cifar10(data_dir: str) -> tuple[np.ndarray, ...]:
+    arrays = []
+    for split in ("train", "test"):
+        parts = [read_cifar10_batch(_find("cifar10", data_dir, f, gz=False)) for f in _CIFAR_FILES[split]]
+        arrays += [np.concatenate([p[0] for p in parts]).astype(np.float32) / 255.0,
+                   np.concatenate([p[1] for p in parts])]
+    return tuple(arrays)
+
+
+def _load_digits(seed: int, test_fraction: float) -> tuple[np.ndarray, ...]:
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise _error("the digits data set comes with scikit-learn: pip install scikit-learn "
+                     "(torchutil's `coded` extra)") from None
+    digits = load_digits()  # reads the CSV inside scikit-learn; no download
+    x = digits.images.astype(np.float32)[:, None] / 16.0  # pixel values 0..16
+    y = digits.target.astype(np.int64)
+    order = np.random.default_rng(seed).permutation(len(x))
+    n_test = int(round(test_fraction * len(x)))
+    test, train = order[:n_test], order[n_test:]
+    return x[train], y[train], x[test], y[test]
+
+
+def load_dataset(name: str = "digits", data_dir: str | None = None, *, seed: int = 0,
+                 test_fraction: float = 0.2) -> Dataset:
+    """The data set `name` (one of DATASETS).
+
+    digits needs no data_dir (it ships with scikit-learn) and splits its 1,797 images into
+    train and test by a permutation seeded with `seed` (test_fraction of them for test); mnist,
+    fashion and cifar10 read their files from data_dir and use their own train/test split.
+    Errors (ValueError) name the data set, the missing file and the folder.
+    """
+    if name not in DATASETS:
+        raise _error(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
+    if name == "digits":
+        if data_dir is not None:
+            raise _error(f"the digits data set ships with scikit-learn and reads no folder; got data_dir "
+                         f"{data_dir!r} (use it with {', '.join(DATASETS[1:])})")
+        if not 0 < test_fraction < 1:
+            raise _error(f"test_fraction must be in (0, 1), got {test_fraction}")
+        arrays = _load_digits(seed, test_fraction)
+    else:
+        if data_dir is None:
+            raise _error(f"{name} is read from a folder you have: pass data_dir (--data-dir on the command "
+                         f"line); nothing is downloaded")
+        if not os.path.isdir(data_dir):
+            raise _error(f"{name}: data folder {data_dir} does not exist")
+        arrays = _load_cifar10(data_dir) if name == "cifar10" else _load_idx(name, data_dir)
+    train_x, train_y, test_x, test_y = (torch.from_numpy(np.ascontiguousarray(a)) for a in arrays)
+    mean = train_x.mean(dim=(0, 2, 3), keepdim=True)
+    std = train_x.std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-6)
+    for y in (train_y, test_y):
+        if len(y) == 0 or int(y.min()) < 0 or int(y.max()) >= CLASSES:
+            raise _error(f"{name}: labels must be 0..{CLASSES - 1}, got {len(y)} labels in "
+                         f"[{int(y.min()) if len(y) else '-'}, {int(y.max()) if len(y) else '-'}]")
+    return Dataset(name, (train_x - mean) / std, train_y, (test_x - mean) / std, test_y, CLASSES)

@@ -1,0 +1,223 @@
+"""Tail latency of a served classifier under stragglers: a discrete-event simulation of k workers
+serving F with no redundancy, with equal-resources replication, and with a code (numpy only).
+
+The model and its assumptions:
+- Queries arrive one at a time, a Poisson process (or periodically, `arrivals="periodic"`) of
+  rate load * k / E[service]: `load` is the utilization the k data workers would have serving F
+  alone. All three policies see the same arrivals.
+- Query j goes to data worker j mod k (static round-robin); queries j = gk .. gk+k-1 form group
+  g. Each worker serves one query at a time, first come first served, with no batching;
+  redundant work is never cancelled. Network and front-end times other than encoding and
+  decoding are ignored.
+- Service times are independent per query: the measured time of F on one query (batch 1),
+  times the straggler model: "none" (always that time), "bimodal" (with probability p it takes
+  `slowdown` times longer), "shifted-exp" (that time plus an exponential of mean `tail` times
+  it: background load), "exponential" (exponential of that mean; the M/M/1 case). Failures:
+  with probability `failure_probability` a query's result never comes back (its worker is busy
+  for the service time all the same). The extra worker's services follow the same model from
+  its own (measured) time. The data workers draw the same service times and failures under
+  every policy (common random numbers), so the policies differ only by what they add.
+- none: k workers. replication (equal resources, r = 1): one more worker, which serves a copy of
+  one query of every group (query g mod k of group g, rotating); the query is answered by
+  whichever copy finishes first. coded (r = 1): one more worker serves the group's parity query,
+  encoded at the front end once the group's last query has arrived (`encode_seconds`); query
+  i is answered at min(its own completion, reconstruction), where reconstruction = the latest of
+  the parity output and the other k-1 outputs, plus `decode_seconds`.
+- Latency = answer time - arrival time (infinite for a query never answered). The first
+  `warmup_fraction` of the queries are left out of the statistics (the system starts empty).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["POLICIES", "STRAGGLERS", "SimConfig", "SimResult", "SimSummary", "fifo_completions", "simulate",
+           "summarize", "sweep"]
+
+POLICIES = ("none", "replication", "coded")
+STRAGGLERS = ("none", "bimodal", "shifted-exp", "exponential")
+
+
+def _error(message: str) -> ValueError:
+    return ValueError(f"torchutil.coded: {message}")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulated system. Times in seconds."""
+
+    k: int
+    service_seconds: float
+    parity_seconds: float | None = None  # the parity model on one query; None: service_seconds
+    encode_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    load: float = 0.5
+    queries: int = 100_000
+    arrivals: str = "poisson"
+    straggler: str = "none"
+    straggler_probability: float = 0.0
+    slowdown: float = 1.0
+    tail: float = 1.0
+    failure_probability: float = 0.0
+    warmup_fraction: float = 0.1
+    seed: int = 0
+
+    def check(self) -> None:
+        """ValueError naming the first field out of range."""
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise _error(f"k must be an integer >= 1, got {self.k!r}")
+        for name in ("service_seconds", "encode_seconds", "decode_seconds", "tail"):
+            if not np.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise _error(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
+        if self.parity_seconds is not None and not (np.isfinite(self.parity_seconds) and self.parity_seconds >= 0):
+            raise _error(f"parity_seconds must be a finite number >= 0, got {self.parity_seconds}")
+        if not 0 < self.load < 1 and self.arrivals == "poisson":
+            raise _error(f"load must be in (0, 1) for Poisson arrivals (a queue above 1 grows without end), "
+                         f"got {self.load}")
+        if not self.load > 0:
+            raise _error(f"load must be > 0, got {self.load}")
+        if self.arrivals not in ("poisson", "periodic"):
+            raise _error(f"arrivals must be poisson or periodic, got {self.arrivals!r}")
+        if self.straggler not in STRAGGLERS:
+            raise _error(f"unknown straggler model {self.straggler!r}; choose from {', '.join(STRAGGLERS)}")
+        for name in ("straggler_probability", "failure_probability", "warmup_fraction"):
+            if not 0 <= getattr(self, name) < 1:
+                raise _error(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not self.slowdown >= 1:
+            raise _error(f"slowdown must be >= 1, got {self.slowdown}")
+        if self.queries < self.k or self.mean_service(self.service_seconds) <= 0:
+            raise _error(f"need at least k = {self.k} queries and a service time > 0, got {self.queries} queries "
+                         f"of {self.service_seconds} s")
+
+    def mean_service(self, base: float) -> float:
+        """E[service] of a worker whose straggler-free time is `base`."""
+        if self.straggler == "bimodal":
+            return base * (1 + self.straggler_probability * (self.slowdown - 1))
+        if self.straggler == "shifted-exp":
+            return base * (1 + self.tail)
+        return base
+
+    @property
+    def arrival_rate(self) -> float:
+        """Queries per second: load times the capacity of k workers serving F."""
+        return self.load * self.k / self.mean_service(self.service_seconds)
+
+
+@dataclass
+class SimResult:
+    """Per query: arrival, answer time (inf: never answered), and whether reconstruction answered."""
+
+    policy: str
+    workers: int
+    arrivals: np.ndarray
+    answers: np.ndarray
+    reconstructed: np.ndarray
+
+    @property
+    def latencies(self) -> np.ndarray:
+        return self.answers - self.arrivals
+
+
+@dataclass
+class SimSummary:
+    """Statistics of one policy at one load (seconds); the latency quantiles are inf when more
+    queries than the quantile leaves were never answered."""
+
+    policy: str
+    load: float
+    workers: int
+    queries: int
+    median: float
+    p99: float
+    p999: float
+    mean: float
+    fraction_reconstructed: float
+    fraction_unanswered: float
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        return asdict(self)
+
+
+def fifo_completions(arrivals: np.ndarray, services: np.ndarray) -> np.ndarray:
+    """Completion times of one first-come-first-served worker (arrivals sorted):
+    c_m = max(a_m, c_{m-1}) + s_m, in that order of operations, so that a query that finds the
+    worker idle completes at exactly a_m + s_m."""
+    done = np.empty(len(arrivals))
+    free = -np.inf
+    for m, (a, s) in enumerate(zip(arrivals.tolist(), services.tolist())):
+        free = done[m] = (a if a > free else free) + s
+    return done
+
+
+def _services(rng: np.random.Generator, base: float, n: int, config: SimConfig) -> np.ndarray:
+    if config.straggler == "bimodal":
+        slow = rng.random(n) < config.straggler_probability
+        return np.where(slow, base * config.slowdown, base)
+    if config.straggler == "shifted-exp":
+        return base + rng.exponential(base * config.tail, n) if base * config.tail > 0 else np.full(n, base)
+    if config.straggler == "exponential":
+        return rng.exponential(base, n) if base > 0 else np.zeros(n)
+    return np.full(n, base)
+
+
+def _served(rng: np.random.Generator, arrivals: np.ndarray, base: float, config: SimConfig) -> np.ndarray:
+    """Answer times of one worker serving `arrivals` in order (inf where the result is lost)."""
+    done = fifo_completions(arrivals, _services(rng, base, len(arrivals), config))
+    return np.where(rng.random(len(arrivals)) < config.failure_probability, np.inf, done)
+
+
+def simulate(config: SimConfig, policy: str) -> SimResult:
+    """One run of `policy` (POLICIES) on the system `config`."""
+    config.check()
+    if policy not in POLICIES:
+        raise _error(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    k = config.k
+    n = config.queries // k * k
+    arrival_rng, data_rng, extra_rng = (np.random.default_rng([config.seed, stream]) for stream in range(3))
+    gaps = (arrival_rng.exponential(1 / config.arrival_rate, n) if config.arrivals == "poisson"
+            else np.full(n, 1 / config.arrival_rate))
+    arrivals = np.cumsum(gaps)
+    own = np.empty(n)
+    for w in range(k):  # the data workers, in the same order under every policy
+        own[w::k] = _served(data_rng, arrivals[w::k], config.service_seconds, config)
+    answers, reconstructed = own.copy(), np.zeros(n, dtype=bool)
+    g = np.arange(n // k)
+    if policy == "replication":
+        copied = g * k + g % k
+        replica = _served(extra_rng, arrivals[copied], config.service_seconds, config)
+        answers[copied] = np.minimum(own[copied], replica)
+    elif policy == "coded":
+        parity_base = config.service_seconds if config.parity_seconds is None else config.parity_seconds
+        parity = _served(extra_rng, arrivals[g * k + k - 1] + config.encode_seconds, parity_base, config)
+        outputs = own.reshape(-1, k)
+        # The latest of the other k-1 outputs: the row's maximum, or its second largest where i holds it.
+        top2 = np.sort(outputs, axis=1)[:, -2:] if k > 1 else np.full((len(g), 2), -np.inf)
+        holds_max = np.arange(k)[None, :] == outputs.argmax(axis=1)[:, None]
+        others = np.where(holds_max, top2[:, :1], top2[:, 1:])
+        recon = np.maximum(others, parity[:, None]) + config.decode_seconds
+        reconstructed = (recon < outputs).reshape(-1)
+        answers = np.minimum(outputs, recon).reshape(-1)
+    return SimResult(policy, k + (policy != "none"), arrivals, answers, reconstructed)
+
+
+def summarize(result: SimResult, config: SimConfig) -> SimSummary:
+    start = int(config.warmup_fraction * len(result.arrivals))
+    lat = result.latencies[start:]
+    finite = lat[np.isfinite(lat)]
+
+    def quantile(q: float) -> float:
+        return float(np.quantile(lat, q, method="inverted_cdf"))  # no interpolation towards inf
+
+    return SimSummary(policy=result.policy, load=config.load, workers=result.workers, queries=len(lat),
+                      median=quantile(0.5), p99=quantile(0.99), p999=quantile(0.999),
+                      mean=float(finite.mean()) if len(finite) else float("inf"),
+                      fraction_reconstructed=float(result.reconstructed[start:].mean()),
+                      fraction_unanswered=float(1 - len(finite) / len(lat)))
+
+
+def sweep(config: SimConfig, loads: Sequence[float], policies: Sequence[str] = POLICIES) -> list[SimSummary]:
+    """summarize(simulate(...)) for every load and policy, load by load."""
+    return [summarize(simulate(replace(config, load=load), policy), replace(config, load=load))
+            for load in loads for policy in policies]
