@@ -25,10 +25,24 @@ pytestmark = pytest.mark.cuda
 N = 7680  # M = N = K: tiles evenly (see the module docstring)
 
 
+# The first H200 run found no fp8 tensor-path metric under the names tried (csrc/core/
+# HwCounters.cpp); until its name is known that one metric may be missing, and nothing else.
+FP8_MISSING = "on, partial: metrics not on this GPU: tensor_hgmma_fp8"
+
+
+def _assert_all_read(status: str) -> None:
+    assert status in ("on", FP8_MISSING), status
+
+
+# What csrc/cupti/CounterProfiler.cpp says where a machine gives no counters at all.
+UNAVAILABLE = ("no permission to read GPU performance counters", "not supported on this GPU, driver or sandbox",
+               "another profiler holds the GPU's counters")
+
+
 def _skip_unless_counters(r) -> None:
-    """Skips (saying why) where this machine gives no counters at all; a partial read fails the
-    test that needs the missing part instead."""
-    if r.counters_status.startswith("off"):
+    """Skips (saying why) where this machine gives no counters at all (no permission, a sandbox,
+    another profiler); any other failure, and a partial read, fails the test."""
+    if r.counters_status.startswith("off") and any(u in r.counters_status for u in UNAVAILABLE):
         pytest.skip(f"hardware counters unavailable here: {r.counters_status}")
 
 
@@ -83,7 +97,7 @@ def test_resnet50_per_op_hardware_table(resnet50):
     r = torchutil.profile(model, x, warmup=3, iters=10, counters=["flops", "throughput"])
     print(f"\nresnet50 fp16 b32: counters_status {r.counters_status!r}")
     _skip_unless_counters(r)
-    assert r.counters_status == "on", r.counters_status
+    _assert_all_read(r.counters_status)
     counted = [k for k in r.kernels if not k.timed and k.kind == 0]
     assert r.counter_kernels >= len(counted)
     print(f"  hw tensor {r.hw_tensor_flops / 1e9:.3f} GFLOP vs counted matrix {r.matrix_flops / 1e9:.3f} "
@@ -113,7 +127,7 @@ def test_kernel_replay_reads_the_counts_user_replay_reads(resnet50):
           f"{kernel.counter_passes:.0f} forwards, {kernel.counter_seconds:.3f} s; hw tensor FLOPs "
           f"{user.hw_tensor_flops:.6g} vs {kernel.hw_tensor_flops:.6g}")
     _skip_unless_counters(user)
-    assert kernel.counters_status == "on", kernel.counters_status
+    _assert_all_read(kernel.counters_status)
     assert kernel.counter_passes == 1
     # Counts do not depend on how the passes were taken.
     assert kernel.hw_tensor_flops == pytest.approx(user.hw_tensor_flops, rel=1e-6)
@@ -128,7 +142,7 @@ def test_resnet50_timeline(resnet50):
           f"{r.pm_tensor_active_pct:.1f} %, DRAM {r.pm_dram_throughput_pct:.1f} %; GPU busy (kernel union) "
           f"{100 * r.gpu_busy_fraction:.1f} %")
     _skip_unless_counters(r)
-    assert r.counters_status == "on", r.counters_status
+    _assert_all_read(r.counters_status)
     assert r.pm_samples > 0 and 0 < r.pm_sm_active_pct <= 100
     assert '"ph":"C"' in r.chrome_trace
     with_pm = [o for o in r.ops if o.pm_sm_active_pct == o.pm_sm_active_pct]

@@ -18,7 +18,7 @@ namespace torchutil::hw {
 
 // flops: tensor-path math per path and dtype, FMA/ALU pipe instructions (range profiler).
 // throughput: SM and DRAM throughput %, tensor-pipe activity %, achieved occupancy (range
-// profiler). timeline: GPU-wide PM sampling over the traced and timed forwards.
+// profiler). timeline: GPU-wide PM sampling over the traced forwards (else the timed ones).
 enum class CounterSet : uint8_t { Flops, Throughput, Timeline };
 const char* counterSetName(CounterSet s);
 

@@ -115,10 +115,10 @@ void fillSummary(std::vector<double>& summary, const HwResult& hw, double matrix
     set(Field::counter_seconds, hw.seconds);
   }
   if (hw.timeline) {
-    const PmAggregate timed = pmOver(hw.samples, hw.offsetNs, hw.timedStartNs, hw.timedEndNs);
-    set(Field::pm_sm_active_pct, at(timed.values, PmMetric::SmActivePct));
-    set(Field::pm_tensor_active_pct, at(timed.values, PmMetric::TensorActivePct));
-    set(Field::pm_dram_throughput_pct, at(timed.values, PmMetric::DramThroughputPct));
+    const PmAggregate window = pmOver(hw.samples, hw.offsetNs, hw.windowStartNs, hw.windowEndNs);
+    set(Field::pm_sm_active_pct, at(window.values, PmMetric::SmActivePct));
+    set(Field::pm_tensor_active_pct, at(window.values, PmMetric::TensorActivePct));
+    set(Field::pm_dram_throughput_pct, at(window.values, PmMetric::DramThroughputPct));
     set(Field::pm_samples, static_cast<double>(hw.samples.size()));
     set(Field::pm_clock_offset_us, static_cast<double>(hw.offsetNs) / 1e3);
   }

@@ -26,8 +26,9 @@ struct HwResult {
   bool timeline = false;
   std::vector<PmSample> samples;  // the sampler's clock
   int64_t offsetNs = 0;           // added to a sample's time to put it on the kernels' clock
-  uint64_t timedStartNs = 0;      // the timed forwards, kernels' clock
-  uint64_t timedEndNs = 0;
+  // The sampled forwards (the traced ones when traced, else the timed ones), kernels' clock.
+  uint64_t windowStartNs = 0;
+  uint64_t windowEndNs = 0;
   std::vector<Span> kernelSpans;  // traced kernels attributed to op rows (kernels' clock)
 };
 

@@ -91,10 +91,10 @@ struct FieldSpec {
   X(counter_passes, Real, "extra forwards the range profiler ran (one per replay pass)")      \
   X(counter_seconds, Real, "wall time of reading the range counters (passes and decoding)")   \
   X(pm_sm_active_pct, Real,                                                                   \
-    "PM sampling: SM active cycles, % of elapsed, over the timed forwards (counters='timeline')") \
-  X(pm_tensor_active_pct, Real, "PM sampling: tensor-pipe active, % of peak, over the timed forwards") \
-  X(pm_dram_throughput_pct, Real, "PM sampling: DRAM throughput, % of peak, over the timed forwards") \
-  X(pm_samples, Real, "PM samples taken over the traced and timed forwards")                  \
+    "PM sampling: SM active cycles, % of elapsed, over the sampled forwards (counters='timeline')") \
+  X(pm_tensor_active_pct, Real, "PM sampling: tensor-pipe active, % of peak, over the sampled forwards") \
+  X(pm_dram_throughput_pct, Real, "PM sampling: DRAM throughput, % of peak, over the sampled forwards") \
+  X(pm_samples, Real, "PM samples: the traced forwards when traced, else the timed ones")                  \
   X(pm_clock_offset_us, Real,                                                                 \
     "microseconds added to PM sample times to line them up with the kernel records")
 

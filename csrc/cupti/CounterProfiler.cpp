@@ -712,7 +712,16 @@ bool PmSampler::stop(PmTimeline* out, std::string* why) {
     d.pPmSamplingObject = s.sampler;
     d.pCounterDataImage = s.counterData.data();
     d.counterDataImageSize = s.counterData.size();
-    TORCHUTIL_COUNTERS_CHECK(cuptiPmSamplingDecodeData(&d));
+    const CUptiResult decoded = cuptiPmSamplingDecodeData(&d);
+    if (decoded == CUPTI_ERROR_OUT_OF_MEMORY) {
+      // cupti_pmsampling.h: "record overflow in the hardware buffer".
+      *why = "the PM sampler's " + std::to_string(kPmHardwareBufferBytes >> 20) +
+             " MB hardware buffer overflowed at one sample per " +
+             std::to_string(s.timeline.intervalNs / 1000) +
+             " us (cuptiPmSamplingDecodeData: CUPTI_ERROR_OUT_OF_MEMORY); sample fewer forwards";
+      return false;
+    }
+    TORCHUTIL_COUNTERS_CHECK(decoded);
     s.timeline.overflow = s.timeline.overflow || d.overflow != 0;
     auto info = params<CUpti_PmSampling_GetCounterDataInfo_Params>(
         CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE);

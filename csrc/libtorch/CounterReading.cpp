@@ -66,8 +66,8 @@ struct CounterReading::Impl {
   bool timelineStarted = false;
   bool timelineRead = false;
   std::vector<hw::PmSample> samples;
-  uint64_t timedStartNs = 0;
-  uint64_t timedEndNs = 0;
+  uint64_t windowStartNs = 0;  // the sampled forwards
+  uint64_t windowEndNs = 0;
 #ifdef TORCHUTIL_WITH_CUPTI
   std::unique_ptr<cupti::PmSampler> sampler;
 #endif
@@ -141,16 +141,10 @@ void CounterReading::startTimeline() {
       !m.sampler->start(&why)) {
     m.problems.push_back("timeline: " + why);
     m.sampler.reset();
+    return;
   }
+  m.windowStartNs = realtimeNs();
 #endif
-}
-
-void CounterReading::timedStart() {
-  impl_->timedStartNs = realtimeNs();
-}
-
-void CounterReading::timedEnd() {
-  impl_->timedEndNs = realtimeNs();
 }
 
 void CounterReading::stopTimeline() {
@@ -159,6 +153,7 @@ void CounterReading::stopTimeline() {
   if (!m.sampler) {
     return;
   }
+  m.windowEndNs = realtimeNs();
   cupti::PmTimeline timeline;
   std::string why;
   if (m.sampler->stop(&timeline, &why)) {
@@ -247,8 +242,8 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
   if (m.timelineRead) {
     out->timeline = true;
     out->samples = std::move(m.samples);
-    out->timedStartNs = m.timedStartNs;
-    out->timedEndNs = m.timedEndNs;
+    out->windowStartNs = m.windowStartNs;
+    out->windowEndNs = m.windowEndNs;
     out->kernelSpans = hw::attributedSpans(kernels, events);
     // Align the samples with the kernels' clock over the traced forwards (else over the timed
     // window, where there is nothing to line up with but the window itself).
@@ -258,8 +253,8 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
       hi = std::max(hi, s.end);
     }
     if (out->kernelSpans.empty()) {
-      lo = m.timedStartNs;
-      hi = m.timedEndNs;
+      lo = m.windowStartNs;
+      hi = m.windowEndNs;
     }
     std::vector<hw::PmSample> near;
     for (const hw::PmSample& s : out->samples) {

@@ -1,6 +1,7 @@
 #pragma once
 // Hardware counters for one profile (counters="flops" | "throughput" | "timeline"): PM sampling
-// around the traced and timed forwards, range-profiler passes after them, and the matching of
+// around the traced forwards (the timed ones when nothing is traced), range-profiler passes
+// after the timed forwards, and the matching of
 // both to the kernel records and ops (core/HwResult.h). Every failure is a sentence in the
 // status, never an exception (but for an exception of the model's own forward); without CUPTI
 // in the build, or off CUDA, the status says so and nothing runs.
@@ -28,12 +29,9 @@ class CounterReading {
   CounterReading(const CounterReading&) = delete;
   CounterReading& operator=(const CounterReading&) = delete;
 
-  // Starts PM sampling when the timeline was asked for (the device is idle); once.
+  // Starts PM sampling when the timeline was asked for (the device is idle); once per profile.
   void startTimeline();
-  // The timed forwards start / have ended (the device is idle).
-  void timedStart();
-  void timedEnd();
-  // Stops PM sampling and decodes the samples.
+  // Stops PM sampling and decodes the samples (the device is idle); a no-op when not sampling.
   void stopTimeline();
   // The range profiler's passes: forward() runs one forward and waits for the device.
   // maxRanges: the most kernels one forward launches.

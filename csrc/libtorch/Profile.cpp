@@ -167,8 +167,9 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   CountTable& table = counted.table;
   TimingResult timing;
   std::vector<KernelRecord> countedKernels, timedKernels;
-  // Hardware counters: PM sampling from the traced forwards (or the timed ones when nothing is
-  // traced) to the end of the timed forwards; the range profiler's passes after them.
+  // Hardware counters: PM sampling over the traced forwards, which have kernel records to line
+  // the samples up with (over the timed ones when nothing is traced: then the timed forwards
+  // carry its cost); the range profiler's passes after the timed forwards.
   CounterReading counters(device, options.counters, tracing != nullptr, options.pmIntervalNs,
                           options.counterReplay);
   if (!onMeta) {
@@ -182,19 +183,25 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     plan.warmedStream = side;
     if (tracing) {
       plan.tracedForwards = options.traceForwards;
-      plan.beforeTraced = [&] {
-        counters.startTimeline();
+      // With trace_forwards=0 there is nothing traced to sample: the timed forwards are.
+      const bool sampleTraced = options.traceForwards > 0;
+      plan.beforeTraced = [&, sampleTraced] {
+        if (sampleTraced) {
+          counters.startTimeline();
+        }
         tracing->timedStart();
       };
       // The trace ends before the timed forwards, which then run without CUPTI.
-      plan.afterTraced = [&] { tracing->finish(&countedKernels, &timedKernels); };
+      plan.afterTraced = [&, sampleTraced] {
+        tracing->finish(&countedKernels, &timedKernels);
+        if (sampleTraced) {
+          counters.stopTimeline();
+        }
+      };
     }
-    plan.beforeTimed = [&] {
-      counters.startTimeline();  // once: a no-op when the traced forwards started it
-      counters.timedStart();
-    };
+    // Once: a no-op when the traced forwards were sampled.
+    plan.beforeTimed = [&] { counters.startTimeline(); };
     timing = timeForwards(*forward, inputs, device, plan);
-    counters.timedEnd();
     counters.stopTimeline();
     out.timingNote = timing.note;
     out.repetition = timing.repeat.stop;

@@ -166,8 +166,8 @@ TEST(HwResultTest, TimelineFillsSummaryOpsAndCounterTracks) {
       alignPmSamples(hw.samples, hw.kernelSpans, 1100, 1700, PmMetric::SmActivePct, 2000, 100);
   EXPECT_EQ(a.offsetNs, 1000);
   hw.offsetNs = a.offsetNs;
-  hw.timedStartNs = 1000;
-  hw.timedEndNs = 1800;
+  hw.windowStartNs = 1000;
+  hw.windowEndNs = 1800;
   std::vector<double> summary(kNumFields, kNaN);
   fillSummary(summary, hw, 1000.0);
   // Busy 500 of 800 ns at 80 %: 50 %.
