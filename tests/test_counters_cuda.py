@@ -25,8 +25,8 @@ pytestmark = pytest.mark.cuda
 N = 7680  # M = N = K: tiles evenly (see the module docstring)
 
 
-# The first H200 run found no fp8 tensor-path metric under the names tried (csrc/core/
-# HwCounters.cpp); until its name is known that one metric may be missing, and nothing else.
+# GH100 has no tensor-path op counter for fp8 (docs/results/counters/ncu_tensor_metrics.txt):
+# on an H100/H200 that one metric is missing, and nothing else may be.
 FP8_MISSING = "on, partial: metrics not on this GPU: tensor_hgmma_fp8"
 
 

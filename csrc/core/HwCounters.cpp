@@ -240,14 +240,11 @@ const std::vector<MetricDef>& rangeMetricDefs() {
       tensor("tensor_hgmma_tf32", "tf32",
              {"sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32.sum",
               "sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32_sparsity_off.sum"}),
-      // Not among the names seen on the H200 (its fp16/bf16/tf32 names are): Hopper's fp8
-      // warpgroup MMA is QGMMA in its SASS, so those spellings are tried first. The device run
-      // prints `ncu --query-metrics` for the real one.
+      // GH100 has no tensor-path op counter for fp8 (QGMMA): `ncu --query-metrics --chip gh100`
+      // lists these paths for fp16, bf16, tf32, int8 and int1 only
+      // (docs/results/counters/ncu_tensor_metrics.txt). Kept for chips that may name one.
       tensor("tensor_hgmma_fp8", "float8",
-             {"sm__ops_path_tensor_op_qgmma_src_fp8_sparsity_off.sum",
-              "sm__ops_path_tensor_op_qgmma_src_fp8_dst_fp32.sum",
-              "sm__ops_path_tensor_op_qgmma_src_fp8_dst_fp16.sum",
-              "sm__ops_path_tensor_op_hgmma_src_fp8_sparsity_off.sum",
+             {"sm__ops_path_tensor_op_hgmma_src_fp8_sparsity_off.sum",
               "sm__ops_path_tensor_op_hgmma_src_fp8.sum"}),
       // fp16 mma.sync accumulating in fp32 (as PyTorch's fp16 GEMMs and convolutions do): the
       // name seen on gh100; fp16-accumulating variants are not read.
