@@ -1,7 +1,6 @@
 #include "cuda/CudaSupport.h"
 
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -113,27 +112,10 @@ std::unique_ptr<Runner> captureOn(Forward& forward, const std::vector<at::Tensor
 }  // namespace
 
 std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device, std::optional<c10::Stream> warmed) {
+                                     c10::Device device, c10::Stream warmed) {
   c10::cuda::CUDAGuard deviceGuard(device);
-  if (warmed.has_value()) {
-    c10::cuda::CUDAStream side(*warmed);
-    side.synchronize();
-    return captureOn(forward, inputs, device, side);
-  }
-  // Capture must not run on the legacy default stream; warm the side stream up first so that
-  // lazy initialization (cuDNN/cuBLAS handles, autotuning) stays out of the graph.
-  c10::cuda::CUDAStream side =
-      c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-  {
-    at::cuda::CUDAEvent ready;
-    ready.record(c10::cuda::getCurrentCUDAStream(device.index()));
-    ready.block(side);
-  }
-  {
-    c10::cuda::CUDAStreamGuard streamGuard(side);
-    forward.run(inputs);
-    side.synchronize();
-  }
+  c10::cuda::CUDAStream side(warmed);
+  side.synchronize();
   return captureOn(forward, inputs, device, side);
 }
 

@@ -7,7 +7,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,11 +26,11 @@ struct DeviceInfo {
 
 DeviceInfo deviceInfo(c10::DeviceIndex index);
 
-// Captures one forward in a CUDA graph on a side stream; run() replays it. `warmed` is a side
-// stream the caller has already run the forward on (captureStream()); without one, the forward
-// runs once on a new side stream first, so that lazy initialization stays out of the graph.
-// Throws c10::Error, with the CUDA state cleaned up, when the forward cannot be captured.
+// Captures one forward in a CUDA graph on `warmed`, a side stream (captureStream()) the caller
+// has already run the forward on, so that lazy initialization stays out of the graph; run()
+// replays it. Throws c10::Error, with the CUDA state cleaned up, when the forward cannot be
+// captured.
 std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device, std::optional<c10::Stream> warmed);
+                                     c10::Device device, c10::Stream warmed);
 
 }  // namespace torchutil::cuda

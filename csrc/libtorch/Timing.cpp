@@ -129,7 +129,9 @@ TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& input
     } else {
 #ifdef TORCHUTIL_WITH_CUDA
       try {
-        runner = cuda::captureGraph(forward, inputs, device, plan.warmedStream);
+        TORCH_INTERNAL_ASSERT(plan.warmedStream.has_value(),
+                              "graph timing needs the forward run on captureStream() first");
+        runner = cuda::captureGraph(forward, inputs, device, *plan.warmedStream);
         result.used = TimingMode::CudaGraph;
       } catch (const c10::Error& e) {
         if (plan.mode == TimingMode::CudaGraph) {

@@ -46,8 +46,8 @@ struct TimingPlan {
   std::function<void()> afterTraced;   // called with the device idle
   std::function<void()> beforeTimed;   // called with the device idle, right before the timing
   RepeatPolicy repeat;                 // then the timed forwards
-  // The stream of captureStream() when the caller's forwards ran there: the capture then needs
-  // no warm-up forward of its own.
+  // Graph timing (CudaGraph, Auto on CUDA): the stream of captureStream(), on which the caller
+  // has run the forward at least once; the capture goes there.
   std::optional<c10::Stream> warmedStream;
 };
 
