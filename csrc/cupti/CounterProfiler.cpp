@@ -92,6 +92,16 @@ class Cleanup {
   std::function<void()> f_;
 };
 
+// The C strings CUPTI's metric-name arrays take; they point into `names`, which must outlive them.
+std::vector<const char*> cStrings(const std::vector<std::string>& names) {
+  std::vector<const char*> out;
+  out.reserve(names.size());
+  for (const std::string& n : names) {
+    out.push_back(n.c_str());
+  }
+  return out;
+}
+
 // One counter read at a time in the process: CUPTI's profiler is one per context.
 std::atomic<bool> gBusy{false};
 
@@ -196,10 +206,7 @@ class HostObject {
   }
 
   bool addMetrics(const std::vector<std::string>& names, std::string* why) {
-    std::vector<const char*> ptrs;
-    for (const std::string& n : names) {
-      ptrs.push_back(n.c_str());
-    }
+    std::vector<const char*> ptrs = cStrings(names);
     auto p = params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(
         CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
     p.pHostObject = host_;
@@ -237,10 +244,7 @@ class HostObject {
   bool evaluate(const std::vector<uint8_t>& counterData, size_t index,
                 const std::vector<std::string>& names, std::vector<double>* values,
                 std::string* why) const {
-    std::vector<const char*> ptrs;
-    for (const std::string& n : names) {
-      ptrs.push_back(n.c_str());
-    }
+    std::vector<const char*> ptrs = cStrings(names);
     values->assign(names.size(), -1.0);
     auto p = params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
         CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
@@ -388,10 +392,7 @@ bool RangeProfiler::run(int deviceIndex, const std::vector<hw::CounterSet>& sets
     *why = "cuptiRangeProfilerEnable returned no profiler object";
     return false;
   }
-  std::vector<const char*> names;
-  for (const std::string& n : out->metrics.names) {
-    names.push_back(n.c_str());
-  }
+  std::vector<const char*> names = cStrings(out->metrics.names);
   {
     auto p = params<CUpti_RangeProfiler_GetCounterDataSize_Params>(
         CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);
@@ -632,10 +633,7 @@ bool PmSampler::setUp(int deviceIndex, const std::vector<hw::CounterSet>& sets, 
     }
   }
   {
-    std::vector<const char*> names;
-    for (const std::string& n : s.timeline.metrics.names) {
-      names.push_back(n.c_str());
-    }
+    std::vector<const char*> names = cStrings(s.timeline.metrics.names);
     auto p = params<CUpti_PmSampling_GetCounterDataSize_Params>(
         CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE);
     p.pPmSamplingObject = s.sampler;
