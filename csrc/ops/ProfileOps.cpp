@@ -85,59 +85,49 @@ std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::
   return {names, kinds, docs};
 }
 
-// The arguments both profile ops take, as the dispatcher passes them.
-struct ProfileArgs {
-  int64_t warmup;
-  int64_t iters;
-  bool cudaGraph;
-  std::string peak;
-  std::optional<double> peakFlops;
-  bool trace;
-  std::optional<std::string> timing;
-  std::optional<double> targetCi;
-  double maxTime;
-  std::optional<int64_t> maxIters;
-  int64_t traceForwards;
-  std::optional<std::vector<std::string>> counters;
-  std::string counterReplay;
-};
-
-ProfileOptions options(const ProfileArgs& a, bool chromeTrace, bool modulePaths) {
+// The options both profile ops build from their arguments, as the dispatcher passes them.
+ProfileOptions options(int64_t warmup, int64_t iters, bool cudaGraph, const std::string& peak,
+                       std::optional<double> peakFlops, bool trace, bool chromeTrace,
+                       bool modulePaths, const std::optional<std::string>& timing,
+                       std::optional<double> targetCi, double maxTime,
+                       std::optional<int64_t> maxIters, int64_t traceForwards,
+                       const std::optional<std::vector<std::string>>& counters,
+                       const std::string& counterReplay) {
   ProfileOptions o;
   o.modulePaths = modulePaths;
-  o.trace = a.trace;
-  o.traceForwards = a.traceForwards;
+  o.trace = trace;
+  o.traceForwards = traceForwards;
   o.chromeTrace = chromeTrace;
-  o.warmup = a.warmup;
+  o.warmup = warmup;
   // cuda_graph=True is timing="cuda_graph"; with timing given too, they must agree.
-  o.timing = a.timing.has_value() ? parseTimingMode(*a.timing)
-             : a.cudaGraph        ? TimingMode::CudaGraph
-                                  : TimingMode::Eager;
-  TORCH_CHECK_VALUE(!a.cudaGraph || o.timing == TimingMode::CudaGraph,
-                    "torchutil: cuda_graph=True contradicts timing='", a.timing.value_or(""),
+  o.timing = timing.has_value() ? parseTimingMode(*timing)
+             : cudaGraph        ? TimingMode::CudaGraph
+                                : TimingMode::Eager;
+  TORCH_CHECK_VALUE(!cudaGraph || o.timing == TimingMode::CudaGraph,
+                    "torchutil: cuda_graph=True contradicts timing='", timing.value_or(""),
                     "'; pass one of them");
-  o.repeat.minIters = a.iters;
-  if (a.targetCi.has_value()) {
-    o.repeat.targetRelativeCi = *a.targetCi;
-    o.repeat.maxIters = a.maxIters.value_or(std::max<int64_t>(a.iters, 100000));
-    o.repeat.budgetSeconds = a.maxTime;
+  o.repeat.minIters = iters;
+  if (targetCi.has_value()) {
+    o.repeat.targetRelativeCi = *targetCi;
+    o.repeat.maxIters = maxIters.value_or(std::max<int64_t>(iters, 100000));
+    o.repeat.budgetSeconds = maxTime;
   } else {
-    o.repeat.maxIters = a.maxIters.value_or(a.iters);
-    TORCH_CHECK_VALUE(o.repeat.maxIters == a.iters,
+    o.repeat.maxIters = maxIters.value_or(iters);
+    TORCH_CHECK_VALUE(o.repeat.maxIters == iters,
                       "torchutil: max_iters applies with target_ci; without it exactly iters (",
-                      a.iters, ") forwards are timed, got max_iters=", o.repeat.maxIters);
+                      iters, ") forwards are timed, got max_iters=", o.repeat.maxIters);
   }
-  o.peak = rateSourceArgument(a.peak, "peak");
-  o.peakFlops = a.peakFlops;
-  if (a.counters.has_value()) {
+  o.peak = rateSourceArgument(peak, "peak");
+  o.peakFlops = peakFlops;
+  if (counters.has_value()) {
     try {
-      o.counters = hw::parseCounterSets(*a.counters);
+      o.counters = hw::parseCounterSets(*counters);
     } catch (const std::invalid_argument& e) {
       TORCH_CHECK_VALUE(false, e.what());
     }
   }
   try {
-    o.counterReplay = hw::parseReplay(a.counterReplay);
+    o.counterReplay = hw::parseReplay(counterReplay);
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK_VALUE(false, e.what());
   }
@@ -149,22 +139,12 @@ at::Tensor profileOp(const c10::IValue& model, const at::Tensor& x, int64_t warm
                      std::optional<std::string> timing, std::optional<double> targetCi,
                      double maxTime, std::optional<int64_t> maxIters, int64_t traceForwards,
                      std::optional<std::vector<std::string>> counters, std::string counterReplay) {
-  const ProfileArgs args{warmup,
-                         iters,
-                         cudaGraph,
-                         std::move(peak),
-                         peakFlops,
-                         trace,
-                         timing,
-                         targetCi,
-                         maxTime,
-                         maxIters,
-                         traceForwards,
-                         std::move(counters),
-                         std::move(counterReplay)};
   // The summary has no per-op rows, so no module paths are recorded.
   return toTensor(
-      profileModel(model, {x}, options(args, /*chromeTrace=*/false, /*modulePaths=*/false))
+      profileModel(model, {x},
+                   options(warmup, iters, cudaGraph, peak, peakFlops, trace, /*chromeTrace=*/false,
+                           /*modulePaths=*/false, timing, targetCi, maxTime, maxIters,
+                           traceForwards, counters, counterReplay))
           .summary);
 }
 
@@ -175,20 +155,10 @@ Output profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& in
                      std::optional<double> targetCi, double maxTime,
                      std::optional<int64_t> maxIters, int64_t traceForwards,
                      std::optional<std::vector<std::string>> counters, std::string counterReplay) {
-  const ProfileArgs args{warmup,
-                         iters,
-                         cudaGraph,
-                         std::move(peak),
-                         peakFlops,
-                         trace,
-                         timing,
-                         targetCi,
-                         maxTime,
-                         maxIters,
-                         traceForwards,
-                         std::move(counters),
-                         std::move(counterReplay)};
-  return wrap(profileModel(model, inputs, options(args, chromeTrace, modulePaths)));
+  return wrap(profileModel(
+      model, inputs,
+      options(warmup, iters, cudaGraph, peak, peakFlops, trace, chromeTrace, modulePaths, timing,
+              targetCi, maxTime, maxIters, traceForwards, counters, counterReplay)));
 }
 
 // The metrics behind counter sets, as keys and their first (GH100) names: what the
