@@ -22,6 +22,11 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/gpu.txt"
 
+# How many cells of a sweep db were timed as CUDA-graph replays.
+graph_timed() {
+  python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" "$1"
+}
+
 phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(tests repeat overhead)
 for phase in "${phases[@]}"; do
@@ -49,23 +54,23 @@ for phase in "${phases[@]}"; do
       # process: $OUT/sweep.sqlite. SWEEP_TIMEOUT bounds it (what is left of a 10-minute call).
       timeout "${SWEEP_TIMEOUT:-570}" python3 -m torchutil nas evaluate --db "$OUT/sweep.sqlite" --no-progress 2>&1 \
         | grep -v "CUDA Graph is empty" | tee "$OUT/sweep.txt" | tail -4
-      python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt" ;;
+      graph_timed "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt" ;;
     sweep2)
       # The whole space sharded over two GPUs with torchrun (rank r takes cells i % 2 == r and
       # writes its shard; rank 0 merges them into $OUT/sweep2.sqlite).
-      t0=$(date +%s.%N)
+      start=$SECONDS
       timeout "${SWEEP_TIMEOUT:-570}" torchrun --nproc-per-node 2 -m torchutil nas evaluate --db "$OUT/sweep2.sqlite" \
         --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tee "$OUT/sweep2.txt" | tail -6
-      echo "two GPUs: command wall $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)") s" | tee -a "$OUT/sweep2.txt"
+      echo "two GPUs: command wall $((SECONDS - start)) s" | tee -a "$OUT/sweep2.txt"
       rm -f "$OUT"/sweep2.rank*.sqlite*
-      python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" "$OUT/sweep2.sqlite" | tee -a "$OUT/sweep2.txt" ;;
+      graph_timed "$OUT/sweep2.sqlite" | tee -a "$OUT/sweep2.txt" ;;
     sweep3k)
       # Cells 0..2999 in one process: more graph captures than a whole GPU's memory of freed
       # graph pools (the 2,068th failed before the fix in cuda/CudaSupport.cpp).
       rm -f /tmp/sweep3k.sqlite
       timeout 200 python3 -m torchutil nas evaluate --db /tmp/sweep3k.sqlite --indices 0:3000 --no-progress 2>&1 \
         | grep -v "CUDA Graph is empty" | tee "$OUT/sweep3k.txt" | tail -3
-      python3 -c "import sqlite3; c = sqlite3.connect('/tmp/sweep3k.sqlite'); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" ;;
+      graph_timed /tmp/sweep3k.sqlite ;;
     reference)
       timeout 300 python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
     counters)

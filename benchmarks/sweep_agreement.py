@@ -12,19 +12,18 @@ cells of b / a - 1, with its 2.5/97.5 % quantiles. --by-index matches on the ind
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import gzip
 import json
 import math
-import sqlite3
 import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-KEY = ("idx", "dataset", "batch", "dtype", "device", "mode")
+from torchutil.studies import nas_evaluate as ev
+
 METRICS = ("utilization", "bandwidth_utilization", "inputs_per_second", "seconds")
 
 
@@ -34,15 +33,12 @@ def load(path: str, by_index: bool = False) -> dict[tuple, dict[str, object]]:
         with opener(path, "rt") as f:
             rows = list(csv.DictReader(f))
     else:
-        if not Path(path).is_file():
-            sys.exit(f"sweep_agreement: no such db: {path}")
-        with contextlib.closing(sqlite3.connect(path)) as con:
-            con.row_factory = sqlite3.Row
-            rows = [dict(r) for r in con.execute("SELECT * FROM results")]
-    out = {}
-    for r in rows:
-        out[tuple(str(r[k]) for k in (KEY[:1] if by_index else KEY))] = r
-    return out
+        try:
+            rows = ev.read_rows(path)
+        except ValueError as e:  # nas_error: no such db, not a results db
+            sys.exit(f"sweep_agreement: {e}")
+    key = ev.KEY_COLUMNS[:1] if by_index else ev.KEY_COLUMNS
+    return {tuple(str(r[k]) for k in key): r for r in rows}
 
 
 def number(v: object) -> float:

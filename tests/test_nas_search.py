@@ -13,6 +13,7 @@ import socket
 import numpy as np
 import pytest
 import torch
+from results_db import write_db
 
 from torchutil import FIELDS
 from torchutil.nas import natsbench as nb
@@ -44,16 +45,9 @@ def _synthetic_rows(indices, seed=0, **key):
     return rows
 
 
-def _write_db(path, rows):
-    con = ev.connect(path)
-    ev.insert_rows(con, rows)
-    con.close()
-    return path
-
-
 @pytest.fixture(scope="module")
 def full_db(tmp_path_factory):
-    return _write_db(tmp_path_factory.mktemp("nas") / "synthetic.sqlite", _synthetic_rows(range(nb.num_archs())))
+    return write_db(tmp_path_factory.mktemp("nas") / "synthetic.sqlite", _synthetic_rows(range(nb.num_archs())))
 
 
 # --- evaluate ----------------------------------------------------------------------------------
@@ -106,7 +100,7 @@ def test_merge_shards(tmp_path, capsys):
     db = tmp_path / "results.sqlite"
     indices = list(range(10))
     for rank in range(2):
-        _write_db(ev.shard_path(db, rank), _synthetic_rows(ev.shard_indices(indices, rank, 2)))
+        write_db(ev.shard_path(db, rank), _synthetic_rows(ev.shard_indices(indices, rank, 2)))
     assert list(ev.iter_shards(db)) == [ev.shard_path(db, 0), ev.shard_path(db, 1)]
     assert main(["nas", "merge", "--db", str(db)]) == 0
     assert "merged 10 rows from 2 shard(s)" in capsys.readouterr().out
@@ -211,7 +205,7 @@ def test_p_values_with_scipy_and_without(monkeypatch):
 
 def test_correlate_command(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    db = _write_db(tmp_path / "r.sqlite", _synthetic_rows(range(0, nb.num_archs(), 37)))
+    db = write_db(tmp_path / "r.sqlite", _synthetic_rows(range(0, nb.num_archs(), 37)))
     out = tmp_path / "out"
     assert main(["nas", "correlate", "--db", str(db), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -235,7 +229,7 @@ def test_correlate_command(tmp_path, capsys):
     rows = _synthetic_rows(range(0, nb.num_archs(), 37))
     for r in rows:
         r["bandwidth_utilization"] = 10 * r["utilization"]
-    db2 = _write_db(tmp_path / "r2.sqlite", rows)
+    db2 = write_db(tmp_path / "r2.sqlite", rows)
     results2, _ = co.correlate(db2)
     assert len(results2) == 2 * 3 * 5
     bw = next(r for r in results2 if r["metric"] == "bandwidth_utilization" and r["subset"] == "all"
@@ -303,7 +297,7 @@ def test_search_command(full_db, tmp_path, capsys):
 
 
 def test_search_needs_one_config(tmp_path):
-    db = _write_db(tmp_path / "two.sqlite", _synthetic_rows(range(5)) + _synthetic_rows(range(5), batch=1))
+    db = write_db(tmp_path / "two.sqlite", _synthetic_rows(range(5)) + _synthetic_rows(range(5), batch=1))
     with pytest.raises(ValueError, match="several configs"):
         se.SearchSpace.from_db(db)
     assert se.SearchSpace.from_db(db, batch=1).available.sum() == 5

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from results_db import write_db
+
 from torchutil.studies import nas_evaluate as ev
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,13 +32,6 @@ def _rows(n, scale=1.0, reverse=False, mode="auto"):
     return rows
 
 
-def _db(path, rows):
-    con = ev.connect(path)
-    ev.insert_rows(con, rows)
-    con.close()
-    return str(path)
-
-
 def _run(*args):
     out = subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -45,7 +40,7 @@ def _run(*args):
 
 def test_db_csv_round_trip_keeps_every_value(tmp_path):
     rows = _rows(50)
-    db = _db(tmp_path / "a.sqlite", rows)
+    db = str(write_db(tmp_path / "a.sqlite", rows))
     _run("benchmarks/sweep_db_to_csv.py", db, tmp_path / "a.csv.gz")
     first = (tmp_path / "a.csv.gz").read_bytes()
     _run("benchmarks/sweep_db_to_csv.py", db, tmp_path / "a.csv.gz")
@@ -59,9 +54,9 @@ def test_db_csv_round_trip_keeps_every_value(tmp_path):
 
 
 def test_agreement_of_closed_form_cases(tmp_path):
-    a = _db(tmp_path / "a.sqlite", _rows(40))
-    scaled = _db(tmp_path / "s.sqlite", _rows(40, scale=1.1))
-    reversed_ = _db(tmp_path / "r.sqlite", _rows(40, reverse=True))
+    a = str(write_db(tmp_path / "a.sqlite", _rows(40)))
+    scaled = str(write_db(tmp_path / "s.sqlite", _rows(40, scale=1.1)))
+    reversed_ = str(write_db(tmp_path / "r.sqlite", _rows(40, reverse=True)))
     _run("benchmarks/sweep_agreement.py", a, a, "--json", tmp_path / "self.json")
     _run("benchmarks/sweep_agreement.py", a, scaled, "--json", tmp_path / "scaled.json")
     _run("benchmarks/sweep_agreement.py", a, reversed_, "--json", tmp_path / "rev.json")
@@ -79,8 +74,8 @@ def test_agreement_of_closed_form_cases(tmp_path):
 
 
 def test_agreement_of_two_timing_modes_needs_by_index(tmp_path):
-    a = _db(tmp_path / "a.sqlite", _rows(10, mode="auto"))
-    e = _db(tmp_path / "e.sqlite", _rows(10, mode="eager"))
+    a = str(write_db(tmp_path / "a.sqlite", _rows(10, mode="auto")))
+    e = str(write_db(tmp_path / "e.sqlite", _rows(10, mode="eager")))
     out = subprocess.run([sys.executable, "benchmarks/sweep_agreement.py", a, e], cwd=ROOT,
                          capture_output=True, text=True)
     assert out.returncode != 0 and "no cell is in both sweeps" in out.stderr
