@@ -24,7 +24,7 @@ def model():
 
 def test_off_by_default_and_every_hardware_field_is_nan(model):
     r = torchutil.profile(model, torch.randn(2, 16), warmup=0, iters=1)
-    assert r.counters_status == "off"
+    assert r.counters_status == "off" and r.counters_not_on_gpu == ""
     for name in HW_SUMMARY:
         assert math.isnan(getattr(r, name)), name
     for row in r.ops:
@@ -38,6 +38,7 @@ def test_on_the_cpu_the_profile_returns_and_says_why(model, counters):
     plain = torchutil.profile(model, x, warmup=0, iters=1)
     r = torchutil.profile(model, x, warmup=0, iters=1, counters=counters)
     assert r.counters_status == "off: hardware counters need a CUDA device, got cpu"
+    assert r.counters_not_on_gpu == ""  # nothing was asked of a GPU
     assert r.flops == plain.flops and r.utilization > 0
     for name in HW_SUMMARY:
         assert math.isnan(getattr(r, name)), name

@@ -188,6 +188,8 @@ class ProfileResult:
         """The hardware counters in one line: status, hardware/nominal FLOPs, throughputs."""
         v = self._values
         parts = [self.counters_status]
+        if self.counters_not_on_gpu:
+            parts.append(f"no counter on this GPU for {self.counters_not_on_gpu}")
         if v.get("hw_tensor_flops") == v.get("hw_tensor_flops"):
             parts.append(f"tensor {_scaled(v['hw_tensor_flops'], 1e9)} GFLOP = "
                          f"{_scaled(v['hw_flops_ratio'], 1.0)} x counted matrix FLOPs")

@@ -316,6 +316,12 @@ PmValues decodePmSample(const ResolvedMetrics& r, const std::vector<double>& val
   return decode<kNumPmMetrics>(pmMetricDefs(), r, values);
 }
 
+uint32_t pmSamplesPerImage(uint64_t intervalNs, uint64_t decodePeriodNs) {
+  constexpr uint64_t kLeast = 256, kMost = 20000;
+  const uint64_t perPeriod = intervalNs == 0 ? kMost : 2 * decodePeriodNs / intervalNs;
+  return static_cast<uint32_t>(std::clamp(perPeriod, kLeast, kMost));
+}
+
 namespace {
 
 double sumPaths(const RangeValues& v, bool floating, std::string_view dtype) {

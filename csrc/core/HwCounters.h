@@ -107,6 +107,10 @@ using KnownMetric = std::function<bool(const std::string&)>;
 ResolvedMetrics resolveRangeMetrics(const std::vector<CounterSet>& sets, const KnownMetric& known);
 ResolvedMetrics resolvePmMetrics(const std::vector<CounterSet>& sets, const KnownMetric& known);
 
+// Samples one PM counter data image holds: what arrives in two decode periods at one sample per
+// intervalNs (so one decode rarely needs a second image), at least 256 and at most 20000.
+uint32_t pmSamplesPerImage(uint64_t intervalNs, uint64_t decodePeriodNs);
+
 using RangeValues = std::array<double, kNumRangeMetrics>;  // NaN: not read
 using PmValues = std::array<double, kNumPmMetrics>;
 

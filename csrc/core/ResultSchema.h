@@ -196,7 +196,10 @@ struct FieldSpec {
     "another kernel sequence) or \"none\" (nothing traced)")                                 \
   X(chrome_trace, Text, "the Chrome/Perfetto trace JSON (profile(..., chrome_trace=True))")    \
   X(counters_status, Text,                                                                    \
-    "hardware counters: \"off\" (not asked for), \"off: <why>\", \"on\" or \"on, partial: <what is missing>\"")
+    "hardware counters: \"off\" (not asked for), \"off: <why>\", \"on\" or \"on, partial: <what is missing>\"") \
+  X(counters_not_on_gpu, Text,                                                                \
+    "metrics of the counter sets asked for that this GPU has no counter for (comma-separated, "  \
+    "\"\" when none); they do not make counters_status partial")
 
 // clang-format on
 

@@ -7,7 +7,8 @@
 //
 // RangeProfiler: auto ranges (one per kernel) in user replay: the caller's forward runs once
 // per pass until CUPTI has collected every pass, then each range is evaluated into metric values.
-// PmSampler: GPU-wide PM sampling between start() and stop(), decoded into timed samples.
+// PmSampler: GPU-wide PM sampling between start() and stop(), decoded into timed samples; a
+// thread decodes the hardware buffer while sampling runs, so a long window does not overflow it.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,7 +50,9 @@ struct PmTimeline {
   hw::ResolvedMetrics metrics;
   std::vector<hw::PmSample> samples;  // sampler clock (ns)
   bool overflow = false;              // the hardware buffer filled up: later samples are lost
-  std::vector<std::string> notOnThisChip;
+  bool cutShort = false;              // more samples than torchutil keeps: the last are left out
+  std::vector<std::string> notOnThisChip;  // metrics the chip has no counter for
+  std::vector<std::string> leftOut;        // metrics the chip has, left out (not in one pass)
   uint64_t intervalNs = 0;
 };
 

@@ -57,6 +57,7 @@ struct CounterReading::Impl {
   std::string off;                    // why nothing is read ("" when something may be)
   std::vector<std::string> problems;  // what could not be read, for the status
   std::vector<std::string> notes;     // what was read only in part
+  std::vector<std::string> absent;    // metrics this GPU has no counter for
   // Range counters.
   bool rangesRead = false;
   std::vector<hw::RangeValues> ranges;  // in execution order
@@ -162,10 +163,14 @@ void CounterReading::stopTimeline() {
     if (timeline.overflow) {
       m.notes.emplace_back("timeline: the hardware buffer overflowed, later samples are lost");
     }
-    if (!timeline.notOnThisChip.empty()) {
-      m.notes.push_back("timeline metrics not on this GPU: " +
-                        joined(timeline.notOnThisChip, ", "));
+    if (timeline.cutShort) {
+      m.notes.push_back("timeline: more samples than are kept (" +
+                        std::to_string(m.samples.size()) + "); the last are left out");
     }
+    if (!timeline.leftOut.empty()) {
+      m.notes.push_back("timeline metrics left out: " + joined(timeline.leftOut, ", "));
+    }
+    m.absent.insert(m.absent.end(), timeline.notOnThisChip.begin(), timeline.notOnThisChip.end());
     if (m.samples.empty()) {
       m.problems.emplace_back("timeline: PM sampling returned no samples");
       m.timelineRead = false;
@@ -204,9 +209,7 @@ void CounterReading::readRanges(const std::function<void()>& forward, size_t max
     m.problems.push_back(setNames(rangeSets) + ": " + why);
     return;
   }
-  if (!profile.notOnThisChip.empty()) {
-    m.notes.push_back("metrics not on this GPU: " + joined(profile.notOnThisChip, ", "));
-  }
+  m.absent.insert(m.absent.end(), profile.notOnThisChip.begin(), profile.notOnThisChip.end());
   if (profile.droppedRanges > 0) {
     m.problems.push_back(setNames(rangeSets) + ": CUPTI dropped " +
                          std::to_string(profile.droppedRanges) + " ranges");
@@ -289,6 +292,10 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
   std::vector<std::string> partial = m.problems;
   partial.insert(partial.end(), m.notes.begin(), m.notes.end());
   return partial.empty() ? "on" : "on, partial: " + joined(partial, "; ");
+}
+
+std::string CounterReading::notOnGpu() const {
+  return joined(impl_->absent, ", ");
 }
 
 }  // namespace torchutil

@@ -40,6 +40,9 @@ class CounterReading {
   // ones) and ops; returns the status ("off", "off: <why>", "on", "on, partial: <what>").
   std::string finish(const std::vector<KernelRecord>& kernels, const std::vector<OpEvent>& events,
                      hw::HwResult* out);
+  // The metrics of the sets asked for that this GPU has no counter for (comma-separated; ""
+  // when none): permanent for the chip, so they do not make a read partial.
+  std::string notOnGpu() const;
 
  private:
   struct Impl;

@@ -73,6 +73,7 @@ NamedResult nameResult(const ProfileOutput& out) {
                                                                       : "counted");
   r.setText(TextField::chrome_trace, out.chromeTrace);
   r.setText(TextField::counters_status, out.countersStatus);
+  r.setText(TextField::counters_not_on_gpu, out.countersNotOnGpu);
   return r;
 }
 
@@ -230,6 +231,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     out.events = std::move(counted.events);
   }
   out.countersStatus = counters.finish(out.kernels, out.events, &out.hw);
+  out.countersNotOnGpu = counters.notOnGpu();
   if (out.traced && options.chromeTrace) {
     out.chromeTrace = chromeTrace(out.events, table.rows(), out.kernels, deviceName(device),
                                   hw::counterTracks(out.hw));

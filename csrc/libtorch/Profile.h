@@ -61,6 +61,7 @@ struct ProfileOutput {
   // Hardware counters: what was read, matched to kernels and ops, and the status.
   hw::HwResult hw;
   std::string countersStatus = "off";
+  std::string countersNotOnGpu;  // metrics asked for that this GPU has no counter for
 };
 
 // The result by name, for Python (util.ProfileOutput): summary, tables and texts.

@@ -120,6 +120,14 @@ TEST(HwCountersTest, ResolveTakesTheSetsAndTheFirstKnownCandidate) {
   EXPECT_TRUE(resolvePmMetrics({CounterSet::Flops}, allKnown).empty());
 }
 
+TEST(HwCountersTest, PmImageHoldsTwoDecodePeriodsWithinBounds) {
+  // 10 us samples decoded every 5 ms: 500 per period, so 1000 per image.
+  EXPECT_EQ(hw::pmSamplesPerImage(10000, 5000000), 1000u);
+  EXPECT_EQ(hw::pmSamplesPerImage(1000000, 5000000), 256u);  // rare samples: the floor
+  EXPECT_EQ(hw::pmSamplesPerImage(100, 5000000), 20000u);    // dense samples: the ceiling
+  EXPECT_EQ(hw::pmSamplesPerImage(0, 5000000), 20000u);
+}
+
 TEST(HwCountersTest, DecodeRangePutsValuesAtTheirMetricAndDropsNoData) {
   const auto r = resolveRangeMetrics({CounterSet::Flops, CounterSet::Throughput}, allKnown);
   std::vector<double> values(r.names.size(), 0.0);
