@@ -79,7 +79,19 @@ def wall(fn) -> float:
     return time.perf_counter() - t0
 
 
+def spread(values: list[float]) -> dict:
+    """Median, quartiles and extremes of one variant's rounds."""
+    q = statistics.quantiles(values, n=4) if len(values) >= 2 else [values[0]] * 3
+    return {"median": statistics.median(values), "q1": q[0], "q3": q[2], "min": min(values), "max": max(values),
+            "n": len(values)}
+
+
 def costs(batch: int, rounds: int) -> dict:
+    """Each round runs every variant once, in a new random order (seeded), so that no variant
+    always follows the same one; medians and quartiles over the rounds. The timed forwards of a
+    call are also grouped by the variant that ran just before it, which shows whether a call
+    leaves something behind that slows the next (a clock or power state, a CUPTI subscription)."""
+    import random
     model, x = build("resnet50", batch)
     variants = {
         "plain profile (traced)": dict(),
@@ -90,25 +102,42 @@ def costs(batch: int, rounds: int) -> dict:
     }
     walls = {k: [] for k in variants}
     seconds = {k: [] for k in variants}
+    after = {}  # (variant, previous variant) -> timed forward seconds
     last = {}
     for _ in range(2):  # warm
         for kw in variants.values():
             torchutil.profile(model, x, warmup=3, iters=10, **kw)
+    rng = random.Random(0)
+    previous = None
+    order_log = []
     for _ in range(rounds):
-        for k, kw in variants.items():
+        order = list(variants)
+        rng.shuffle(order)
+        order_log.append(order)
+        for k in order:
             holder = {}
+            kw = variants[k]
             walls[k].append(wall(lambda: holder.setdefault("r", torchutil.profile(model, x, warmup=3, iters=10, **kw))))
             seconds[k].append(holder["r"].seconds)
+            after.setdefault(f"{k} | after {previous}", []).append(holder["r"].seconds)
             last[k] = holder["r"]
-    out = {k: {"wall_s": statistics.median(walls[k]), "timed_forward_s": statistics.median(seconds[k]),
-               "counters_status": last[k].counters_status} for k in variants}
+            previous = k
+    out = {k: {"wall_s": statistics.median(walls[k]), "wall": spread(walls[k]),
+               "timed_forward_s": statistics.median(seconds[k]), "timed_forward": spread(seconds[k]),
+               "rounds_timed_forward_s": seconds[k], "counters_status": last[k].counters_status} for k in variants}
     base = out["untraced profile"]["timed_forward_s"]
     for k in out:
         out[k]["timed_forward_vs_untraced"] = out[k]["timed_forward_s"] / base
     for k, v in out.items():
+        t = v["timed_forward"]
         print(f"  {k:<32} wall {v['wall_s']:.3f} s/call, timed forward {1e3 * v['timed_forward_s']:.3f} ms "
-              f"({v['timed_forward_vs_untraced']:.3f}x untraced)  [{v['counters_status'][:60]}]", flush=True)
-    return out
+              f"(IQR {1e3 * t['q1']:.3f}-{1e3 * t['q3']:.3f}, {t['n']} rounds; {v['timed_forward_vs_untraced']:.3f}x "
+              f"untraced)  [{v['counters_status'][:60]}]", flush=True)
+    print("  timed forward by the call before it (median ms, calls):", flush=True)
+    by_previous = {k: {"median_s": statistics.median(v), "n": len(v)} for k, v in sorted(after.items())}
+    for k, v in by_previous.items():
+        print(f"    {k:<70} {1e3 * v['median_s']:.3f} ({v['n']})", flush=True)
+    return {"variants": out, "by_previous_call": by_previous, "orders": order_log}
 
 
 # The forward ncu profiles: the same model and input as build("resnet50"), without torchutil
@@ -164,7 +193,28 @@ def ncu_known_bases() -> set[str] | None:
     return bases or None
 
 
-def ncu_compare(batch: int, timeout: int) -> dict:
+# How ncu replays: its default (each kernel replayed alone, caches flushed before each pass), the
+# same without the flush, and application replay without the flush (the whole script runs once
+# per pass, each kernel after its predecessors, as torchutil's user replay runs the forward).
+NCU_CONFIGS = {
+    "kernel": [],
+    "kernel, no cache flush": ["--cache-control", "none"],
+    "application, no cache flush": ["--replay-mode", "application", "--cache-control", "none"],
+}
+# Throughput percentages are compared on kernels at least this long: on shorter ones the
+# elapsed-time denominator is a few microseconds and launch jitter dominates.
+THROUGHPUT_MIN_US = 20.0
+
+
+def ratio_stats(ratios: list[float]) -> dict:
+    if not ratios:
+        return {"kernels": 0}
+    return {"kernels": len(ratios), "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            "within_1pct": sum(abs(r - 1) <= 0.01 for r in ratios) / len(ratios),
+            "within_5pct": sum(abs(r - 1) <= 0.05 for r in ratios) / len(ratios)}
+
+
+def ncu_compare(batch: int, timeout: int, config: str = "kernel") -> dict:
     keys, names = torch.ops.util._counter_metrics(["flops", "throughput"])
     by_key = dict(zip(keys, names))
     known = ncu_known_bases()
@@ -184,21 +234,21 @@ def ncu_compare(batch: int, timeout: int) -> dict:
         plain_wall = time.perf_counter() - t0 if plain.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired):
         plain_wall = None
-    cmd = [NCU, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(metrics),
-           "--csv", "--page", "raw", "--print-units", "base", sys.executable, script]
-    print("  " + " ".join(cmd), flush=True)
+    cmd = [NCU, "--clock-control", "none", *NCU_CONFIGS[config], "--profile-from-start", "off",
+           "--metrics", ",".join(metrics), "--csv", "--page", "raw", "--print-units", "base", sys.executable, script]
+    print(f"  [{config}] " + " ".join(cmd), flush=True)
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return {"error": f"{type(e).__name__}: {e}", "metrics": metrics}
+        return {"config": config, "error": f"{type(e).__name__}: {e}", "metrics": metrics}
     ncu_wall = time.perf_counter() - t0
     rows = parse_ncu_raw(proc.stdout, metrics)
-    out = {"command": " ".join(cmd), "returncode": proc.returncode, "wall_s": ncu_wall,
+    out = {"config": config, "command": " ".join(cmd), "returncode": proc.returncode, "wall_s": ncu_wall,
            "script_without_ncu_s": plain_wall,
            "ncu_overhead_s": ncu_wall - plain_wall if plain_wall is not None else None,
            "kernels": len(rows), "metrics": metrics, "stderr_tail": proc.stderr[-1500:]}
-    print(f"  ncu: rc {proc.returncode}, {len(rows)} kernels, {ncu_wall:.1f} s (the script alone "
+    print(f"  ncu [{config}]: rc {proc.returncode}, {len(rows)} kernels, {ncu_wall:.1f} s (the script alone "
           f"{plain_wall if plain_wall is None else round(plain_wall, 1)} s)", flush=True)
     if not rows:
         out["stdout_tail"] = proc.stdout[-1500:]
@@ -213,27 +263,43 @@ def ncu_compare(batch: int, timeout: int) -> dict:
     field_of = {"gmma_instructions": "hw_gmma_instructions", "fma_instructions": "hw_fma_instructions",
                 "sm_throughput_pct": "sm_throughput_pct", "dram_throughput_pct": "dram_throughput_pct"}
     pairs = []
-    if len(counted) == len(rows):
-        order = sorted(range(len(counted)), key=lambda i: -(counted[i].hw_tensor_flops
-                                                            if counted[i].hw_tensor_flops == counted[i].hw_tensor_flops else 0))
-        for i in order[:5]:
-            k, n = counted[i], rows[i]
-            entry = {"index": i, "torchutil_kernel": k.name[:120], "ncu_kernel": n["kernel"][:120], "metrics": {}}
-            tensor = [n["values"].get(by_key[t]) for t in TENSOR_KEYS if t in by_key]
-            compared = {"fp16 tensor paths (hgmma + hmma)": (k.hw_tensor_flops,
-                                                             sum(v for v in tensor if v is not None) if tensor else None)}
-            for key, fld in field_of.items():
-                if key in by_key:
-                    compared[by_key[key]] = (getattr(k, fld), n["values"].get(by_key[key]))
-            for name, (tv, nv) in compared.items():
-                entry["metrics"][name] = {"torchutil": nan_to_none(tv), "ncu": nv,
-                                          "ratio": (tv / nv) if nv and tv == tv else None}
-            pairs.append(entry)
-            print(f"  kernel {i} {k.name[:60]}: " + ", ".join(
-                f"{m.split('.')[0][-28:]} {v['torchutil']} vs {v['ncu']}" for m, v in entry["metrics"].items()), flush=True)
-    else:
+    if len(counted) != len(rows):
         out["mismatch"] = f"ncu profiled {len(rows)} kernels, torchutil's counted forward launched {len(counted)}"
         print("  " + out["mismatch"], flush=True)
+        out["pairs"] = pairs
+        return out
+
+    def compared(i: int) -> dict:
+        k, n = counted[i], rows[i]
+        tensor = [n["values"].get(by_key[t]) for t in TENSOR_KEYS if t in by_key]
+        values = {"fp16 tensor paths (hgmma + hmma)": (k.hw_tensor_flops,
+                                                       sum(v for v in tensor if v is not None) if tensor else None)}
+        for key, fld in field_of.items():
+            if key in by_key:
+                values[by_key[key]] = (getattr(k, fld), n["values"].get(by_key[key]))
+        return {name: {"torchutil": nan_to_none(tv), "ncu": nv, "ratio": (tv / nv) if nv and tv == tv else None}
+                for name, (tv, nv) in values.items()}
+
+    # Every kernel: counts over all of them, throughput percentages over the long ones.
+    allk = [compared(i) for i in range(len(counted))]
+    stats = {}
+    for name in allk[0]:
+        long_only = "pct" in name
+        ratios = [c[name]["ratio"] for i, c in enumerate(allk) if c[name]["ratio"] is not None
+                  and (not long_only or counted[i].duration_us >= THROUGHPUT_MIN_US)]
+        stats[name] = ratio_stats(ratios)
+        st = stats[name]
+        if st["kernels"]:
+            print(f"  {name.split('.')[0][-40:]:<40} torchutil/ncu over {st['kernels']} kernels"
+                  f"{' >= %g us' % THROUGHPUT_MIN_US if long_only else ''}: median {st['median']:.4f}, "
+                  f"range {st['min']:.4f}-{st['max']:.4f}, within 1 % {100 * st['within_1pct']:.0f} %, "
+                  f"within 5 % {100 * st['within_5pct']:.0f} %", flush=True)
+    out["all_kernels"] = stats
+    order = sorted(range(len(counted)), key=lambda i: -(counted[i].hw_tensor_flops
+                                                        if counted[i].hw_tensor_flops == counted[i].hw_tensor_flops else 0))
+    for i in order[:5]:
+        pairs.append({"index": i, "torchutil_kernel": counted[i].name[:120], "ncu_kernel": rows[i]["kernel"][:120],
+                      "duration_us": counted[i].duration_us, "metrics": allk[i]})
     out["pairs"] = pairs
     return out
 
@@ -261,35 +327,50 @@ def markdown(result: dict) -> str:
                          f"{f(o['hw_flops_ratio'])} | {f(o['sm_throughput_pct'], fmt='{:.1f}')} | "
                          f"{f(o['dram_throughput_pct'], fmt='{:.1f}')} | {f(o['tensor_active_pct'], fmt='{:.1f}')} |")
         lines.append("")
-    c = result.get("costs", {})
+    c = result.get("costs", {}).get("variants", {})
+    ncu = result.get("ncu", {})
     if c:
-        lines += ["## Cost (resnet50)", "", "| call | wall s/call | timed forward ms | × untraced |", "|---|---:|---:|---:|"]
+        lines += ["## Cost (resnet50)", "", "| call | wall s/call | timed forward ms (IQR) | × untraced |",
+                  "|---|---:|---:|---:|"]
         for k, v in c.items():
-            lines.append(f"| {k} | {v['wall_s']:.3f} | {1e3 * v['timed_forward_s']:.3f} | {v['timed_forward_vs_untraced']:.3f} |")
-        n = result.get("ncu", {})
-        if "wall_s" in n:
-            extra = (f" (its profiling: {n['ncu_overhead_s']:.1f} s over the {n['script_without_ncu_s']:.1f} s "
-                     "the script takes alone)" if n.get("ncu_overhead_s") is not None else "")
-            lines.append(f"| ncu, same metrics, one forward{extra} | {n['wall_s']:.1f} | | |")
+            t = v["timed_forward"]
+            lines.append(f"| {k} | {v['wall_s']:.3f} | {1e3 * v['timed_forward_s']:.3f} ({1e3 * t['q1']:.3f}–"
+                         f"{1e3 * t['q3']:.3f}, {t['n']} rounds) | {v['timed_forward_vs_untraced']:.3f} |")
+        for config, n in ncu.items():
+            if "wall_s" in n:
+                extra = (f" (its profiling: {n['ncu_overhead_s']:.1f} s over the {n['script_without_ncu_s']:.1f} s "
+                         "the script takes alone)" if n.get("ncu_overhead_s") is not None else "")
+                lines.append(f"| ncu [{config}], same metrics, one forward{extra} | {n['wall_s']:.1f} | | |")
         tables = {t["model"]: t for t in result.get("tables", [])}
         if "resnet50" in tables:
             s = tables["resnet50"]["summary"]
             lines.append(f"| torchutil range counters alone (`counter_seconds`, {s['counter_passes']} passes) | "
                          f"{s['counter_seconds']} | | |")
         lines.append("")
-    n = result.get("ncu", {})
-    if n.get("pairs"):
-        lines += ["## ncu against torchutil (same metric, same kernel)", "", "| kernel | metric | torchutil | ncu | ratio |",
-                  "|---|---|---:|---:|---:|"]
-        for p in n["pairs"]:
-            for m, v in p["metrics"].items():
-                lines.append(f"| {p['index']} {p['torchutil_kernel'][:50]} | {m} | {v['torchutil']} | {v['ncu']} | {v['ratio']} |")
-    elif n:
-        lines += ["## ncu", "", f"no comparison: {n.get('error') or n.get('mismatch') or 'ncu returned no rows'}"]
+    for config, n in ncu.items():
+        if n.get("all_kernels"):
+            lines += [f"## ncu [{config}] against torchutil, every kernel of the forward", "",
+                      "| metric | kernels | torchutil / ncu, median | min | max | within 1 % | within 5 % |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
+            for m, st in n["all_kernels"].items():
+                if st["kernels"]:
+                    lines.append(f"| {m} | {st['kernels']} | {st['median']:.4f} | {st['min']:.4f} | {st['max']:.4f} | "
+                                 f"{100 * st['within_1pct']:.0f} % | {100 * st['within_5pct']:.0f} % |")
+            lines += ["", f"Throughput percentages over kernels of at least {THROUGHPUT_MIN_US:g} µs.", ""]
+        if n.get("pairs"):
+            lines += [f"### ncu [{config}]: the five kernels with the most tensor FLOPs", "",
+                      "| kernel | metric | torchutil | ncu | ratio |", "|---|---|---:|---:|---:|"]
+            for p in n["pairs"]:
+                for m, v in p["metrics"].items():
+                    lines.append(f"| {p['index']} {p['torchutil_kernel'][:50]} | {m} | {v['torchutil']} | {v['ncu']} | "
+                                 f"{v['ratio']} |")
+            lines.append("")
+        elif n:
+            lines += [f"## ncu [{config}]", "", f"no comparison: {n.get('error') or n.get('mismatch') or 'ncu returned no rows'}", ""]
     return "\n".join(lines) + "\n"
 
 
-def run_stage(stage: str, args: argparse.Namespace, model: str | None = None) -> dict:
+def run_stage(stage: str, args: argparse.Namespace, model: str | None = None, ncu_config: str | None = None) -> dict:
     """One stage in a child process, so that a crash inside the CUDA/CUPTI stack (a signal, not
     an exception) costs that stage only: its result, or {"error": ...} saying how it ended."""
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as f:
@@ -298,6 +379,8 @@ def run_stage(stage: str, args: argparse.Namespace, model: str | None = None) ->
            "--batch", str(args.batch), "--rounds", str(args.rounds), "--ncu-timeout", str(args.ncu_timeout)]
     if model:
         cmd += ["--models", model]
+    if ncu_config:
+        cmd += ["--ncu-configs", ncu_config]
     # Each stage gets the stage timeout, but never more than what is left of the whole budget.
     limit = min(args.stage_timeout, max(args.deadline - time.monotonic(), 1.0))
     try:
@@ -319,7 +402,7 @@ def stage_main(args: argparse.Namespace) -> None:
     elif args.stage == "costs":
         result = costs(args.batch, args.rounds)
     else:
-        result = ncu_compare(args.batch, args.ncu_timeout)
+        result = ncu_compare(args.batch, args.ncu_timeout, args.ncu_configs[0])
     with open(args.stage_out, "w") as f:
         json.dump(result, f)
 
@@ -333,6 +416,8 @@ def main() -> None:
     ap.add_argument("--stage-timeout", type=int, default=240, help="seconds for one stage's child process")
     ap.add_argument("--budget", type=float, default=1800.0, help="seconds for all stages together")
     ap.add_argument("--skip", nargs="*", default=[], choices=["tables", "costs", "ncu"])
+    ap.add_argument("--ncu-configs", nargs="*", default=["kernel"], choices=list(NCU_CONFIGS),
+                    help="how ncu replays (each one a separate ncu run)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--markdown", default=None)
     ap.add_argument("--stage", choices=["tables", "costs", "ncu"], default=None, help=argparse.SUPPRESS)
@@ -370,9 +455,11 @@ def main() -> None:
             result.setdefault("errors", []).append(result.pop("costs")["error"])
         save()
     if "ncu" not in args.skip:
-        print("ncu, resnet50:", flush=True)
-        result["ncu"] = run_stage("ncu", args)
-        save()
+        result["ncu"] = {}
+        for config in args.ncu_configs:
+            print(f"ncu [{config}], resnet50:", flush=True)
+            result["ncu"][config] = run_stage("ncu", args, ncu_config=config)
+            save()
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto), into $OUT/sweep.sqlite
 #   sweep2   the same over two GPUs with torchrun, into $OUT/sweep2.sqlite
 #   reference utilization of the reference models and the README's Chrome trace
-#   counters  hardware counters (issue #11): their GPU tests, the per-op hardware/nominal FLOP tables,
-#            their cost against ncu and ncu's values against torchutil's; four files in $OUT/counters/
+#   counters  hardware counters (issue #11): their GPU tests, the per-op hardware/nominal FLOP tables
+#            and their costs; four files in $OUT/counters/
+#   countersncu ncu's values against torchutil's, three ncu replay set-ups, and ncu's cost
+#   foldcounters the FoldedCNN pairs with hardware counters (fold-bench --counters), $OUT/foldcounters/
 #   coded    learned codes and parity models on digits (benchmarks/coded_results.py): the runs,
 #            their cost per query and the tail-latency simulation, into $OUT/coded/
 set -uo pipefail
@@ -74,15 +76,31 @@ for phase in "${phases[@]}"; do
     reference)
       timeout 300 python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
     counters)
-      # <= 6 minutes: the GPU tests (~2 min; their CPU side runs in CI), then the tables, costs
-      # and ncu (~3 min), each capped.
+      # <= 7 minutes: the GPU tests (~2 min; their CPU side runs in CI), then the tables and the
+      # costs (9 rounds in random order), each capped. ncu is the countersncu phase.
       mkdir -p "$OUT/counters"
-      timeout 150 python3 -m pytest tests/test_counters_cuda.py -q -p no:cacheprovider -rs -s \
+      timeout 200 python3 -m pytest tests/test_counters_cuda.py -q -p no:cacheprovider -rs -s \
         > "$OUT/counters/pytest.txt" 2>&1
       grep -E "passed|failed|error|FAILED|RESULT" "$OUT/counters/pytest.txt" | tail -12
       # Every stage runs in a child process within the budget (a crash costs that stage only).
-      timeout 215 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
-        --markdown "$OUT/counters/hw_counters.md" --ncu-timeout 80 --stage-timeout 120 --budget 200 2>&1 | tee "$OUT/counters/bench.txt" | tail -25 ;;
+      timeout 230 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
+        --markdown "$OUT/counters/hw_counters.md" --skip ncu --rounds 9 --stage-timeout 150 --budget 220 2>&1 \
+        | tee "$OUT/counters/bench.txt" | tail -30 ;;
+    countersncu)
+      # <= 6 minutes: ncu against torchutil on resnet50's forward, three ways ncu replays (kernel
+      # replay with and without its cache flush, application replay without it).
+      mkdir -p "$OUT/counters"
+      timeout 340 python3 benchmarks/hw_counters.py --json "$OUT/counters/ncu.json" \
+        --markdown "$OUT/counters/ncu.md" --skip tables costs --ncu-configs kernel "kernel, no cache flush" \
+        "application, no cache flush" --ncu-timeout 100 --stage-timeout 115 --budget 335 2>&1 \
+        | tee "$OUT/counters/ncu.txt" | tail -40 ;;
+    foldcounters)
+      # The FoldedCNN pairs with hardware counters: hardware FLOPs and tensor-pipe activity of the
+      # folded networks against the unfolded ones (eager, cuDNN autotuning, BN fused).
+      mkdir -p "$OUT/foldcounters"
+      timeout 240 python3 -m torchutil fold-bench --device cuda --dtype float16 --batch 1024 --f 2 3 4 \
+        --iters 20 --cudnn-benchmark --fuse-bn --counters flops throughput --out "$OUT/foldcounters" 2>&1 \
+        | tee "$OUT/foldcounters/log.txt" | tail -40 ;;
     coded)
       # docs/results/coded/: results.json, results.md, sim_learned-k2.png, sim_parity-k4.png (and the
       # log); the runs' folders stay in /tmp. MNIST/Fashion/CIFAR-10 run only from TORCHUTIL_DATA_ROOT.
