@@ -12,8 +12,9 @@
 #   sweep2   the same over two GPUs with torchrun, into $OUT/sweep2.sqlite
 #   reference utilization of the reference models and the README's Chrome trace
 #   counters  hardware counters (issue #11): their GPU tests, the per-op hardware/nominal FLOP tables
-#            and their costs; four files in $OUT/counters/
+#            and their costs; four files in $OUT/counters/ (COUNTERS_SKIP="tables ncu": costs only)
 #   countersncu ncu's values against torchutil's, three ncu replay set-ups, and ncu's cost
+#   pmprobe  CUPTI's PM sampler alone (benchmarks/pm_probe.cu), in several decode set-ups
 #   foldcounters the FoldedCNN pairs with hardware counters (fold-bench --counters), $OUT/foldcounters/
 #   coded    learned codes and parity models on digits (benchmarks/coded_results.py): the runs,
 #            their cost per query and the tail-latency simulation, into $OUT/coded/
@@ -84,16 +85,33 @@ for phase in "${phases[@]}"; do
       grep -E "passed|failed|error|FAILED|RESULT" "$OUT/counters/pytest.txt" | tail -12
       # Every stage runs in a child process within the budget (a crash costs that stage only).
       timeout 230 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
-        --markdown "$OUT/counters/hw_counters.md" --skip ncu --rounds 9 --stage-timeout 150 --budget 220 2>&1 \
+        --markdown "$OUT/counters/hw_counters.md" --skip ${COUNTERS_SKIP:-ncu} --rounds 9 --stage-timeout 150 --budget 220 2>&1 \
         | tee "$OUT/counters/bench.txt" | tail -30 ;;
     countersncu)
       # <= 6 minutes: ncu against torchutil on resnet50's forward, three ways ncu replays (kernel
-      # replay with and without its cache flush, application replay without it).
+      # replay with and without its cache flush, application replay without it); NCU_SKIP_DEFAULT=1
+      # leaves out the first (measured before).
       mkdir -p "$OUT/counters"
+      NCU_CONFIGS=("kernel, no cache flush" "application, no cache flush")
+      [ "${NCU_SKIP_DEFAULT:-0}" = 1 ] || NCU_CONFIGS=(kernel "${NCU_CONFIGS[@]}")
       timeout 340 python3 benchmarks/hw_counters.py --json "$OUT/counters/ncu.json" \
-        --markdown "$OUT/counters/ncu.md" --skip tables costs --ncu-configs kernel "kernel, no cache flush" \
-        "application, no cache flush" --ncu-timeout 100 --stage-timeout 115 --budget 335 2>&1 \
+        --markdown "$OUT/counters/ncu.md" --skip tables costs --ncu-configs "${NCU_CONFIGS[@]}" \
+        --ncu-timeout 100 --stage-timeout 115 --budget 335 2>&1 \
         | tee "$OUT/counters/ncu.txt" | tail -40 ;;
+    pmprobe)
+      # CUPTI's PM sampler alone (benchmarks/pm_probe.cu): decoded at the end or by a thread,
+      # images of several sizes, both buffer modes; does the hardware buffer overflow?
+      mkdir -p "$OUT/counters"
+      nvcc -std=c++17 -O2 benchmarks/pm_probe.cu -o /tmp/pm_probe -lcupti -L/usr/local/cuda/lib64 \
+        -L/usr/local/cuda/extras/CUPTI/lib64 || continue
+      # Decoded at the end: how many samples the hardware buffer holds (at two intervals and two
+      # buffer sizes); then a decode thread: how fast CUPTI decodes.
+      for a in "run_ms=10" "run_ms=20" "run_ms=30" "run_ms=40" "interval_ns=20000 run_ms=40" "interval_ns=20000 run_ms=60" \
+               "interval_ns=20000 run_ms=80" "buffer_mb=32 run_ms=40" "buffer_mb=32 run_ms=60" "buffer_mb=32 run_ms=80" \
+               "buffer_mb=64 run_ms=120" "buffer_mb=256 run_ms=400" "period_ms=2 image_samples=200 run_ms=500 mode=1"; do
+        # shellcheck disable=SC2086
+        timeout 30 /tmp/pm_probe period_ms=0 image_samples=5000 $a 2>&1 | tail -3
+      done | tee "$OUT/counters/pm_probe.txt" ;;
     foldcounters)
       # The FoldedCNN pairs with hardware counters: hardware FLOPs and tensor-pipe activity of the
       # folded networks against the unfolded ones (eager, cuDNN autotuning, BN fused).

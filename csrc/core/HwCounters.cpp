@@ -316,10 +316,12 @@ PmValues decodePmSample(const ResolvedMetrics& r, const std::vector<double>& val
   return decode<kNumPmMetrics>(pmMetricDefs(), r, values);
 }
 
-uint32_t pmSamplesPerImage(uint64_t intervalNs, uint64_t decodePeriodNs) {
-  constexpr uint64_t kLeast = 256, kMost = 20000;
-  const uint64_t perPeriod = intervalNs == 0 ? kMost : 2 * decodePeriodNs / intervalNs;
-  return static_cast<uint32_t>(std::clamp(perPeriod, kLeast, kMost));
+uint64_t pmIntervalNs(uint64_t leastNs, double windowSeconds, size_t maxSamples) {
+  if (!(windowSeconds > 0) || !std::isfinite(windowSeconds) || maxSamples == 0) {
+    return leastNs;
+  }
+  const double needed = std::ceil(windowSeconds * 1e9 / static_cast<double>(maxSamples) / 1000.0);
+  return std::max(leastNs, static_cast<uint64_t>(needed) * 1000);
 }
 
 namespace {

@@ -107,9 +107,14 @@ using KnownMetric = std::function<bool(const std::string&)>;
 ResolvedMetrics resolveRangeMetrics(const std::vector<CounterSet>& sets, const KnownMetric& known);
 ResolvedMetrics resolvePmMetrics(const std::vector<CounterSet>& sets, const KnownMetric& known);
 
-// Samples one PM counter data image holds: what arrives in two decode periods at one sample per
-// intervalNs (so one decode rarely needs a second image), at least 256 and at most 20000.
-uint32_t pmSamplesPerImage(uint64_t intervalNs, uint64_t decodePeriodNs);
+// The most PM samples one sampled window may take: half of what CUPTI's 32 MB hardware buffer
+// held on the H200 (4,043 samples fit, 6,059 overflowed; benchmarks/pm_probe.cu). The buffer is
+// decoded after sampling only: decoding takes ~30 us of CPU per sample, so no decoding thread
+// keeps up with a sample every 10 us.
+constexpr size_t kPmBufferSamples = 2400;
+// The PM interval for a window expected to last windowSeconds: leastNs, or longer where the
+// window would take more than maxSamples samples (then rounded up to a whole microsecond).
+uint64_t pmIntervalNs(uint64_t leastNs, double windowSeconds, size_t maxSamples);
 
 using RangeValues = std::array<double, kNumRangeMetrics>;  // NaN: not read
 using PmValues = std::array<double, kNumPmMetrics>;

@@ -120,6 +120,7 @@ void fillSummary(std::vector<double>& summary, const HwResult& hw, double matrix
     set(Field::pm_tensor_active_pct, at(window.values, PmMetric::TensorActivePct));
     set(Field::pm_dram_throughput_pct, at(window.values, PmMetric::DramThroughputPct));
     set(Field::pm_samples, static_cast<double>(hw.samples.size()));
+    set(Field::pm_interval_us, static_cast<double>(hw.intervalNs) / 1e3);
     set(Field::pm_clock_offset_us, static_cast<double>(hw.offsetNs) / 1e3);
   }
 }

@@ -26,6 +26,7 @@ struct HwResult {
   bool timeline = false;
   std::vector<PmSample> samples;  // the sampler's clock
   int64_t offsetNs = 0;           // added to a sample's time to put it on the kernels' clock
+  uint64_t intervalNs = 0;        // between samples
   // The sampled forwards (the traced ones when traced, else the timed ones), kernels' clock.
   uint64_t windowStartNs = 0;
   uint64_t windowEndNs = 0;

@@ -11,11 +11,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <system_error>
-#include <thread>
 #include <utility>
 
 namespace torchutil::cupti {
@@ -502,13 +497,17 @@ bool RangeProfiler::run(int deviceIndex, const std::vector<hw::CounterSet>& sets
 
 namespace {
 
-// Hardware buffer for raw samples.
-constexpr size_t kPmHardwareBufferBytes = 16u << 20;
-// While sampling, a thread moves the buffer's records into counter data images this often, so
-// that the buffer never fills however long the sampled window (CUPTI's pm_sampling sample
-// decodes on its own thread the same way).
-constexpr auto kPmDecodePeriod = std::chrono::milliseconds(5);
-constexpr size_t kPmMaxSamples = 500000;  // then the timeline is cut short (and says so)
+// The hardware buffer for raw samples. On the H200 one sample of the timeline metrics takes
+// some 6.7 KB there (benchmarks/pm_probe.cu: 32 MB held 4,043 samples and overflowed at 6,059;
+// 16 MB held 2,073 and overflowed at 3,028), and CUPTI decodes about 30 us of CPU per sample
+// (so no decoding thread keeps up with one sample per 10 us). So the buffer is decoded once,
+// after sampling, and the caller chooses the interval so that the window fits
+// (hw::pmIntervalNs with kPmBufferSamples).
+constexpr size_t kPmHardwareBufferBytes = 32u << 20;
+// Counter data images take some 30 KB per sample on the H200: one holds at most this many, and a
+// decode that fills it continues into a fresh one.
+constexpr uint32_t kPmImageSamples = 5000;
+constexpr size_t kPmMaxSamples = 200000;  // then the timeline is cut short (and says so)
 
 }  // namespace
 
@@ -519,26 +518,11 @@ struct PmSampler::State {
   CUpti_PmSampling_Object* sampler = nullptr;
   bool started = false;
   std::vector<uint8_t> config;
-  std::vector<uint8_t> blankImage;  // an initialized, empty counter data image
-  // Decoded records: images holding their completed samples (evaluated after the stop).
-  struct Decoded {
-    std::vector<uint8_t> image;
-    size_t samples = 0;
-  };
-  std::vector<Decoded> decoded;
-  size_t decodedSamples = 0;
-  bool cutShort = false;
+  std::vector<uint8_t> counterData;
   PmTimeline timeline;
-  // The decoding thread.
-  std::thread decoder;
-  std::mutex decoderMutex;
-  std::condition_variable decoderWake;
-  bool stopDecoding = false;
-  std::string decoderError;  // what ended its decoding early ("" when nothing)
 
   ~State() { release(); }
   void release() {
-    joinDecoder();
     if (sampler != nullptr) {
       if (started) {
         auto p = params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
@@ -557,80 +541,13 @@ struct PmSampler::State {
       profilerInitialized = false;
     }
   }
-  void joinDecoder() {
-    if (decoder.joinable()) {
-      {
-        std::lock_guard<std::mutex> lock(decoderMutex);
-        stopDecoding = true;
-      }
-      decoderWake.notify_all();
-      decoder.join();
-    }
-  }
-
-  // Moves every record in the hardware buffer into counter data images (a new image whenever
-  // one fills up). False with *why on a failed decode; an overflowed buffer is one.
-  bool drain(std::string* why) {
-    while (true) {
-      Decoded d{blankImage, 0};
-      auto p = params<CUpti_PmSampling_DecodeData_Params>(
-          CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE);
-      p.pPmSamplingObject = sampler;
-      p.pCounterDataImage = d.image.data();
-      p.counterDataImageSize = d.image.size();
-      const CUptiResult status = cuptiPmSamplingDecodeData(&p);
-      if (status == CUPTI_ERROR_OUT_OF_MEMORY) {
-        // cupti_pmsampling.h: "record overflow in the hardware buffer".
-        *why = "the PM sampler's " + std::to_string(kPmHardwareBufferBytes >> 20) +
-               " MB hardware buffer overflowed at one sample per " +
-               std::to_string(timeline.intervalNs / 1000) + " us although it was decoded every " +
-               std::to_string(kPmDecodePeriod.count()) +
-               " ms (cuptiPmSamplingDecodeData: CUPTI_ERROR_OUT_OF_MEMORY)";
-        return false;
-      }
-      TORCHUTIL_COUNTERS_CHECK(status);
-      timeline.overflow = timeline.overflow || p.overflow != 0;
-      auto info = params<CUpti_PmSampling_GetCounterDataInfo_Params>(
-          CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE);
-      info.pCounterDataImage = d.image.data();
-      info.counterDataImageSize = d.image.size();
-      TORCHUTIL_COUNTERS_CHECK(cuptiPmSamplingGetCounterDataInfo(&info));
-      d.samples = info.numCompletedSamples;
-      if (d.samples > 0) {
-        if (decodedSamples < kPmMaxSamples) {
-          decodedSamples += d.samples;
-          decoded.push_back(std::move(d));
-        } else {
-          cutShort = true;
-        }
-      }
-      if (p.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL ||
-          info.numCompletedSamples == 0) {
-        return true;
-      }
-    }
-  }
-
-  void decodeWhileSampling() {
-    std::unique_lock<std::mutex> lock(decoderMutex);
-    while (!decoderWake.wait_for(lock, kPmDecodePeriod, [this] { return stopDecoding; })) {
-      lock.unlock();
-      std::string why;
-      const bool ok = drain(&why);
-      lock.lock();
-      if (!ok) {
-        decoderError = why;
-        return;
-      }
-    }
-  }
 };
 
 PmSampler::PmSampler() = default;
 PmSampler::~PmSampler() = default;
 
 bool PmSampler::setUp(int deviceIndex, const std::vector<hw::CounterSet>& sets, uint64_t intervalNs,
-                      std::string* why) {
+                      size_t expectedSamples, std::string* why) {
   state_ = std::make_unique<State>();
   State& s = *state_;
   if (!s.claim.owned()) {
@@ -729,26 +646,15 @@ bool PmSampler::setUp(int deviceIndex, const std::vector<hw::CounterSet>& sets, 
     p.pPmSamplingObject = s.sampler;
     p.pMetricNames = names.data();
     p.numMetrics = names.size();
-    p.maxSamples = hw::pmSamplesPerImage(
-        intervalNs,
-        static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(kPmDecodePeriod).count()));
+    // Room for what is expected, with a margin, in one image where it fits.
+    p.maxSamples = static_cast<uint32_t>(
+        std::min<size_t>(kPmImageSamples, expectedSamples + expectedSamples / 2 + 256));
     const CUptiResult r = cuptiPmSamplingGetCounterDataSize(&p);
     if (r != CUPTI_SUCCESS) {
       *why = failure("cuptiPmSamplingGetCounterDataSize", r);
       return fail();
     }
-    s.blankImage.assign(p.counterDataSize, 0);
-    auto i = params<CUpti_PmSampling_CounterDataImage_Initialize_Params>(
-        CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE);
-    i.pPmSamplingObject = s.sampler;
-    i.counterDataSize = s.blankImage.size();
-    i.pCounterData = s.blankImage.data();
-    const CUptiResult ri = cuptiPmSamplingCounterDataImageInitialize(&i);
-    if (ri != CUPTI_SUCCESS) {
-      *why = failure("cuptiPmSamplingCounterDataImageInitialize", ri);
-      return fail();
-    }
+    s.counterData.assign(p.counterDataSize, 0);
   }
   s.timeline.intervalNs = intervalNs;
   return true;
@@ -759,25 +665,32 @@ bool PmSampler::start(std::string* why) {
     *why = "PM sampling was not set up";
     return false;
   }
-  State& s = *state_;
   auto p = params<CUpti_PmSampling_Start_Params>(CUpti_PmSampling_Start_Params_STRUCT_SIZE);
-  p.pPmSamplingObject = s.sampler;
+  p.pPmSamplingObject = state_->sampler;
   const CUptiResult r = cuptiPmSamplingStart(&p);
   if (r != CUPTI_SUCCESS) {
     *why = failure("cuptiPmSamplingStart", r);
     state_.reset();
     return false;
   }
-  s.started = true;
-  try {
-    s.decoder = std::thread([&s] { s.decodeWhileSampling(); });
-  } catch (const std::system_error& e) {
-    *why = std::string("could not start the PM decoding thread: ") + e.what();
-    state_.reset();
-    return false;
-  }
+  state_->started = true;
   return true;
 }
+
+namespace {
+
+bool initializeCounterData(CUpti_PmSampling_Object* sampler, std::vector<uint8_t>& data,
+                           std::string* why) {
+  auto p = params<CUpti_PmSampling_CounterDataImage_Initialize_Params>(
+      CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE);
+  p.pPmSamplingObject = sampler;
+  p.counterDataSize = data.size();
+  p.pCounterData = data.data();
+  TORCHUTIL_COUNTERS_CHECK(cuptiPmSamplingCounterDataImageInitialize(&p));
+  return true;
+}
+
+}  // namespace
 
 bool PmSampler::stop(PmTimeline* out, std::string* why) {
   if (!state_ || !state_->started) {
@@ -788,33 +701,51 @@ bool PmSampler::stop(PmTimeline* out, std::string* why) {
   State& s = *state_;
   // Released on every path out of here.
   Cleanup released([this] { state_.reset(); });
-  s.joinDecoder();
-  if (!s.decoderError.empty()) {
-    *why = s.decoderError;
-    return false;
-  }
   {
     auto p = params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
     p.pPmSamplingObject = s.sampler;
     s.started = false;
     TORCHUTIL_COUNTERS_CHECK(cuptiPmSamplingStop(&p));
   }
-  // What is left in the hardware buffer, then every decoded sample evaluated.
-  if (!s.drain(why)) {
-    return false;
-  }
-  s.timeline.samples.reserve(s.decodedSamples);
-  for (const State::Decoded& d : s.decoded) {
-    for (size_t i = 0; i < d.samples; ++i) {
+  // Decode until the hardware buffer is empty, emptying the counter data image whenever it
+  // fills up.
+  bool done = false;
+  while (!done) {
+    if (!initializeCounterData(s.sampler, s.counterData, why)) {
+      return false;
+    }
+    auto d =
+        params<CUpti_PmSampling_DecodeData_Params>(CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE);
+    d.pPmSamplingObject = s.sampler;
+    d.pCounterDataImage = s.counterData.data();
+    d.counterDataImageSize = s.counterData.size();
+    const CUptiResult decoded = cuptiPmSamplingDecodeData(&d);
+    if (decoded == CUPTI_ERROR_OUT_OF_MEMORY) {
+      // cupti_pmsampling.h: "record overflow in the hardware buffer".
+      *why = "the PM sampler's " + std::to_string(kPmHardwareBufferBytes >> 20) +
+             " MB hardware buffer overflowed at one sample per " +
+             std::to_string(s.timeline.intervalNs / 1000) +
+             " us (cuptiPmSamplingDecodeData: CUPTI_ERROR_OUT_OF_MEMORY): the sampled forwards "
+             "took longer than expected";
+      return false;
+    }
+    TORCHUTIL_COUNTERS_CHECK(decoded);
+    s.timeline.overflow = s.timeline.overflow || d.overflow != 0;
+    auto info = params<CUpti_PmSampling_GetCounterDataInfo_Params>(
+        CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE);
+    info.pCounterDataImage = s.counterData.data();
+    info.counterDataImageSize = s.counterData.size();
+    TORCHUTIL_COUNTERS_CHECK(cuptiPmSamplingGetCounterDataInfo(&info));
+    for (size_t i = 0; i < info.numCompletedSamples; ++i) {
       auto p = params<CUpti_PmSampling_CounterData_GetSampleInfo_Params>(
           CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE);
       p.pPmSamplingObject = s.sampler;
-      p.pCounterDataImage = d.image.data();
-      p.counterDataImageSize = d.image.size();
+      p.pCounterDataImage = s.counterData.data();
+      p.counterDataImageSize = s.counterData.size();
       p.sampleIndex = i;
       TORCHUTIL_COUNTERS_CHECK(cuptiPmSamplingCounterDataGetSampleInfo(&p));
       std::vector<double> values;
-      if (!s.host.evaluate(d.image, i, s.timeline.metrics.names, &values, why)) {
+      if (!s.host.evaluate(s.counterData, i, s.timeline.metrics.names, &values, why)) {
         return false;
       }
       hw::PmSample sample;
@@ -823,8 +754,10 @@ bool PmSampler::stop(PmTimeline* out, std::string* why) {
       sample.values = hw::decodePmSample(s.timeline.metrics, values);
       s.timeline.samples.push_back(std::move(sample));
     }
+    s.timeline.cutShort = s.timeline.samples.size() >= kPmMaxSamples;
+    done = d.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL ||
+           info.numCompletedSamples == 0 || s.timeline.cutShort;
   }
-  s.timeline.cutShort = s.cutShort;
   *out = std::move(s.timeline);
   return true;
 }

@@ -7,8 +7,8 @@
 //
 // RangeProfiler: auto ranges (one per kernel) in user replay: the caller's forward runs once
 // per pass until CUPTI has collected every pass, then each range is evaluated into metric values.
-// PmSampler: GPU-wide PM sampling between start() and stop(), decoded into timed samples; a
-// thread decodes the hardware buffer while sampling runs, so a long window does not overflow it.
+// PmSampler: GPU-wide PM sampling between start() and stop(), decoded into timed samples after
+// the stop (the hardware buffer holds kPmBufferSamples; the caller chooses the interval).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,9 +63,10 @@ class PmSampler {
   PmSampler(const PmSampler&) = delete;
   PmSampler& operator=(const PmSampler&) = delete;
 
-  // Configures sampling of the timeline metrics every intervalNs on device deviceIndex.
+  // Configures sampling of the timeline metrics every intervalNs on device deviceIndex;
+  // expectedSamples sizes the decoding buffer.
   bool setUp(int deviceIndex, const std::vector<hw::CounterSet>& sets, uint64_t intervalNs,
-             std::string* why);
+             size_t expectedSamples, std::string* why);
   bool start(std::string* why);
   // Stops sampling and decodes every sample; the sampler is released afterwards either way.
   bool stop(PmTimeline* out, std::string* why);

@@ -52,7 +52,8 @@ constexpr size_t kAlignMaxSamples = 20000;
 struct CounterReading::Impl {
   c10::Device device;
   std::vector<hw::CounterSet> sets;
-  uint64_t pmIntervalNs = 0;
+  uint64_t pmIntervalNs = 0;  // the least interval
+  uint64_t intervalNs = 0;    // the one sampled at
   hw::Replay replay = hw::Replay::User;
   std::string off;                    // why nothing is read ("" when something may be)
   std::vector<std::string> problems;  // what could not be read, for the status
@@ -129,16 +130,21 @@ CounterReading::CounterReading(c10::Device device, std::vector<hw::CounterSet> s
 
 CounterReading::~CounterReading() = default;
 
-void CounterReading::startTimeline() {
+void CounterReading::startTimeline(double windowSeconds) {
   Impl& m = *impl_;
   if (!m.wants(hw::CounterSet::Timeline) || m.timelineStarted) {
     return;
   }
   m.timelineStarted = true;
 #ifdef TORCHUTIL_WITH_CUPTI
+  m.intervalNs = hw::pmIntervalNs(m.pmIntervalNs, windowSeconds, hw::kPmBufferSamples);
+  const size_t expected =
+      windowSeconds > 0
+          ? static_cast<size_t>(windowSeconds * 1e9 / static_cast<double>(m.intervalNs))
+          : hw::kPmBufferSamples;
   m.sampler = std::make_unique<cupti::PmSampler>();
   std::string why;
-  if (!m.sampler->setUp(static_cast<int>(m.device.index()), m.sets, m.pmIntervalNs, &why) ||
+  if (!m.sampler->setUp(static_cast<int>(m.device.index()), m.sets, m.intervalNs, expected, &why) ||
       !m.sampler->start(&why)) {
     m.problems.push_back("timeline: " + why);
     m.sampler.reset();
@@ -247,6 +253,7 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
     out->samples = std::move(m.samples);
     out->windowStartNs = m.windowStartNs;
     out->windowEndNs = m.windowEndNs;
+    out->intervalNs = m.intervalNs;
     out->kernelSpans = hw::attributedSpans(kernels, events);
     // Align the samples with the kernels' clock over the traced forwards (else over the timed
     // window, where there is nothing to line up with but the window itself).
@@ -275,7 +282,7 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
     }
     const hw::PmAlignment a = hw::alignPmSamples(
         near, out->kernelSpans, lo, hi, hw::PmMetric::SmActivePct, kAlignSearchNs,
-        std::max<int64_t>(static_cast<int64_t>(m.pmIntervalNs / 5), 100));
+        std::max<int64_t>(static_cast<int64_t>(m.intervalNs / 5), 100));
     out->offsetNs = a.offsetNs;
     if (!out->kernelSpans.empty() && a.score < 0.5) {
       m.notes.push_back(

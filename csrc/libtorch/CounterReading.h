@@ -30,7 +30,9 @@ class CounterReading {
   CounterReading& operator=(const CounterReading&) = delete;
 
   // Starts PM sampling when the timeline was asked for (the device is idle); once per profile.
-  void startTimeline();
+  // windowSeconds: how long the sampled forwards are expected to take (<= 0: unknown), from
+  // which the interval is chosen so that their samples fit the sampler's buffer.
+  void startTimeline(double windowSeconds);
   // Stops PM sampling and decodes the samples (the device is idle); a no-op when not sampling.
   void stopTimeline();
   // The range profiler's passes: forward() runs one forward and waits for the device.

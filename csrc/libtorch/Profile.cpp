@@ -5,7 +5,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "core/HwResult.h"
@@ -145,8 +147,23 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   if (side.has_value()) {
     onSide.emplace(*side);
   }
+  // The timeline's interval is chosen from how long the sampled forwards will take: one forward
+  // is timed for that, the last warm-up (else the counted forward, slower for its counting).
+  const bool estimate = hw::hasSet(options.counters, hw::CounterSet::Timeline) && device.is_cuda();
+  double forwardSeconds = 0;
+  const auto timeOne = [&](const std::function<void()>& run) {
+    synchronizeDevice(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    synchronizeDevice(device);
+    forwardSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   for (int64_t i = 0; i < plainWarmups; ++i) {
-    forward->run(inputs);
+    if (estimate && i == plainWarmups - 1) {
+      timeOne([&] { forward->run(inputs); });
+    } else {
+      forward->run(inputs);
+    }
     checkInterrupt();
   }
   ProfileOutput out;
@@ -161,7 +178,11 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     std::unique_ptr<Forward::ModuleScope> modules =
         options.modulePaths && !forward->compiled() ? forward->trackModules() : nullptr;
     CountingScope counting(tracing ? tracing->hooks() : nullptr);
-    forward->run(inputs);
+    if (estimate && plainWarmups == 0) {
+      timeOne([&] { forward->run(inputs); });
+    } else {
+      forward->run(inputs);
+    }
     counted = counting.finish();
   }
   onSide.reset();
@@ -188,7 +209,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
       const bool sampleTraced = options.traceForwards > 0;
       plan.beforeTraced = [&, sampleTraced] {
         if (sampleTraced) {
-          counters.startTimeline();
+          counters.startTimeline(forwardSeconds * static_cast<double>(options.traceForwards));
         }
         tracing->timedStart();
       };
@@ -200,8 +221,13 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
         }
       };
     }
-    // Once: a no-op when the traced forwards were sampled.
-    plan.beforeTimed = [&] { counters.startTimeline(); };
+    // Once: a no-op when the traced forwards were sampled. The timed forwards: at most maxIters,
+    // or what the time budget lets run.
+    double timedWindow = forwardSeconds * static_cast<double>(options.repeat.maxIters);
+    if (options.repeat.budgetSeconds > 0) {
+      timedWindow = std::min(timedWindow, options.repeat.budgetSeconds + forwardSeconds);
+    }
+    plan.beforeTimed = [&, timedWindow] { counters.startTimeline(timedWindow); };
     timing = timeForwards(*forward, inputs, device, plan);
     counters.stopTimeline();
     out.timingNote = timing.note;

@@ -120,12 +120,15 @@ TEST(HwCountersTest, ResolveTakesTheSetsAndTheFirstKnownCandidate) {
   EXPECT_TRUE(resolvePmMetrics({CounterSet::Flops}, allKnown).empty());
 }
 
-TEST(HwCountersTest, PmImageHoldsTwoDecodePeriodsWithinBounds) {
-  // 10 us samples decoded every 5 ms: 500 per period, so 1000 per image.
-  EXPECT_EQ(hw::pmSamplesPerImage(10000, 5000000), 1000u);
-  EXPECT_EQ(hw::pmSamplesPerImage(1000000, 5000000), 256u);  // rare samples: the floor
-  EXPECT_EQ(hw::pmSamplesPerImage(100, 5000000), 20000u);    // dense samples: the ceiling
-  EXPECT_EQ(hw::pmSamplesPerImage(0, 5000000), 20000u);
+TEST(HwCountersTest, PmIntervalStretchesSoTheWindowFitsTheBuffer) {
+  // 5 ms at 10 us: 500 samples, within 2400.
+  EXPECT_EQ(hw::pmIntervalNs(10000, 0.005, 2400), 10000u);
+  // 2 s would take 200,000: 2 s / 2400 = 833.3 us, rounded up to 834 us.
+  EXPECT_EQ(hw::pmIntervalNs(10000, 2.0, 2400), 834000u);
+  EXPECT_LE(2.0e9 / static_cast<double>(hw::pmIntervalNs(10000, 2.0, 2400)), 2400.0);
+  // Nothing known about the window: the least interval.
+  EXPECT_EQ(hw::pmIntervalNs(10000, 0.0, 2400), 10000u);
+  EXPECT_EQ(hw::pmIntervalNs(10000, std::nan(""), 2400), 10000u);
 }
 
 TEST(HwCountersTest, DecodeRangePutsValuesAtTheirMetricAndDropsNoData) {
