@@ -82,7 +82,7 @@ for phase in "${phases[@]}"; do
       mkdir -p "$OUT/counters"
       timeout 200 python3 -m pytest tests/test_counters_cuda.py -q -p no:cacheprovider -rs -s \
         > "$OUT/counters/pytest.txt" 2>&1
-      grep -E "passed|failed|error|FAILED|RESULT" "$OUT/counters/pytest.txt" | tail -12
+      grep -E "passed|failed|error|FAILED|RESULT|^E  " "$OUT/counters/pytest.txt" | tail -24
       # Every stage runs in a child process within the budget (a crash costs that stage only).
       timeout 230 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
         --markdown "$OUT/counters/hw_counters.md" --skip ${COUNTERS_SKIP:-ncu} --rounds 9 --stage-timeout 150 --budget 220 2>&1 \
@@ -92,11 +92,13 @@ for phase in "${phases[@]}"; do
       # replay with and without its cache flush, application replay without it); NCU_SKIP_DEFAULT=1
       # leaves out the first (measured before).
       mkdir -p "$OUT/counters"
+      # NCU_ONLY: one of them alone (NCU_TIMEOUT: its time limit, 100 s unless given).
       NCU_CONFIGS=("kernel, no cache flush" "application, no cache flush")
       [ "${NCU_SKIP_DEFAULT:-0}" = 1 ] || NCU_CONFIGS=(kernel "${NCU_CONFIGS[@]}")
+      [ -z "${NCU_ONLY:-}" ] || NCU_CONFIGS=("$NCU_ONLY")
       timeout 340 python3 benchmarks/hw_counters.py --json "$OUT/counters/ncu.json" \
         --markdown "$OUT/counters/ncu.md" --skip tables costs --ncu-configs "${NCU_CONFIGS[@]}" \
-        --ncu-timeout 100 --stage-timeout 115 --budget 335 2>&1 \
+        --ncu-timeout "${NCU_TIMEOUT:-100}" --stage-timeout "$((${NCU_TIMEOUT:-100} + 30))" --budget 335 2>&1 \
         | tee "$OUT/counters/ncu.txt" | tail -40 ;;
     pmprobe)
       # CUPTI's PM sampler alone (benchmarks/pm_probe.cu): decoded at the end or by a thread,
