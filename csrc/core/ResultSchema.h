@@ -94,10 +94,12 @@ struct FieldSpec {
     "PM sampling: SM active cycles, % of elapsed, over the sampled forwards (counters='timeline')") \
   X(pm_tensor_active_pct, Real, "PM sampling: tensor-pipe active, % of peak, over the sampled forwards") \
   X(pm_dram_throughput_pct, Real, "PM sampling: DRAM throughput, % of peak, over the sampled forwards") \
-  X(pm_samples, Real, "PM samples: the traced forwards when traced, else the timed ones")                  \
+  X(pm_samples, Real,                                                                         \
+    "PM samples: over the traced forwards when traced, else over max(trace_forwards, 1) "       \
+    "forwards after the timed ones")                                                            \
   X(pm_interval_us, Real,                                                                     \
     "microseconds between PM samples: 10, or longer where the sampled forwards would overfill " \
-    "the sampler's buffer")                                                                     \
+    "the sampler's buffer (forwards over 24 ms)")                                                                     \
   X(pm_clock_offset_us, Real,                                                                 \
     "microseconds added to PM sample times to line them up with the kernel records")
 

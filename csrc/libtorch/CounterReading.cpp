@@ -255,7 +255,7 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
     out->windowEndNs = m.windowEndNs;
     out->intervalNs = m.intervalNs;
     out->kernelSpans = hw::attributedSpans(kernels, events);
-    // Align the samples with the kernels' clock over the traced forwards (else over the timed
+    // Align the samples with the kernels' clock over the traced forwards (else over the sampled
     // window, where there is nothing to line up with but the window itself).
     uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0;
     for (const hw::Span& s : out->kernelSpans) {
@@ -299,6 +299,10 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
   std::vector<std::string> partial = m.problems;
   partial.insert(partial.end(), m.notes.begin(), m.notes.end());
   return partial.empty() ? "on" : "on, partial: " + joined(partial, "; ");
+}
+
+bool CounterReading::wantsTimeline() const {
+  return impl_->wants(hw::CounterSet::Timeline);
 }
 
 std::string CounterReading::notOnGpu() const {

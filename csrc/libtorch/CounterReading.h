@@ -1,7 +1,7 @@
 #pragma once
 // Hardware counters for one profile (counters="flops" | "throughput" | "timeline"): PM sampling
-// around the traced forwards (the timed ones when nothing is traced), range-profiler passes
-// after the timed forwards, and the matching of
+// around the traced forwards (forwards after the timed ones when nothing is traced),
+// range-profiler passes after the timed forwards, and the matching of
 // both to the kernel records and ops (core/HwResult.h). Every failure is a sentence in the
 // status, never an exception (but for an exception of the model's own forward); without CUPTI
 // in the build, or off CUDA, the status says so and nothing runs.
@@ -29,6 +29,8 @@ class CounterReading {
   CounterReading(const CounterReading&) = delete;
   CounterReading& operator=(const CounterReading&) = delete;
 
+  // Whether the timeline was asked for and may be read.
+  bool wantsTimeline() const;
   // Starts PM sampling when the timeline was asked for (the device is idle); once per profile.
   // windowSeconds: how long the sampled forwards are expected to take (<= 0: unknown), from
   // which the interval is chosen so that their samples fit the sampler's buffer.

@@ -190,8 +190,9 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   TimingResult timing;
   std::vector<KernelRecord> countedKernels, timedKernels;
   // Hardware counters: PM sampling over the traced forwards, which have kernel records to line
-  // the samples up with (over the timed ones when nothing is traced: then the timed forwards
-  // carry its cost); the range profiler's passes after the timed forwards.
+  // the samples up with (over as many forwards after the timed ones when nothing is traced: the
+  // sampler's buffer holds a few thousand samples, not a whole timing); the range profiler's
+  // passes after the timed forwards. The timed forwards run without either.
   CounterReading counters(device, options.counters, tracing != nullptr, options.pmIntervalNs,
                           options.counterReplay);
   if (!onMeta) {
@@ -205,7 +206,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
     plan.warmedStream = side;
     if (tracing) {
       plan.tracedForwards = options.traceForwards;
-      // With trace_forwards=0 there is nothing traced to sample: the timed forwards are.
+      // With trace_forwards=0 there is nothing traced to sample: forwards after the timed ones are.
       const bool sampleTraced = options.traceForwards > 0;
       plan.beforeTraced = [&, sampleTraced] {
         if (sampleTraced) {
@@ -221,15 +222,14 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
         }
       };
     }
-    // Once: a no-op when the traced forwards were sampled. The timed forwards: at most maxIters,
-    // or what the time budget lets run.
-    double timedWindow = forwardSeconds * static_cast<double>(options.repeat.maxIters);
-    if (options.repeat.budgetSeconds > 0) {
-      timedWindow = std::min(timedWindow, options.repeat.budgetSeconds + forwardSeconds);
+    if (counters.wantsTimeline() && (!tracing || options.traceForwards == 0)) {
+      plan.sampledForwards = std::max<int64_t>(options.traceForwards, 1);
+      plan.beforeSampled = [&] {
+        counters.startTimeline(forwardSeconds * static_cast<double>(plan.sampledForwards));
+      };
+      plan.afterSampled = [&] { counters.stopTimeline(); };
     }
-    plan.beforeTimed = [&, timedWindow] { counters.startTimeline(timedWindow); };
     timing = timeForwards(*forward, inputs, device, plan);
-    counters.stopTimeline();
     out.timingNote = timing.note;
     out.repetition = timing.repeat.stop;
     // Each user-replay pass is one more eager forward, waited for (kernel replay: one in all).

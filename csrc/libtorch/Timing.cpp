@@ -171,14 +171,24 @@ TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& input
   if (plan.afterTraced) {
     plan.afterTraced();
   }
-  if (plan.beforeTimed) {
-    plan.beforeTimed();
-  }
   try {
     result.repeat = repeatTimed([&](int64_t n) { return timeBatch(*runner, device, n); },
                                 &steadySeconds, plan.repeat);
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK_VALUE(false, e.what());
+  }
+  if (plan.sampledForwards > 0) {
+    synchronizeDevice(device);
+    if (plan.beforeSampled) {
+      plan.beforeSampled();
+    }
+    for (int64_t i = 0; i < plan.sampledForwards; ++i) {
+      runner->run();
+    }
+    synchronizeDevice(device);
+    if (plan.afterSampled) {
+      plan.afterSampled();
+    }
   }
   return result;
 }

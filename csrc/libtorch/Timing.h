@@ -44,8 +44,12 @@ struct TimingPlan {
   int64_t tracedForwards = 0;
   std::function<void()> beforeTraced;  // called with the device idle
   std::function<void()> afterTraced;   // called with the device idle
-  std::function<void()> beforeTimed;   // called with the device idle, right before the timing
-  RepeatPolicy repeat;                 // then the timed forwards
+  // Forwards (replays) after the timed ones, between beforeSampled and afterSampled (called
+  // with the device idle), not timed: the hardware counters' timeline when nothing is traced.
+  int64_t sampledForwards = 0;
+  std::function<void()> beforeSampled;
+  std::function<void()> afterSampled;
+  RepeatPolicy repeat;  // then the timed forwards
   // Graph timing (CudaGraph, Auto on CUDA): the stream of captureStream(), on which the caller
   // has run the forward at least once; the capture goes there.
   std::optional<c10::Stream> warmedStream;
