@@ -356,7 +356,7 @@ def profile(
         "throughput" (SM and DRAM throughput %, tensor-pipe active %, achieved occupancy),
         both read per kernel by CUPTI's range profiler in extra forwards after the timed ones
         (one per replay pass), and "timeline" (PM sampling of SM-active, tensor-active and DRAM
-        throughput % over the traced forwards, else over the timed ones: pm_* fields, counter
+        throughput % over the traced forwards, else over forwards after the timed ones: pm_* fields, counter
         tracks in the Chrome trace); a list of them, or "all". Where counters cannot be read the profile
         still returns, and result.counters_status says why. See docs/counters.md.
     counter_replay: how the range profiler gets its passes: "user" (one more forward per pass)

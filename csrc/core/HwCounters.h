@@ -18,7 +18,8 @@ namespace torchutil::hw {
 
 // flops: tensor-path math per path and dtype, FMA/ALU pipe instructions (range profiler).
 // throughput: SM and DRAM throughput %, tensor-pipe activity %, achieved occupancy (range
-// profiler). timeline: GPU-wide PM sampling over the traced forwards (else the timed ones).
+// profiler). timeline: GPU-wide PM sampling over the traced forwards (else forwards after the
+// timed ones).
 enum class CounterSet : uint8_t { Flops, Throughput, Timeline };
 const char* counterSetName(CounterSet s);
 

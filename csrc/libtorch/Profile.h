@@ -35,8 +35,8 @@ struct ProfileOptions {
   // about a third of a forward at batch 1 on a GPU, so the summary-only op goes without).
   bool modulePaths = true;
   // Hardware counters (counters=...; none by default): range-profiler passes after the timed
-  // forwards (flops, throughput) and PM sampling over the traced forwards, else the timed ones
-  // (timeline).
+  // forwards (flops, throughput) and PM sampling over the traced forwards, else over forwards
+  // after the timed ones (timeline).
   std::vector<hw::CounterSet> counters;
   uint64_t pmIntervalNs = 10000;
   hw::Replay counterReplay = hw::Replay::User;  // how the range profiler gets its passes
