@@ -19,6 +19,7 @@ import io
 import json
 import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -91,7 +92,6 @@ def costs(batch: int, rounds: int) -> dict:
     always follows the same one; medians and quartiles over the rounds. The timed forwards of a
     call are also grouped by the variant that ran just before it, which shows whether a call
     leaves something behind that slows the next (a clock or power state, a CUPTI subscription)."""
-    import random
     model, x = build("resnet50", batch)
     variants = {
         "plain profile (traced)": dict(),
