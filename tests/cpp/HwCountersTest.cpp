@@ -9,19 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "HwTestData.h"
 #include "core/HwCounters.h"
 
 namespace torchutil::hw {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-size_t idx(RangeMetric m) {
-  return static_cast<size_t>(m);
-}
-size_t idx(PmMetric m) {
-  return static_cast<size_t>(m);
-}
+using testdata::idx;
+using testdata::kNaN;
+using testdata::pmSample;
 
 RangeValues empty() {
   RangeValues v;
@@ -228,18 +224,10 @@ TEST(HwCountersTest, RangeOrderFollowsNumericAutoRangeNames) {
   EXPECT_TRUE(rangeOrder({}).empty());
 }
 
-PmSample sample(uint64_t start, uint64_t end, double sm, double tensor = kNaN, double dram = kNaN) {
-  PmSample s;
-  s.startNs = start;
-  s.endNs = end;
-  s.values = {sm, tensor, dram};
-  return s;
-}
-
 TEST(HwCountersTest, PmOverWeighsSamplesByOverlap) {
   // Samples of 10 ns: [0,10) 100 %, [10,20) 50 %, [20,30) 0 %.
-  const std::vector<PmSample> s{sample(0, 10, 100, 80), sample(10, 20, 50, kNaN),
-                                sample(20, 30, 0, 20)};
+  const std::vector<PmSample> s{pmSample(0, 10, 100, 80), pmSample(10, 20, 50, kNaN),
+                                pmSample(20, 30, 0, 20)};
   // [5, 25): 5 ns of 100, 10 of 50, 5 of 0 -> (500 + 500 + 0) / 20 = 50
   const PmAggregate a = pmOver(s, 0, 5, 25);
   EXPECT_EQ(a.samples, 3u);
@@ -259,7 +247,7 @@ TEST(HwCountersTest, PmOverWeighsSamplesByOverlap) {
 }
 
 TEST(HwCountersTest, PmByRowWeighsEachKernelsOverlap) {
-  const std::vector<PmSample> s{sample(0, 10, 100), sample(10, 20, 50), sample(20, 30, 0)};
+  const std::vector<PmSample> s{pmSample(0, 10, 100), pmSample(10, 20, 50), pmSample(20, 30, 0)};
   // Row 0: kernels [0, 10) and [20, 30): (10*100 + 10*0) / 20 = 50.
   // Row 1: kernel [8, 14): (2*100 + 4*50) / 6 = 66.67.
   const std::vector<Span> kernels{{0, 10, 0}, {8, 14, 1}, {20, 30, 0}, {0, 30, -1}, {3, 3, 1}};
@@ -279,7 +267,7 @@ TEST(HwCountersTest, AlignmentFindsTheClockOffset) {
   std::vector<PmSample> s;
   for (uint64_t t = 900; t < 1200; t += 10) {
     const bool active = (t >= 970 && t < 1010) || (t >= 1070 && t < 1090);
-    s.push_back(sample(t, t + 10, active ? 90.0 : 0.0));
+    s.push_back(pmSample(t, t + 10, active ? 90.0 : 0.0));
   }
   const std::vector<Span> busy{{1000, 1040, -1}, {1100, 1120, -1}};
   const PmAlignment a = alignPmSamples(s, busy, 950, 1150, PmMetric::SmActivePct, 100, 10);
@@ -295,7 +283,7 @@ TEST(HwCountersTest, AlignmentGuessesFromTheWindowWhenClocksDiffer) {
   std::vector<PmSample> s;
   for (uint64_t t = 0; t < 200; t += 10) {
     const bool active = t >= 40 && t < 80;
-    s.push_back(sample(5000000000ull + t, 5000000000ull + t + 10, active ? 70.0 : 0.0));
+    s.push_back(pmSample(5000000000ull + t, 5000000000ull + t + 10, active ? 70.0 : 0.0));
   }
   const std::vector<Span> busy{{1040, 1080, -1}};
   const PmAlignment a = alignPmSamples(s, busy, 1000, 1200, PmMetric::SmActivePct, 50, 10);
@@ -305,7 +293,7 @@ TEST(HwCountersTest, AlignmentGuessesFromTheWindowWhenClocksDiffer) {
 }
 
 TEST(HwCountersTest, AlignmentWithoutActivityKeepsTheGuess) {
-  const std::vector<PmSample> s{sample(0, 10, 0), sample(10, 20, kNaN)};
+  const std::vector<PmSample> s{pmSample(0, 10, 0), pmSample(10, 20, kNaN)};
   const PmAlignment a = alignPmSamples(s, {{0, 20, -1}}, 0, 20, PmMetric::SmActivePct, 100, 1);
   EXPECT_EQ(a.offsetNs, 0);
   EXPECT_EQ(a.score, 0.0);

@@ -7,16 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "HwTestData.h"
 #include "core/HwResult.h"
 
 namespace torchutil::hw {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-size_t idx(RangeMetric m) {
-  return static_cast<size_t>(m);
-}
+using testdata::idx;
+using testdata::kNaN;
+using testdata::pmSample;
 
 KernelRecord record(KernelRecord::Kind kind, uint64_t start, uint64_t end, int64_t opEvent,
                     bool timed = false) {
@@ -143,14 +142,6 @@ TEST(HwResultTest, SummaryOpAndKernelFields) {
   EXPECT_DOUBLE_EQ(kernels.numberColumn("hw_fma_instructions")[0], 1.0);
 }
 
-PmSample sample(uint64_t start, uint64_t end, double sm, double tensor) {
-  PmSample s;
-  s.startNs = start;
-  s.endNs = end;
-  s.values = {sm, tensor, kNaN};
-  return s;
-}
-
 TEST(HwResultTest, TimelineFillsSummaryOpsAndCounterTracks) {
   Forward f;
   HwResult hw;
@@ -158,7 +149,7 @@ TEST(HwResultTest, TimelineFillsSummaryOpsAndCounterTracks) {
   // The sampler's clock is 1000 ns behind the kernels': samples of 100 ns over [0, 800).
   for (uint64_t t = 0; t < 800; t += 100) {
     const bool busy = (t >= 100 && t < 400) || (t >= 500 && t < 700);
-    hw.samples.push_back(sample(t, t + 100, busy ? 80.0 : 0.0, busy ? 40.0 : 0.0));
+    hw.samples.push_back(pmSample(t, t + 100, busy ? 80.0 : 0.0, busy ? 40.0 : 0.0));
   }
   hw.kernelSpans = attributedSpans(f.kernels, f.events);
   ASSERT_EQ(hw.kernelSpans.size(), 3u);
