@@ -1,5 +1,6 @@
 // The util:: operators. Schemas stand next to their implementations; private ops start with _.
 #include <ATen/ATen.h>
+#include <ATen/core/stack.h>
 #include <torch/library.h>
 
 #include "core/FormulaRegistry.h"
@@ -11,6 +12,8 @@
 #include "libtorch/OpCounter.h"
 #include "libtorch/Profile.h"
 #include "libtorch/Timing.h"
+#include "libtorch/ValueErrors.h"
+#include "ops/ProfileArgs.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -27,12 +30,7 @@ at::Tensor toTensor(const std::vector<double>& values) {
 // Python gets it as a ValueError.
 template <class Get>
 auto lookup(const Get& get) -> decltype(*get()) {
-  try {
-    return *get();
-  } catch (const std::invalid_argument& e) {
-    TORCH_CHECK_VALUE(false, e.what());
-    throw;  // not reached: the check throws
-  }
+  return *valueErrors(get);
 }
 
 // util.ProfileOutput: a profile's result for Python, every part by name (core/ResultSchema.h).
@@ -73,104 +71,76 @@ Output wrap(const ProfileOutput& out) {
 std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::string>> schemaOp(
     std::string table) {
   std::vector<std::string> names, kinds, docs;
-  try {
-    for (const FieldSpec& f : schema(table)) {
-      names.emplace_back(f.name);
-      kinds.emplace_back(valueKindName(f.kind));
-      docs.emplace_back(f.doc);
-    }
-  } catch (const std::invalid_argument& e) {
-    TORCH_CHECK_VALUE(false, e.what());
+  for (const FieldSpec& f : valueErrors([&]() -> decltype(auto) { return schema(table); })) {
+    names.emplace_back(f.name);
+    kinds.emplace_back(valueKindName(f.kind));
+    docs.emplace_back(f.doc);
   }
   return {names, kinds, docs};
 }
 
-// The options both profile ops build from their arguments, as the dispatcher passes them.
-ProfileOptions options(int64_t warmup, int64_t iters, bool cudaGraph, const std::string& peak,
-                       std::optional<double> peakFlops, bool trace, bool chromeTrace,
-                       bool modulePaths, const std::optional<std::string>& timing,
-                       std::optional<double> targetCi, double maxTime,
-                       std::optional<int64_t> maxIters, int64_t traceForwards,
-                       const std::optional<std::vector<std::string>>& counters,
-                       const std::string& counterReplay) {
-  ProfileOptions o;
-  o.modulePaths = modulePaths;
-  o.trace = trace;
-  o.traceForwards = traceForwards;
-  o.chromeTrace = chromeTrace;
-  o.warmup = warmup;
-  // cuda_graph=True is timing="cuda_graph"; with timing given too, they must agree.
-  o.timing = timing.has_value() ? parseTimingMode(*timing)
-             : cudaGraph        ? TimingMode::CudaGraph
-                                : TimingMode::Eager;
-  TORCH_CHECK_VALUE(!cudaGraph || o.timing == TimingMode::CudaGraph,
-                    "torchutil: cuda_graph=True contradicts timing='", timing.value_or(""),
-                    "'; pass one of them");
-  o.repeat.minIters = iters;
-  if (targetCi.has_value()) {
-    o.repeat.targetRelativeCi = *targetCi;
-    o.repeat.maxIters = maxIters.value_or(std::max<int64_t>(iters, 100000));
-    o.repeat.budgetSeconds = maxTime;
+// The arguments of a profile op on the dispatcher's stack: the model, the inputs and the
+// options by name (ops/ProfileArgs.h). Boxed, so that the options table is the only list.
+struct StackArgs {
+  c10::IValue model;
+  std::vector<at::Tensor> inputs;
+  OptionValues options;
+};
+
+StackArgs popArgs(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  auto values = torch::jit::last(*stack, arguments.size());
+  StackArgs a;
+  a.model = values[0];
+  if (values[1].isTensor()) {
+    a.inputs.push_back(values[1].toTensor());
   } else {
-    o.repeat.maxIters = maxIters.value_or(iters);
-    TORCH_CHECK_VALUE(o.repeat.maxIters == iters,
-                      "torchutil: max_iters applies with target_ci; without it exactly iters (",
-                      iters, ") forwards are timed, got max_iters=", o.repeat.maxIters);
+    a.inputs = values[1].toTensorVector();
   }
-  o.peak = rateSourceArgument(peak, "peak");
-  o.peakFlops = peakFlops;
-  if (counters.has_value()) {
-    try {
-      o.counters = hw::parseCounterSets(*counters);
-    } catch (const std::invalid_argument& e) {
-      TORCH_CHECK_VALUE(false, e.what());
-    }
+  for (size_t i = 2; i < arguments.size(); ++i) {
+    a.options.emplace(arguments[i].name(), values[i]);
   }
-  try {
-    o.counterReplay = hw::parseReplay(counterReplay);
-  } catch (const std::invalid_argument& e) {
-    TORCH_CHECK_VALUE(false, e.what());
-  }
-  return o;
+  torch::jit::drop(*stack, arguments.size());
+  return a;
 }
 
-at::Tensor profileOp(const c10::IValue& model, const at::Tensor& x, int64_t warmup, int64_t iters,
-                     bool cudaGraph, std::string peak, std::optional<double> peakFlops, bool trace,
-                     std::optional<std::string> timing, std::optional<double> targetCi,
-                     double maxTime, std::optional<int64_t> maxIters, int64_t traceForwards,
-                     std::optional<std::vector<std::string>> counters, std::string counterReplay) {
-  // The summary has no per-op rows, so no module paths are recorded.
-  return toTensor(
-      profileModel(model, {x},
-                   options(warmup, iters, cudaGraph, peak, peakFlops, trace, /*chromeTrace=*/false,
-                           /*modulePaths=*/false, timing, targetCi, maxTime, maxIters,
-                           traceForwards, counters, counterReplay))
-          .summary);
+// util::profile: the summary only, so no module paths are recorded.
+void profileOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  StackArgs a = popArgs(op, stack);
+  torch::jit::push(
+      stack,
+      toTensor(
+          profileModel(a.model, a.inputs, profileOptions(a.options, /*summaryOp=*/true)).summary));
 }
 
-Output profileFullOp(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
-                     int64_t warmup, int64_t iters, bool cudaGraph, std::string peak,
-                     std::optional<double> peakFlops, bool trace, bool chromeTrace,
-                     bool modulePaths, std::optional<std::string> timing,
-                     std::optional<double> targetCi, double maxTime,
-                     std::optional<int64_t> maxIters, int64_t traceForwards,
-                     std::optional<std::vector<std::string>> counters, std::string counterReplay) {
-  return wrap(profileModel(
-      model, inputs,
-      options(warmup, iters, cudaGraph, peak, peakFlops, trace, chromeTrace, modulePaths, timing,
-              targetCi, maxTime, maxIters, traceForwards, counters, counterReplay)));
+void profileFullOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  StackArgs a = popArgs(op, stack);
+  torch::jit::push(
+      stack, wrap(profileModel(a.model, a.inputs, profileOptions(a.options, /*summaryOp=*/false))));
+}
+
+// The options table for Python: names, schema types, defaults (Python literals) and whether
+// util::profile takes the option too.
+std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::string>,
+           c10::List<bool>>
+profileOptionsOp() {
+  std::vector<std::string> names, types, defaults;
+  c10::List<bool> summary;
+  for (const OptionSpec& o : kProfileOptions) {
+    names.emplace_back(o.name);
+    types.emplace_back(o.type);
+    defaults.emplace_back(o.defaultValue);
+    summary.push_back(o.summaryOp);
+  }
+  return {names, types, defaults, summary};
 }
 
 // The metrics behind counter sets, as keys and their first (GH100) names: what the
 // benchmarks hand to ncu to read the same metrics. The chip may know another candidate.
 std::tuple<std::vector<std::string>, std::vector<std::string>> counterMetricsOp(
     std::vector<std::string> sets) {
-  std::vector<hw::CounterSet> parsed;
-  try {
-    parsed = hw::parseCounterSets(sets);
-  } catch (const std::invalid_argument& e) {
-    TORCH_CHECK_VALUE(false, e.what());
-  }
+  const std::vector<hw::CounterSet> parsed =
+      valueErrors([&] { return hw::parseCounterSets(sets); });
   std::vector<std::string> keys, names;
   for (const auto* defs : {&hw::rangeMetricDefs(), &hw::pmMetricDefs()}) {
     for (const hw::MetricDef& d : *defs) {
@@ -236,20 +206,14 @@ TORCH_LIBRARY(util, m) {
       .def("numbers", &ProfileOutputObject::numbers)
       .def("text_column", &ProfileOutputObject::textColumn)
       .def("text", &ProfileOutputObject::text);
-  m.def(
-      "profile(Any model, Tensor x, *, int warmup=3, int iters=10, bool cuda_graph=False, "
-      "str peak=\"auto\", float? peak_flops=None, bool trace=True, str? timing=None, "
-      "float? target_ci=None, float max_time=2.0, int? max_iters=None, int trace_forwards=1, "
-      "str[]? counters=None, str counter_replay=\"user\") -> Tensor",
-      &profileOp);
-  m.def(
-      "_profile(Any model, Tensor[] inputs, int warmup=3, int iters=10, bool cuda_graph=False, "
-      "str peak=\"auto\", float? peak_flops=None, bool trace=True, bool chrome_trace=False, "
-      "bool module_paths=True, str? timing=None, float? target_ci=None, float max_time=2.0, "
-      "int? max_iters=None, int trace_forwards=1, str[]? counters=None, "
-      "str counter_replay=\"user\") "
-      "-> __torch__.torch.classes.util.ProfileOutput",
-      &profileFullOp);
+  m.def(profileSchema("profile", "Any model, Tensor x", "Tensor", /*summaryOp=*/true).c_str(),
+        torch::CppFunction::makeFromBoxedFunction<&profileOp>());
+  m.def(profileSchema("_profile", "Any model, Tensor[] inputs",
+                      "__torch__.torch.classes.util.ProfileOutput", /*summaryOp=*/false)
+            .c_str(),
+        torch::CppFunction::makeFromBoxedFunction<&profileFullOp>());
+  m.def("_profile_options() -> (str[] names, str[] types, str[] defaults, bool[] summary_op)",
+        &profileOptionsOp);
   m.def("_counter_metrics(str[] sets) -> (str[] keys, str[] names)", &counterMetricsOp);
   m.def("_count_begin() -> int", &countBeginOp);
   m.def("_count_abandon(int token) -> bool", &countAbandonOp);

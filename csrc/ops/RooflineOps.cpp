@@ -11,6 +11,7 @@
 #include "libtorch/DeviceBandwidth.h"
 #include "libtorch/DevicePeak.h"
 #include "libtorch/Devices.h"
+#include "libtorch/ValueErrors.h"
 
 namespace torchutil {
 namespace {
@@ -57,21 +58,21 @@ std::tuple<at::Tensor, std::vector<std::string>> rooflinePointsOp(
     if (k.defined()) {
       seconds = k.data_ptr<double>()[i];
     }
-    RooflinePoint p;
-    try {
-      p = placeOnRoofline(f.data_ptr<double>()[i], b.data_ptr<double>()[i], peakFlops, bandwidth,
-                          seconds);
-    } catch (const std::invalid_argument& e) {
-      TORCH_CHECK_VALUE(false, e.what(), " (row ", i, ")");
-    }
-    const size_t row = points.addRow();
-    points.set(row, RooflineField::intensity, p.intensity);
-    points.set(row, RooflineField::attainable_flops_per_second, p.attainableFlopsPerSecond);
-    points.set(row, RooflineField::attainable_utilization, p.attainableUtilization);
-    points.set(row, RooflineField::roofline_seconds, p.rooflineSeconds);
-    points.set(row, RooflineField::achieved_flops_per_second, p.achievedFlopsPerSecond);
-    points.set(row, RooflineField::roofline_share, p.rooflineShare);
-    points.setText(row, RooflineField::bound, rooflineBoundName(p.bound));
+    const std::string row = " (row " + std::to_string(i) + ")";
+    const RooflinePoint p = valueErrors(
+        [&] {
+          return placeOnRoofline(f.data_ptr<double>()[i], b.data_ptr<double>()[i], peakFlops,
+                                 bandwidth, seconds);
+        },
+        row.c_str());
+    const size_t r = points.addRow();
+    points.set(r, RooflineField::intensity, p.intensity);
+    points.set(r, RooflineField::attainable_flops_per_second, p.attainableFlopsPerSecond);
+    points.set(r, RooflineField::attainable_utilization, p.attainableUtilization);
+    points.set(r, RooflineField::roofline_seconds, p.rooflineSeconds);
+    points.set(r, RooflineField::achieved_flops_per_second, p.achievedFlopsPerSecond);
+    points.set(r, RooflineField::roofline_share, p.rooflineShare);
+    points.setText(r, RooflineField::bound, rooflineBoundName(p.bound));
   }
   const at::Tensor table = at::tensor(points.numbers(), at::TensorOptions().dtype(at::kDouble))
                                .reshape({n, static_cast<int64_t>(points.numericWidth())});

@@ -3,12 +3,14 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/FormulaRegistry.h"
 #include "core/ResultSchema.h"
+#include "ops/ProfileArgs.h"
 
 namespace torchutil {
 namespace {
@@ -26,7 +28,8 @@ TEST(ProfileOpsTest, RegistersExactlyTheUtilOps) {
       "util::utilization",      "util::_schema",          "util::_schema_tables",
       "util::result_fields",    "util::op_fields",        "util::kernel_fields",
       "util::formula_ops",      "util::roofline",         "util::_roofline_points",
-      "util::_roofline_fields", "util::memory_bandwidth", "util::_counter_metrics"};
+      "util::_roofline_fields", "util::memory_bandwidth", "util::_counter_metrics",
+      "util::_profile_options"};
   std::set<std::string> registered;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("util::", 0) == 0) {
@@ -59,6 +62,65 @@ TEST(ProfileOpsTest, UtilizationDividesFlopsBySecondsAndPeak) {
                    .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>()
                    .call(flops.to(at::kLong), seconds, peak),
                c10::Error);
+}
+
+// Both ops' schemas come from the one options table: every row once, util::profile without the
+// per-op options, and the Python literal defaults as the schema parses them.
+TEST(ProfileOpsTest, BothProfileSchemasAreTheOptionsTable) {
+  const auto& full = utilOp("util::_profile").schema().arguments();
+  const auto& summary = utilOp("util::profile").schema().arguments();
+  size_t fullRows = 0, summaryRows = 0;
+  for (const OptionSpec& o : kProfileOptions) {
+    const auto named = [&](const std::vector<c10::Argument>& args) {
+      return std::count_if(args.begin(), args.end(), [&](const c10::Argument& a) {
+        return a.name() == o.name && a.kwarg_only();
+      });
+    };
+    EXPECT_EQ(named(full), 1) << o.name;
+    EXPECT_EQ(named(summary), o.summaryOp ? 1 : 0) << o.name;
+    ++fullRows;
+    summaryRows += o.summaryOp ? 1 : 0;
+  }
+  EXPECT_EQ(full.size(), fullRows + 2);  // model, inputs
+  EXPECT_EQ(summary.size(), summaryRows + 2);
+}
+
+TEST(ProfileOpsTest, OptionsAreParsedByNameAndBadValuesNamed) {
+  OptionValues values;
+  for (const OptionSpec& o : kProfileOptions) {
+    values.emplace(o.name, c10::IValue());
+  }
+  values["warmup"] = 5;
+  values["iters"] = 7;
+  values["cuda_graph"] = false;
+  values["max_time"] = 2.0;
+  values["peak"] = std::string("auto");
+  values["trace"] = true;
+  values["trace_forwards"] = 1;
+  values["counter_replay"] = std::string("user");
+  values["chrome_trace"] = true;
+  values["module_paths"] = true;
+  values["batch_size"] = 3;
+  ProfileOptions o = profileOptions(values, /*summaryOp=*/false);
+  EXPECT_EQ(o.warmup, 5);
+  EXPECT_EQ(o.repeat.minIters, 7);
+  EXPECT_EQ(o.repeat.maxIters, 7);
+  EXPECT_EQ(o.batchSize, 3);
+  EXPECT_FALSE(o.timing.has_value());
+  EXPECT_TRUE(o.chromeTrace && o.modulePaths);
+  // The summary op records no module paths and builds no Chrome trace.
+  o = profileOptions(values, /*summaryOp=*/true);
+  EXPECT_FALSE(o.chromeTrace || o.modulePaths);
+  values["target_ci"] = 0.0;
+  try {
+    profileOptions(values, false);
+    FAIL() << "target_ci=0 accepted";
+  } catch (const c10::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("target_ci must be > 0"), std::string::npos) << e.what();
+  }
+  values["target_ci"] = c10::IValue();
+  values["timing"] = std::string("graph");
+  EXPECT_THROW(profileOptions(values, false), c10::ValueError);
 }
 
 }  // namespace
