@@ -101,7 +101,17 @@ struct FieldSpec {
     "microseconds between PM samples: 10, or longer where the sampled forwards would overfill " \
     "the sampler's buffer (forwards over 24 ms)")                                                                     \
   X(pm_clock_offset_us, Real,                                                                 \
-    "microseconds added to PM sample times to line them up with the kernel records")
+    "microseconds added to PM sample times to line them up with the kernel records")          \
+  X(call_seconds, Real, "wall time of the profile call in C++; the phase_* fields add up to it") \
+  X(phase_warmup_seconds, Real, "of call_seconds: the plain warm-up forwards")               \
+  X(phase_count_seconds, Real,                                                                \
+    "the eager counted forward (0 when the capture's forward was counted: phase_capture_seconds)") \
+  X(phase_capture_seconds, Real, "capturing the CUDA graph, with the count when untraced")    \
+  X(phase_trace_seconds, Real, "CUPTI's set-up and the traced forwards, with its tear-down")  \
+  X(phase_time_seconds, Real, "graph warm-up replays and the timed forwards")                 \
+  X(phase_counters_seconds, Real, "hardware-counter passes and sampled forwards")             \
+  X(phase_wait_seconds, Real, "waiting for gpu_lock (processes sharing one GPU)")             \
+  X(phase_assemble_seconds, Real, "matching kernels to ops, the peak and the summary")
 
 // One row per (op, module, dtype) of the counted forward; totals over its calls.
 #define TORCHUTIL_OP_FIELDS(X)                                                          \

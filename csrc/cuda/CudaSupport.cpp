@@ -65,14 +65,13 @@ class GraphRunner final : public Runner {
 namespace {
 
 // One capture attempt: the runner, or the message of the forward's failure during capture.
-std::unique_ptr<GraphRunner> tryCapture(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                        c10::Device device, c10::cuda::CUDAStream side,
-                                        std::string* failure) {
+std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c10::Device device,
+                                        c10::cuda::CUDAStream side, std::string* failure) {
   auto runner = std::make_unique<GraphRunner>(device, side);
   c10::cuda::CUDAStreamGuard streamGuard(side);
   runner->graph().capture_begin();
   try {
-    forward.run(inputs);
+    forward();
   } catch (const std::exception& e) {
     try {
       runner->graph().capture_end();
@@ -87,36 +86,32 @@ std::unique_ptr<GraphRunner> tryCapture(Forward& forward, const std::vector<at::
   return runner;
 }
 
-// Captures on `side`, which has run the forward before; on failure frees the allocator's cache
-// and tries once more.
-std::unique_ptr<Runner> captureOn(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                  c10::Device device, c10::cuda::CUDAStream side) {
-  std::string failure;
-  if (auto runner = tryCapture(forward, inputs, device, side, &failure)) {
-    return runner;
+}  // namespace
+
+Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
+                     c10::Device device, c10::Stream stream) {
+  c10::cuda::CUDAGuard deviceGuard(device);
+  c10::cuda::CUDAStream side(stream);
+  side.synchronize();
+  Capture capture;
+  if ((capture.runner = tryCapture(forward, device, side, &capture.failure))) {
+    return capture;
   }
   // A destroyed graph's private memory pool stays cached until the allocator frees cached
   // blocks, which it cannot do while capturing: after some thousand profiles of one network
   // (a NAS sweep on an H200 failed every capture from the 2,068th cell on) the next capture
-  // runs out of memory. Free the cache once and try again.
+  // runs out of memory. A forward never run before may also initialize lazily (a library
+  // handle, a workspace) inside the capture, which capture forbids. So: free the cache, run one
+  // eager forward on the stream, and try once more.
   c10::cuda::CUDACachingAllocator::emptyCache();
-  if (auto runner = tryCapture(forward, inputs, device, side, &failure)) {
-    return runner;
+  if (warmUp) {
+    c10::cuda::CUDAStreamGuard streamGuard(side);
+    warmUp();
+    side.synchronize();
   }
-  TORCH_CHECK(false,
-              "torchutil: the model could not be captured in a CUDA graph; its forward "
-              "failed during capture: ",
-              failure);
-}
-
-}  // namespace
-
-std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device, c10::Stream warmed) {
-  c10::cuda::CUDAGuard deviceGuard(device);
-  c10::cuda::CUDAStream side(warmed);
-  side.synchronize();
-  return captureOn(forward, inputs, device, side);
+  capture.failure.clear();
+  capture.runner = tryCapture(forward, device, side, &capture.failure);
+  return capture;
 }
 
 }  // namespace torchutil::cuda

@@ -26,11 +26,11 @@ struct DeviceInfo {
 
 DeviceInfo deviceInfo(c10::DeviceIndex index);
 
-// Captures one forward in a CUDA graph on `warmed`, a side stream (captureStream()) the caller
-// has already run the forward on, so that lazy initialization stays out of the graph; run()
-// replays it. Throws c10::Error, with the CUDA state cleaned up, when the forward cannot be
-// captured.
-std::unique_ptr<Runner> captureGraph(Forward& forward, const std::vector<at::Tensor>& inputs,
-                                     c10::Device device, c10::Stream warmed);
+// Captures forward() in a CUDA graph on `stream`, a side stream (captureStream()); the runner
+// replays it. A failed capture is retried once after freeing the allocator's cache and running
+// warmUp() (if given) on the stream; a second failure is the Capture's failure, with the CUDA
+// state cleaned up. See Timing.h's captureForward.
+Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
+                     c10::Device device, c10::Stream stream);
 
 }  // namespace torchutil::cuda

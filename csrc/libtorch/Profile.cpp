@@ -9,18 +9,39 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 
+#include "core/FileLock.h"
 #include "core/HwResult.h"
 #include "core/Metrics.h"
 #include "libtorch/CounterReading.h"
 #include "libtorch/Forward.h"
 #include "libtorch/KernelTracing.h"
 #include "libtorch/OpCounter.h"
+#include "libtorch/ValueErrors.h"
 
 namespace torchutil {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Adds the wall time of its scope to one phase.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(double* phase) : phase_(phase), start_(Clock::now()) {}
+  ~PhaseTimer() { *phase_ += secondsSince(start_); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  double* phase_;
+  Clock::time_point start_;
+};
 
 c10::Device checkInputs(const std::vector<at::Tensor>& inputs) {
   TORCH_CHECK_VALUE(!inputs.empty(), "torchutil: profile needs at least one input tensor");
@@ -30,9 +51,32 @@ c10::Device checkInputs(const std::vector<at::Tensor>& inputs) {
                       "torchutil: inputs are on different devices: input 0 on ",
                       inputs[0].device().str(), ", input ", i, " on ", inputs[i].device().str());
   }
-  TORCH_CHECK_VALUE(inputs[0].dim() >= 1,
-                    "torchutil: the input needs a batch dimension, got a 0-d tensor");
   return inputs[0].device();
+}
+
+// The batch the figures are per: batch_size, else the first input's first dimension, which is
+// a batch only when the input has more dimensions than that one (a 1-D input to a Linear(16, .)
+// has 16 features, not a batch of 16).
+int64_t batchOf(const std::vector<at::Tensor>& inputs, std::optional<int64_t> batchSize) {
+  if (batchSize.has_value()) {
+    TORCH_CHECK_VALUE(*batchSize >= 1, "torchutil: batch_size must be >= 1, got ", *batchSize);
+    return *batchSize;
+  }
+  const at::Tensor& first = inputs[0];
+  TORCH_CHECK_VALUE(first.dim() >= 1,
+                    "torchutil: the input needs a batch dimension, got a 0-d "
+                    "tensor; pass batch_size= to say what one forward holds");
+  TORCH_CHECK_VALUE(first.dim() >= 2, "torchutil: the first input is 1-D (shape ", first.sizes(),
+                    "): its only dimension may be features rather than a "
+                    "batch; pass batch_size= (1 for one unbatched sample)");
+  return first.size(0);
+}
+
+// A count of forwards: >= 0 and, like iters, at most kMaxIters (more would never finish).
+void checkForwardCount(const char* name, int64_t n) {
+  TORCH_CHECK_VALUE(n >= 0, "torchutil: ", name, " must be >= 0, got ", n);
+  TORCH_CHECK_VALUE(n <= kMaxIters, "torchutil: ", name, " must be at most ", kMaxIters,
+                    " forwards, got ", n);
 }
 
 // The memory bandwidth a result is measured against; none on the meta device.
@@ -42,6 +86,365 @@ Bandwidth bandwidthOf(c10::Device device) {
   }
   return deviceBandwidth(device, RateSource::Auto);
 }
+
+// The summary inputs every result shares: its count, peak, bandwidth and batch.
+SummaryInputs summaryBase(const CountTable& table, const ProfileOutput& out, int64_t batchSize) {
+  SummaryInputs s;
+  s.totals = table.totals();
+  s.peakFlopsPerSecond = out.peak.flopsPerSecond;
+  s.peakBytesPerSecond = out.bandwidth.bytesPerSecond;
+  s.batchSize = batchSize;
+  return s;
+}
+
+void setPhases(std::vector<double>& summary, const PhaseSeconds& p) {
+  const auto set = [&](Field f, double v) { summary[static_cast<size_t>(f)] = v; };
+  set(Field::call_seconds, p.call);
+  set(Field::phase_warmup_seconds, p.warmup);
+  set(Field::phase_count_seconds, p.count);
+  set(Field::phase_capture_seconds, p.capture);
+  set(Field::phase_trace_seconds, p.trace);
+  set(Field::phase_time_seconds, p.time);
+  set(Field::phase_counters_seconds, p.counters);
+  set(Field::phase_wait_seconds, p.wait);
+  set(Field::phase_assemble_seconds, p.assemble);
+}
+
+// gpu_lock: held by every phase that runs work on the GPU; waiting for it is a phase of its own.
+class GpuLock {
+ public:
+  GpuLock(const std::optional<std::string>& path, double* wait) : wait_(wait) {
+    if (path.has_value()) {
+      lock_ = valueErrors([&] { return std::make_unique<FileLock>(*path); });
+    }
+  }
+  void hold() {
+    if (lock_ && !lock_->held()) {
+      PhaseTimer t(wait_);
+      valueErrors([&] { lock_->lock(); });
+    }
+  }
+  void release() {
+    if (lock_) {
+      lock_->unlock();
+    }
+  }
+
+ private:
+  std::unique_ptr<FileLock> lock_;
+  double* wait_;
+};
+
+// One profile call, phase by phase. The phases run in this order: warm-up (plain forwards),
+// count (the counted forward; traced when tracing), capture (graph timing: the capture, which
+// is the counted forward itself when nothing is traced), trace (the traced forwards), time
+// (graph warm-up replays, then the timed forwards), counters (hardware counters after the
+// timed forwards), assemble. docs/architecture.md describes each.
+class ProfileRun {
+ public:
+  ProfileRun(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
+             const ProfileOptions& options)
+      : start_(Clock::now()), inputs_(inputs), o_(options), device_(checkInputs(inputs)) {
+    valueErrors([&] { checkRepeatPolicy(o_.repeat); });
+    checkForwardCount("warmup", o_.warmup);
+    checkForwardCount("trace_forwards", o_.traceForwards);
+    TORCH_CHECK(!OpCounter::active(),
+                "torchutil: a profile is already counting on this thread; profiles cannot be "
+                "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
+    batch_ = batchOf(inputs, o_.batchSize);
+    forward_ = makeForward(model);
+    if (auto paramDevice = forward_->parameterDevice()) {
+      TORCH_CHECK_VALUE(*paramDevice == device_, "torchutil: the input is on ", device_.str(),
+                        " but the model's parameters are on ", paramDevice->str(),
+                        "; move one of them (model.to(x.device))");
+    }
+    mode_ = o_.timing.value_or(device_.is_cuda() ? TimingMode::Auto : TimingMode::Eager);
+    if (mode_ == TimingMode::CudaGraph) {
+      TORCH_CHECK_VALUE(device_.is_cuda(), "torchutil: timing='cuda_graph' needs CUDA inputs, got ",
+                        device_.str());
+    }
+    checkPeakOverride(o_.peakFlops);
+    compiled_ = forward_->compiled();
+    onMeta_ = device_.is_meta();
+    traces_ = o_.trace && device_.is_cuda();
+    side_ = captureStream(device_, mode_);
+    // Untraced graph timing counts the capture's forward: one host forward fewer. With
+    // counters the counted forward stays eager (the timeline times it).
+    fused_ = side_.has_value() && !traces_ && o_.counters.empty();
+    lock_ = std::make_unique<GpuLock>(o_.gpuLock, &out_.phases.wait);
+  }
+
+  ProfileOutput run() {
+    c10::InferenceMode inference;
+    lock_->hold();
+    warmUp();
+    if (fused_) {
+      lock_->release();  // the capture runs nothing on the GPU
+      capture(/*counting=*/true);
+      lock_->hold();
+    }
+    if (!counted_) {
+      count();
+      if (side_.has_value() && !onMeta_ && !captureTried_) {
+        capture(/*counting=*/false);
+      }
+    }
+    if (!onMeta_) {
+      if (!runner_) {
+        runner_ = eagerRunner(*forward_, inputs_, device_);
+      }
+      traceForwards();
+      timeForwards();
+      readCounters();
+    }
+    lock_->release();
+    return assemble();
+  }
+
+ private:
+  // Plain forwards, so that lazy initialization and torch.compile's tracing stay out of the
+  // count. Traced eager forwards count as warm-ups (they run after the counted forward), so
+  // tracing adds no forward while warmup - 1 >= trace_forwards. A torch.compile'd forward
+  // compiles on its first call: that call is never the counted one. With graph timing they run
+  // on the capture's stream, as its warm-up.
+  void warmUp() {
+    PhaseTimer t(&out_.phases.warmup);
+    const int64_t tracedEager = traces_ && mode_ == TimingMode::Eager ? o_.traceForwards : 0;
+    const int64_t plain = std::max<int64_t>(o_.warmup - 1 - tracedEager, compiled_ ? 1 : 0);
+    c10::OptionalStreamGuard onSide(side_);
+    for (int64_t i = 0; i < plain; ++i) {
+      if (estimate() && i == plain - 1) {
+        timeOne();
+      } else {
+        forward_->run(inputs_);
+      }
+      checkInterrupt();
+    }
+    plainWarmups_ = plain;
+  }
+
+  // The timeline's sampling interval is chosen from how long the sampled forwards will take:
+  // one forward is timed for that, the last warm-up (else the counted forward).
+  bool estimate() const {
+    return hw::hasSet(o_.counters, hw::CounterSet::Timeline) && device_.is_cuda();
+  }
+  void timeOne() {
+    synchronizeDevice(device_);
+    const auto t0 = Clock::now();
+    forward_->run(inputs_);
+    synchronizeDevice(device_);
+    forwardSeconds_ = secondsSince(t0);
+  }
+
+  // Counts one forward, naming each op's module unless the forward is compiled code.
+  void countedForward(const std::function<void()>& forward) {
+    std::unique_ptr<Forward::ModuleScope> modules =
+        o_.modulePaths && !compiled_ ? forward_->trackModules() : nullptr;
+    CountingScope counting(tracing_ ? tracing_->hooks() : nullptr);
+    forward();
+    counted_ = counting.finish();
+  }
+
+  // The counted forward, eager, traced with CUPTI's external correlation when tracing (which
+  // attributes each kernel to the op that launched it).
+  void count() {
+    {
+      PhaseTimer t(&out_.phases.trace);
+      if (o_.trace && !onMeta_) {
+        tracing_ = KernelTracing::start(device_, &out_.traceStatus);
+      } else {
+        out_.traceStatus = onMeta_ ? "off: nothing runs on the meta device" : "off: trace=False";
+      }
+    }
+    PhaseTimer t(&out_.phases.count);
+    c10::OptionalStreamGuard onSide(side_);
+    countedForward([&] {
+      if (estimate() && plainWarmups_ == 0) {
+        timeOne();
+      } else {
+        forward_->run(inputs_);
+      }
+    });
+    if (tracing_) {
+      tracing_->countedDone();
+    }
+  }
+
+  // Graph timing: captures the forward on the side stream, counting it when `counting`. Auto
+  // falls back to eager timing, saying why; cuda_graph throws.
+  void capture(bool counting) {
+    PhaseTimer t(&out_.phases.capture);
+    captureTried_ = true;
+    if (counting) {
+      out_.traceStatus = "off: trace=False";
+    }
+    const std::function<void()> forward = [&] {
+      if (counting) {
+        countedForward([&] { forward_->run(inputs_); });
+      } else {
+        forward_->run(inputs_);
+      }
+    };
+    const std::function<void()> warmUp = [&] {
+      lock_->hold();
+      forward_->run(inputs_);
+      synchronizeDevice(device_);
+      if (counting) {
+        lock_->release();
+      }
+    };
+    Capture c = captureForward(forward, warmUp, device_, *side_);
+    if (c.runner) {
+      runner_ = std::move(c.runner);
+      usedGraph_ = true;
+      return;
+    }
+    counted_.reset();  // a count inside a failed capture may be partial
+    TORCH_CHECK(mode_ != TimingMode::CudaGraph,
+                "torchutil: the model could not be captured in a CUDA graph; its forward failed "
+                "during capture: ",
+                c.failure);
+    out_.timingNote =
+        "auto: eager, since the forward could not be captured in a CUDA graph: " + c.failure;
+  }
+
+  // The traced forwards (eager, or graph replays after the graph's warm-up replays), with PM
+  // sampling around them when the timeline was asked for. The trace ends before the timed
+  // forwards, which run without CUPTI.
+  void traceForwards() {
+    counters_ = std::make_unique<CounterReading>(device_, o_.counters, tracing_ != nullptr,
+                                                 o_.pmIntervalNs, o_.counterReplay);
+    {
+      // The first replay uploads the graph: graph timing warms up with replays.
+      PhaseTimer t(&out_.phases.time);
+      const int64_t traced = tracing_ ? o_.traceForwards : 0;
+      runForwards(*runner_, device_, usedGraph_ ? std::max<int64_t>(o_.warmup - traced, 0) : 0);
+    }
+    if (!tracing_) {
+      return;
+    }
+    PhaseTimer t(&out_.phases.trace);
+    const bool sample = o_.traceForwards > 0;
+    if (sample) {
+      counters_->startTimeline(forwardSeconds_ * static_cast<double>(o_.traceForwards));
+    }
+    tracing_->timedStart();
+    runForwards(*runner_, device_, o_.traceForwards);
+    tracing_->finish(&countedKernels_, &timedKernels_);
+    if (sample) {
+      counters_->stopTimeline();
+    }
+  }
+
+  void timeForwards() {
+    {
+      PhaseTimer t(&out_.phases.time);
+      timing_ = torchutil::timeForwards(*runner_, device_, o_.repeat);
+    }
+    // The timeline when nothing is traced: forwards after the timed ones are sampled (the
+    // sampler's buffer holds a few thousand samples, not a whole timing).
+    if (counters_->wantsTimeline() && (!tracing_ || o_.traceForwards == 0)) {
+      PhaseTimer t(&out_.phases.counters);
+      const int64_t sampled = std::max<int64_t>(o_.traceForwards, 1);
+      synchronizeDevice(device_);
+      counters_->startTimeline(forwardSeconds_ * static_cast<double>(sampled));
+      runForwards(*runner_, device_, sampled);
+      counters_->stopTimeline();
+    }
+  }
+
+  // The range profiler's passes: each user-replay pass is one more eager forward, waited for
+  // (kernel replay: one in all).
+  void readCounters() {
+    PhaseTimer t(&out_.phases.counters);
+    counters_->readRanges(
+        [&] {
+          forward_->run(inputs_);
+          synchronizeDevice(device_);
+        },
+        countedKernels_.size() + 64);
+  }
+
+  ProfileOutput assemble() {
+    auto t = std::make_unique<PhaseTimer>(&out_.phases.assemble);
+    CountTable& table = counted_->table;
+    if (tracing_) {
+      if (tracing_->dropped() > 0) {
+        out_.traceStatus =
+            "on, incomplete: CUPTI dropped " + std::to_string(tracing_->dropped()) + " records";
+      }
+      tracing_.reset();
+      const int64_t traced = o_.traceForwards;
+      const bool byPosition = attributeByPosition(countedKernels_, timedKernels_, traced);
+      out_.trace = summarizeTrace(countedKernels_, timedKernels_, traced, byPosition,
+                                  counted_->events, table.rows().size());
+      out_.traced = true;
+      out_.kernels = std::move(countedKernels_);
+      out_.kernels.insert(out_.kernels.end(), std::make_move_iterator(timedKernels_.begin()),
+                          std::make_move_iterator(timedKernels_.end()));
+      out_.events = std::move(counted_->events);
+    }
+    if (counters_) {
+      out_.countersStatus = counters_->finish(out_.kernels, out_.events, &out_.hw);
+      out_.countersNotOnGpu = counters_->notOnGpu();
+    } else if (!o_.counters.empty()) {
+      out_.countersStatus = "off: nothing runs on the meta device";
+    }
+    if (out_.traced && o_.chromeTrace) {
+      out_.chromeTrace = chromeTrace(out_.events, table.rows(), out_.kernels, deviceName(device_),
+                                     hw::counterTracks(out_.hw));
+    }
+    out_.peak = peakForCount(device_, table, o_.peak, o_.peakFlops);
+    out_.bandwidth = bandwidthOf(device_);
+    SummaryInputs s = summaryBase(table, out_, batch_);
+    s.secondsPerForward = onMeta_ ? kNaN : timing_.interval.median;
+    s.secondsInterval = onMeta_ ? MedianInterval{kNaN, kNaN, kNaN} : timing_.interval;
+    s.iterations = static_cast<int64_t>(timing_.seconds.size());
+    s.cudaGraph = usedGraph_;
+    s.trace = out_.traced ? &out_.trace : nullptr;
+    s.tracedForwards = out_.traced ? o_.traceForwards : 0;
+    out_.summary = summarize(s);
+    hw::fillSummary(out_.summary, out_.hw, static_cast<double>(s.totals.matrixFlops));
+    out_.table = std::move(table);
+    out_.timingMode =
+        onMeta_ ? "none" : timingModeName(usedGraph_ ? TimingMode::CudaGraph : TimingMode::Eager);
+    out_.repetition = timing_.stop;
+    out_.device = device_.str();
+    // The default on a CPU is eager, not a fallback; an explicit "auto" there says why.
+    if (mode_ == TimingMode::Auto && !usedGraph_ && out_.timingNote.empty() && !onMeta_ &&
+        (o_.timing.has_value() || device_.is_cuda())) {
+      out_.timingNote =
+          device_.is_cuda()
+              ? "auto: eager, since torchutil was built without CUDA"
+              : "auto: eager, since CUDA graphs need a CUDA device, not " + device_.str();
+    }
+    t.reset();
+    out_.phases.call = secondsSince(start_);
+    setPhases(out_.summary, out_.phases);
+    return std::move(out_);
+  }
+
+  Clock::time_point start_;
+  const std::vector<at::Tensor>& inputs_;
+  const ProfileOptions& o_;
+  c10::Device device_;
+  int64_t batch_ = 0;
+  std::unique_ptr<Forward> forward_;
+  TimingMode mode_ = TimingMode::Eager;
+  bool compiled_ = false, onMeta_ = false, traces_ = false, fused_ = false, usedGraph_ = false,
+       captureTried_ = false;
+  std::optional<c10::Stream> side_;
+  std::unique_ptr<GpuLock> lock_;
+  int64_t plainWarmups_ = 0;
+  double forwardSeconds_ = 0;
+  std::optional<CountResult> counted_;
+  std::unique_ptr<KernelTracing> tracing_;
+  std::unique_ptr<CounterReading> counters_;
+  std::unique_ptr<Runner> runner_;
+  std::vector<KernelRecord> countedKernels_, timedKernels_;
+  RepeatResult timing_;
+  ProfileOutput out_;
+};
 
 }  // namespace
 
@@ -85,13 +488,9 @@ ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batch
   ProfileOutput out;
   out.peak = peakForCount(device, table, peakSource, peakFlops);
   out.bandwidth = bandwidthOf(device);
-  SummaryInputs s;
-  s.totals = table.totals();
+  SummaryInputs s = summaryBase(table, out, batchSize);
   s.secondsPerForward = seconds;
   s.secondsInterval = MedianInterval{seconds, seconds, seconds};
-  s.peakFlopsPerSecond = out.peak.flopsPerSecond;
-  s.peakBytesPerSecond = out.bandwidth.bytesPerSecond;
-  s.batchSize = batchSize;
   s.iterations = 1;
   out.summary = summarize(s);
   out.table = std::move(table);
@@ -103,185 +502,7 @@ ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batch
 
 ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                            const ProfileOptions& options) {
-  try {
-    checkRepeatPolicy(options.repeat);
-  } catch (const std::invalid_argument& e) {
-    TORCH_CHECK_VALUE(false, e.what());
-  }
-  TORCH_CHECK_VALUE(options.warmup >= 0, "torchutil: warmup must be >= 0, got ", options.warmup);
-  TORCH_CHECK_VALUE(options.traceForwards >= 0, "torchutil: trace_forwards must be >= 0, got ",
-                    options.traceForwards);
-  TORCH_CHECK(!OpCounter::active(),
-              "torchutil: a profile is already counting on this thread; profiles cannot be "
-              "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
-  const c10::Device device = checkInputs(inputs);
-  std::unique_ptr<Forward> forward = makeForward(model);
-  if (auto paramDevice = forward->parameterDevice()) {
-    TORCH_CHECK_VALUE(*paramDevice == device, "torchutil: the input is on ", device.str(),
-                      " but the model's parameters are on ", paramDevice->str(),
-                      "; move one of them (model.to(x.device))");
-  }
-  if (options.timing == TimingMode::CudaGraph) {
-    TORCH_CHECK_VALUE(device.is_cuda(), "torchutil: timing='cuda_graph' needs CUDA inputs, got ",
-                      device.str());
-  }
-  checkPeakOverride(options.peakFlops);  // before anything runs
-
-  c10::InferenceMode inference;
-  // Warm-up first, so that lazy initialization and torch.compile's tracing stay out of the
-  // count; then one counted forward; then the traced forwards; then the timed forwards, which
-  // run without any hook.
-  const bool onMeta = device.is_meta();
-  // Traced forwards count as warm-ups: eager ones run after the counted forward instead of
-  // before it (graph replays are warmed up after the capture), so tracing adds no forward
-  // while warmup - 1 >= trace_forwards. A torch.compile'd forward compiles on its first call:
-  // that call is never the counted one.
-  const bool traces = options.trace && device.is_cuda();
-  const int64_t tracedEager =
-      traces && options.timing == TimingMode::Eager ? options.traceForwards : 0;
-  const int64_t plainWarmups =
-      std::max<int64_t>(options.warmup - 1 - tracedEager, forward->compiled() ? 1 : 0);
-  // Graph timing: these forwards run on the stream the capture will use, as its warm-up.
-  const std::optional<c10::Stream> side = captureStream(device, options.timing);
-  std::optional<c10::StreamGuard> onSide;
-  if (side.has_value()) {
-    onSide.emplace(*side);
-  }
-  // The timeline's interval is chosen from how long the sampled forwards will take: one forward
-  // is timed for that, the last warm-up (else the counted forward, slower for its counting).
-  const bool estimate = hw::hasSet(options.counters, hw::CounterSet::Timeline) && device.is_cuda();
-  double forwardSeconds = 0;
-  const auto timeOne = [&](const std::function<void()>& run) {
-    synchronizeDevice(device);
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    synchronizeDevice(device);
-    forwardSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  for (int64_t i = 0; i < plainWarmups; ++i) {
-    if (estimate && i == plainWarmups - 1) {
-      timeOne([&] { forward->run(inputs); });
-    } else {
-      forward->run(inputs);
-    }
-    checkInterrupt();
-  }
-  ProfileOutput out;
-  std::unique_ptr<KernelTracing> tracing;
-  if (options.trace && !onMeta) {
-    tracing = KernelTracing::start(device, &out.traceStatus);
-  } else {
-    out.traceStatus = onMeta ? "off: nothing runs on the meta device" : "off: trace=False";
-  }
-  CountResult counted;
-  {
-    std::unique_ptr<Forward::ModuleScope> modules =
-        options.modulePaths && !forward->compiled() ? forward->trackModules() : nullptr;
-    CountingScope counting(tracing ? tracing->hooks() : nullptr);
-    if (estimate && plainWarmups == 0) {
-      timeOne([&] { forward->run(inputs); });
-    } else {
-      forward->run(inputs);
-    }
-    counted = counting.finish();
-  }
-  onSide.reset();
-  CountTable& table = counted.table;
-  TimingResult timing;
-  std::vector<KernelRecord> countedKernels, timedKernels;
-  // Hardware counters: PM sampling over the traced forwards, which have kernel records to line
-  // the samples up with (over as many forwards after the timed ones when nothing is traced: the
-  // sampler's buffer holds a few thousand samples, not a whole timing); the range profiler's
-  // passes after the timed forwards. The timed forwards run without either.
-  CounterReading counters(device, options.counters, tracing != nullptr, options.pmIntervalNs,
-                          options.counterReplay);
-  if (!onMeta) {
-    if (tracing) {
-      tracing->countedDone();
-    }
-    TimingPlan plan;
-    plan.mode = options.timing;
-    plan.warmup = options.warmup;
-    plan.repeat = options.repeat;
-    plan.warmedStream = side;
-    if (tracing) {
-      plan.tracedForwards = options.traceForwards;
-      // With trace_forwards=0 there is nothing traced to sample: forwards after the timed ones are.
-      const bool sampleTraced = options.traceForwards > 0;
-      plan.beforeTraced = [&, sampleTraced] {
-        if (sampleTraced) {
-          counters.startTimeline(forwardSeconds * static_cast<double>(options.traceForwards));
-        }
-        tracing->timedStart();
-      };
-      // The trace ends before the timed forwards, which then run without CUPTI.
-      plan.afterTraced = [&, sampleTraced] {
-        tracing->finish(&countedKernels, &timedKernels);
-        if (sampleTraced) {
-          counters.stopTimeline();
-        }
-      };
-    }
-    if (counters.wantsTimeline() && (!tracing || options.traceForwards == 0)) {
-      plan.sampledForwards = std::max<int64_t>(options.traceForwards, 1);
-      plan.beforeSampled = [&] {
-        counters.startTimeline(forwardSeconds * static_cast<double>(plan.sampledForwards));
-      };
-      plan.afterSampled = [&] { counters.stopTimeline(); };
-    }
-    timing = timeForwards(*forward, inputs, device, plan);
-    out.timingNote = timing.note;
-    out.repetition = timing.repeat.stop;
-    // Each user-replay pass is one more eager forward, waited for (kernel replay: one in all).
-    counters.readRanges(
-        [&] {
-          forward->run(inputs);
-          synchronizeDevice(device);
-        },
-        countedKernels.size() + 64);
-  }
-  if (tracing) {
-    if (tracing->dropped() > 0) {
-      out.traceStatus =
-          "on, incomplete: CUPTI dropped " + std::to_string(tracing->dropped()) + " records";
-    }
-    tracing.reset();
-    const int64_t traced = options.traceForwards;
-    const bool byPosition = attributeByPosition(countedKernels, timedKernels, traced);
-    out.trace = summarizeTrace(countedKernels, timedKernels, traced, byPosition, counted.events,
-                               table.rows().size());
-    out.traced = true;
-    out.kernels = std::move(countedKernels);
-    out.kernels.insert(out.kernels.end(), std::make_move_iterator(timedKernels.begin()),
-                       std::make_move_iterator(timedKernels.end()));
-    out.events = std::move(counted.events);
-  }
-  out.countersStatus = counters.finish(out.kernels, out.events, &out.hw);
-  out.countersNotOnGpu = counters.notOnGpu();
-  if (out.traced && options.chromeTrace) {
-    out.chromeTrace = chromeTrace(out.events, table.rows(), out.kernels, deviceName(device),
-                                  hw::counterTracks(out.hw));
-  }
-
-  out.peak = peakForCount(device, table, options.peak, options.peakFlops);
-  out.bandwidth = bandwidthOf(device);
-  SummaryInputs s;
-  s.totals = table.totals();
-  s.secondsPerForward = onMeta ? kNaN : timing.repeat.interval.median;
-  s.secondsInterval = onMeta ? MedianInterval{kNaN, kNaN, kNaN} : timing.repeat.interval;
-  s.peakFlopsPerSecond = out.peak.flopsPerSecond;
-  s.peakBytesPerSecond = out.bandwidth.bytesPerSecond;
-  s.batchSize = inputs[0].size(0);
-  s.iterations = static_cast<int64_t>(timing.repeat.seconds.size());
-  s.cudaGraph = timing.used == TimingMode::CudaGraph && !onMeta;
-  s.trace = out.traced ? &out.trace : nullptr;
-  s.tracedForwards = out.traced ? options.traceForwards : 0;
-  out.summary = summarize(s);
-  hw::fillSummary(out.summary, out.hw, static_cast<double>(s.totals.matrixFlops));
-  out.table = std::move(table);
-  out.timingMode = onMeta ? "none" : timingModeName(timing.used);
-  out.device = device.str();
-  return out;
+  return ProfileRun(model, inputs, options).run();
 }
 
 }  // namespace torchutil

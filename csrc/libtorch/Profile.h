@@ -1,6 +1,7 @@
 #pragma once
-// The profile of one model on one input: warm-up, one counted forward, timed forwards, peak,
-// and the summary. Shared by the ops in ops/ProfileOps.cpp.
+// The profile of one model on one input, in named phases (warm-up, count, capture, trace, time,
+// counters, assemble; see docs/architecture.md), and the summary. Shared by the ops in
+// ops/ProfileOps.cpp, whose options table (ops/ProfileArgs.h) fills ProfileOptions.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
@@ -19,14 +20,21 @@
 
 namespace torchutil {
 
+// The defaults here are ops/ProfileArgs.h's, which the ops and Python use.
 struct ProfileOptions {
+  // Forwards before the timed ones, the counted one among them (at most kMaxIters).
   int64_t warmup = 3;
   // The timed forwards: iters (minIters), and with a target interval, up to maxIters or the
   // time budget.
   RepeatPolicy repeat;
-  TimingMode timing = TimingMode::Eager;
+  // nullopt (the default): Auto on CUDA (CUDA-graph replays where the forward captures), eager
+  // elsewhere. An explicit Auto that times eagerly says why in timing_note.
+  std::optional<TimingMode> timing;
   RateSource peak = RateSource::Auto;
   std::optional<double> peakFlops;
+  // The batch the figures are per; nullopt: the first input's first dimension (which must then
+  // be unambiguous: a tensor of two or more dimensions).
+  std::optional<int64_t> batchSize;
   bool trace = true;  // record GPU kernels with CUPTI (CUDA only)
   // Forwards traced after the counted one (untimed; the timed forwards run without CUPTI).
   int64_t traceForwards = 1;
@@ -40,6 +48,16 @@ struct ProfileOptions {
   std::vector<hw::CounterSet> counters;
   uint64_t pmIntervalNs = 10000;
   hw::Replay counterReplay = hw::Replay::User;  // how the range profiler gets its passes
+  // A lock file that every phase running work on the GPU holds (flock), so that processes
+  // sharing one GPU time their forwards one at a time; the host-only capture of an untraced
+  // graph profile runs without it.
+  std::optional<std::string> gpuLock;
+};
+
+// Steady-clock seconds of each phase of one call (the phase_* summary fields).
+struct PhaseSeconds {
+  double warmup = 0, count = 0, capture = 0, trace = 0, time = 0, counters = 0, wait = 0,
+         assemble = 0, call = 0;
 };
 
 struct ProfileOutput {
@@ -62,6 +80,7 @@ struct ProfileOutput {
   hw::HwResult hw;
   std::string countersStatus = "off";
   std::string countersNotOnGpu;  // metrics asked for that this GPU has no counter for
+  PhaseSeconds phases;
 };
 
 // The result by name, for Python (util.ProfileOutput): summary, tables and texts.

@@ -5,9 +5,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
-#include <algorithm>
 #include <chrono>
-#include <stdexcept>
+
+#include "libtorch/ValueErrors.h"
 
 #ifdef TORCHUTIL_WITH_CUDA
 #include "cuda/CudaSupport.h"
@@ -98,6 +98,11 @@ TimingMode parseTimingMode(std::string_view name) {
                     std::string(name), "'");
 }
 
+std::unique_ptr<Runner> eagerRunner(Forward& forward, const std::vector<at::Tensor>& inputs,
+                                    c10::Device device) {
+  return std::make_unique<EagerRunner>(forward, inputs, device);
+}
+
 std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
 #ifdef TORCHUTIL_WITH_CUDA
   if (mode == TimingMode::Eager || !device.is_cuda()) {
@@ -117,80 +122,34 @@ std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
 #endif
 }
 
-TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
-                          c10::Device device, const TimingPlan& plan) {
-  TimingResult result;
-  std::unique_ptr<Runner> runner;
-  if (plan.mode == TimingMode::CudaGraph || plan.mode == TimingMode::Auto) {
-    if (!device.is_cuda()) {
-      TORCH_CHECK_VALUE(plan.mode == TimingMode::Auto,
-                        "torchutil: timing='cuda_graph' needs CUDA inputs, got ", device.str());
-      result.note = "auto: eager, since CUDA graphs need a CUDA device, not " + device.str();
-    } else {
+Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
+                       c10::Device device, c10::Stream stream) {
 #ifdef TORCHUTIL_WITH_CUDA
-      try {
-        TORCH_INTERNAL_ASSERT(plan.warmedStream.has_value(),
-                              "graph timing needs the forward run on captureStream() first");
-        runner = cuda::captureGraph(forward, inputs, device, *plan.warmedStream);
-        result.used = TimingMode::CudaGraph;
-      } catch (const c10::Error& e) {
-        if (plan.mode == TimingMode::CudaGraph) {
-          throw;
-        }
-        result.note = std::string(
-                          "auto: eager, since the forward could not be captured in a "
-                          "CUDA graph: ") +
-                      e.what_without_backtrace();
-      }
+  return cuda::captureGraph(forward, warmUp, device, stream);
 #else
-      TORCH_CHECK(plan.mode == TimingMode::Auto,
-                  "torchutil: timing='cuda_graph' needs torchutil built with CUDA; this build "
-                  "has none (see torchutil.build_info())");
-      result.note = "auto: eager, since torchutil was built without CUDA";
+  (void)forward;
+  (void)warmUp;
+  (void)device;
+  (void)stream;
+  TORCH_CHECK(false,
+              "torchutil: timing='cuda_graph' needs torchutil built with CUDA; this build has "
+              "none (see torchutil.build_info())");
 #endif
-    }
-  }
-  if (!runner) {
-    runner = std::make_unique<EagerRunner>(forward, inputs, device);
-  }
-  const int64_t warmup = result.used == TimingMode::CudaGraph
-                             ? std::max<int64_t>(plan.warmup - plan.tracedForwards, 0)
-                             : 0;
-  for (int64_t i = 0; i < warmup; ++i) {
-    runner->run();
+}
+
+void runForwards(Runner& runner, c10::Device device, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    runner.run();
     checkInterrupt();
   }
   synchronizeDevice(device);
-  if (plan.beforeTraced) {
-    plan.beforeTraced();
-  }
-  for (int64_t i = 0; i < plan.tracedForwards; ++i) {
-    runner->run();
-  }
-  synchronizeDevice(device);
-  if (plan.afterTraced) {
-    plan.afterTraced();
-  }
-  try {
-    result.repeat = repeatTimed([&](int64_t n) { return timeBatch(*runner, device, n); },
-                                &steadySeconds, plan.repeat);
-  } catch (const std::invalid_argument& e) {
-    TORCH_CHECK_VALUE(false, e.what());
-  }
-  if (plan.sampledForwards > 0) {
-    synchronizeDevice(device);
-    if (plan.beforeSampled) {
-      plan.beforeSampled();
-    }
-    for (int64_t i = 0; i < plan.sampledForwards; ++i) {
-      runner->run();
-    }
-    synchronizeDevice(device);
-    if (plan.afterSampled) {
-      plan.afterSampled();
-    }
-  }
-  return result;
+}
+
+RepeatResult timeForwards(Runner& runner, c10::Device device, const RepeatPolicy& policy) {
+  return valueErrors([&] {
+    return repeatTimed([&](int64_t n) { return timeBatch(runner, device, n); }, &steadySeconds,
+                       policy);
+  });
 }
 
 }  // namespace torchutil

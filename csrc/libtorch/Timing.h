@@ -1,7 +1,8 @@
 #pragma once
-// Times forwards: a steady clock on the CPU, device events on accelerators (one pair per
-// forward, read after one synchronization per batch), eager or as CUDA-graph replays, a fixed
-// count or adaptive repetition (core/Repetition.h).
+// Runs and times forwards: a steady clock on the CPU, device events on accelerators (one pair
+// per forward, read after one synchronization per batch), eager or as CUDA-graph replays, a
+// fixed count or adaptive repetition (core/Repetition.h). The profile (libtorch/Profile.cpp)
+// decides what runs when; this file only knows how.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
@@ -34,41 +35,34 @@ class Runner {
   virtual std::optional<c10::Stream> stream() = 0;
 };
 
-struct TimingPlan {
-  TimingMode mode = TimingMode::Eager;
-  // Replays of a captured graph before the timed ones (the first replay uploads the graph);
-  // the last tracedForwards of them are the traced ones. Eager forwards are warm by then (the
-  // caller ran its warm-ups before the counted forward).
-  int64_t warmup = 0;
-  // Forwards (replays) between beforeTraced and afterTraced, not timed.
-  int64_t tracedForwards = 0;
-  std::function<void()> beforeTraced;  // called with the device idle
-  std::function<void()> afterTraced;   // called with the device idle
-  // Forwards (replays) after the timed ones, between beforeSampled and afterSampled (called
-  // with the device idle), not timed: the hardware counters' timeline when nothing is traced.
-  int64_t sampledForwards = 0;
-  std::function<void()> beforeSampled;
-  std::function<void()> afterSampled;
-  RepeatPolicy repeat;  // then the timed forwards
-  // Graph timing (CudaGraph, Auto on CUDA): the stream of captureStream(), on which the caller
-  // has run the forward at least once; the capture goes there.
-  std::optional<c10::Stream> warmedStream;
-};
+// The model's forward on fixed inputs, launched from the host each time.
+std::unique_ptr<Runner> eagerRunner(Forward& forward, const std::vector<at::Tensor>& inputs,
+                                    c10::Device device);
 
-// Graph timing captures on a side stream (capture cannot run on the legacy default stream) and
-// needs one forward there first, so that lazy initialization (cuDNN/cuBLAS handles and
-// workspaces, autotuning) stays out of the graph. A profile runs its warm-ups and its counted
-// forward on this stream, which then are that forward. nullopt unless `mode` may capture on
-// `device`; the stream waits for the work queued so far on the current one (the inputs).
+// Graph timing captures on a side stream (capture cannot run on the legacy default stream). A
+// profile runs its warm-ups and its counted forward on this stream, so that lazy
+// initialization (cuDNN/cuBLAS handles and workspaces) happens before the capture. nullopt
+// unless `mode` may capture on `device`; the stream waits for the work queued so far on the
+// current one (the inputs).
 std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode);
 
-struct TimingResult {
-  RepeatResult repeat;
-  TimingMode used = TimingMode::Eager;  // Eager or CudaGraph
-  std::string note;                     // why Auto timed eagerly; "" otherwise
+// A captured forward, or why it could not be captured.
+struct Capture {
+  std::unique_ptr<Runner> runner;  // replays the graph; null when the capture failed
+  std::string failure;             // the forward's error during capture
 };
 
-TimingResult timeForwards(Forward& forward, const std::vector<at::Tensor>& inputs,
-                          c10::Device device, const TimingPlan& plan);
+// Captures forward() (one forward of the model; the caller may count it) on `stream`
+// (captureStream()). When the capture fails it frees the allocator's cache, runs warmUp() once
+// on the stream (may be null: an eager forward outside the graph, for lazy initialization the
+// caller's warm-ups did not do) and tries once more. Throws c10::Error without CUDA in the build.
+Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
+                       c10::Device device, c10::Stream stream);
+
+// n forwards, untimed, then waits for the device.
+void runForwards(Runner& runner, c10::Device device, int64_t n);
+
+// The timed forwards under policy (checked before by checkRepeatPolicy).
+RepeatResult timeForwards(Runner& runner, c10::Device device, const RepeatPolicy& policy);
 
 }  // namespace torchutil

@@ -10,8 +10,10 @@ namespace py = pybind11;
 PYBIND11_MODULE(_C, m) {
   torchutil::registerPyModule();
   m.doc() = "torchutil C++ core; use the torchutil package, not this module";
-  m.def("_wrap_module", &torchutil::wrapCallable, py::arg("model"),
-        "Boxes a Python callable in a util.PyModule script object for torch.ops.util.");
+  m.def("_wrap_module", &torchutil::wrapCallable, py::arg("model"), py::arg("args") = py::none(),
+        py::arg("kwargs") = py::none(),
+        "Boxes a Python callable (called with args and kwargs when given) in a util.PyModule "
+        "script object for torch.ops.util.");
   m.def("_enter_module", &torchutil::OpCounter::enterModule, py::arg("path"));
   m.def("_exit_module", &torchutil::OpCounter::exitModule);
   // torchutil.Profiler's module scopes: hooks live until close() (or garbage collection).

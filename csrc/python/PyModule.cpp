@@ -85,6 +85,10 @@ class PyForward final : public Forward {
 
   void run(const std::vector<at::Tensor>& inputs) override {
     py::gil_scoped_acquire gil;
+    if (module_->bound) {
+      module_->callable(*module_->args, **module_->kwargs);
+      return;
+    }
     py::tuple args(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       args[i] = py::cast(inputs[i]);
@@ -143,16 +147,24 @@ std::unique_ptr<Forward> makePyForward(const c10::IValue& model) {
 
 }  // namespace
 
-PyModule::PyModule(py::object c) : callable(std::move(c)) {
+PyModule::PyModule(py::object c, py::object a, py::object k) : callable(std::move(c)) {
   repr = "Python callable " + std::string(py::str(py::type::handle_of(callable).attr("__name__")));
+  bound = !a.is_none() || !k.is_none();
+  args = a.is_none() ? py::tuple() : py::tuple(a);
+  kwargs = k.is_none() ? py::dict() : py::dict(k);
 }
 
 PyModule::~PyModule() {
   if (Py_IsInitialized()) {
     py::gil_scoped_acquire gil;
     callable = py::object();
+    args = py::object();
+    kwargs = py::object();
   } else {
-    callable.release();  // the interpreter is gone; nothing to decrement
+    // the interpreter is gone; nothing to decrement
+    callable.release();
+    args.release();
+    kwargs.release();
   }
 }
 
@@ -160,14 +172,14 @@ std::unique_ptr<Forward::ModuleScope> makeModuleScope(const py::object& root) {
   return std::make_unique<PyModuleScope>(root);
 }
 
-py::object wrapCallable(const py::object& obj) {
+py::object wrapCallable(const py::object& obj, const py::object& args, const py::object& kwargs) {
   if (!PyCallable_Check(obj.ptr())) {
     throw py::type_error(
         "torchutil: model must be an nn.Module, a TorchScript module or a "
         "callable, got " +
         std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   }
-  auto holder = c10::make_intrusive<PyModule>(obj);
+  auto holder = c10::make_intrusive<PyModule>(obj, args, kwargs);
   return torch::jit::toPyObject(c10::IValue(std::move(holder)));
 }
 
