@@ -310,14 +310,14 @@ class CountsForwards(torch.nn.Module):
 @pytest.mark.parametrize("warmup,iters", [(0, 1), (2, 3), (4, 2)])
 def test_warmup_and_iters_honored(warmup, iters):
     model = CountsForwards()
-    result = torchutil.profile(model, torch.randn(3), warmup=warmup, iters=iters,
+    result = torchutil.profile(model, torch.randn(1, 3), warmup=warmup, iters=iters,
                                peak_flops=PEAK)
     # warmup forwards, the last of which (or one extra when warmup=0) is counted; then iters
     assert model.calls == max(warmup, 1) + iters
     assert result.iterations == iters
     assert result.vector_flops == 3  # one counted forward, not warmup + iters of them
     model.calls = 0
-    s = torch.ops.util.profile(model, torch.randn(3), warmup=warmup, iters=iters,
+    s = torch.ops.util.profile(model, torch.randn(1, 3), warmup=warmup, iters=iters,
                                peak_flops=PEAK)
     assert model.calls == max(warmup, 1) + iters
     assert torchutil.field(s, "iterations").item() == iters
@@ -437,3 +437,71 @@ def test_reward_times_with_auto_by_default():
     assert torchutil.field(summary, "cuda_graph").item() == 0.0  # a CPU: auto is eager
     r = reward(model, x, accuracy=0.5, weight=0.0)
     assert r.item() == 0.5
+
+
+def test_a_1d_input_needs_batch_size():
+    lin = torch.nn.Linear(16, 4)
+    with pytest.raises(ValueError, match=r"first input is 1-D \(shape \[16\]\).*pass batch_size="):
+        torchutil.profile(lin, torch.randn(16))
+    r = torchutil.profile(lin, torch.randn(16), batch_size=1, warmup=0, iters=1, peak_flops=PEAK)
+    # Closed form: one 16 -> 4 product (2 x 16 x 4) and its bias (4); one input.
+    assert (r.batch_size, r.flops) == (1, 2 * 16 * 4 + 4)
+    assert r.inputs_per_second == pytest.approx(1 / r.seconds)
+
+
+class ScaledSum(torch.nn.Module):
+    """Takes a list of tensors and a keyword argument, as detection and Hugging Face models do."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, parts, *, scale):
+        return [self.fc(p) * scale for p in parts]
+
+
+def test_args_and_kwargs_reach_the_model_as_torch_export_takes_them():
+    model = ScaledSum().eval()
+    parts, scale = [torch.randn(2, 8), torch.randn(5, 8)], torch.tensor(3.0)
+    r = torchutil.profile(model, args=(parts,), kwargs={"scale": scale}, warmup=0, iters=1, peak_flops=PEAK)
+    # Closed form: rows x (2 x 8 x 8 + 8 bias + 8 scale) for 2 + 5 rows; the batch is the list's length.
+    assert r.flops == (2 + 5) * (2 * 8 * 8 + 8 + 8)
+    assert r.batch_size == 2
+    with torchutil.Profiler(model, batch_size=2, peak_flops=PEAK) as p:
+        model(parts, scale=scale)
+    assert p.result.flops == r.flops
+    s = torch.ops.util.profile(model, args=(parts,), kwargs={"scale": scale}, batch_size=7, warmup=0, iters=1,
+                               peak_flops=PEAK)
+    assert torchutil.field(s, "flops").item() == r.flops and torchutil.field(s, "batch_size").item() == 7
+
+
+def test_the_options_table_is_torchutil_profiles_signature():
+    import inspect
+
+    params = inspect.signature(torchutil.profile).parameters
+    options = {n: p.default for n, p in params.items() if n not in ("model", "x", "args", "kwargs")}
+    assert options == torchutil._ops.OPTION_DEFAULTS
+    schema = str(torch.ops.util._profile.default._schema)
+    for name, kind in torchutil._ops.OPTION_TYPES.items():
+        assert f"{kind} {name}=" in schema
+
+
+def test_the_call_is_split_into_phases_that_add_up():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    r = torchutil.profile(model, torch.randn(4, 8), warmup=2, iters=5, peak_flops=PEAK)
+    phases = [getattr(r, f"phase_{p}_seconds") for p in
+              ("warmup", "count", "capture", "trace", "time", "counters", "wait", "assemble")]
+    assert all(p >= 0 for p in phases) and r.phase_count_seconds > 0 and r.phase_time_seconds > 0
+    assert r.phase_capture_seconds == 0  # the CPU times eagerly
+    assert sum(phases) <= r.call_seconds <= sum(phases) + 0.05
+
+
+def test_a_detection_model_takes_its_list_of_images():
+    det = tvm.detection.fasterrcnn_mobilenet_v3_large_320_fpn(weights=None, weights_backbone=None,
+                                                               num_classes=3).eval()
+    image = torch.rand(3, 160, 160, generator=torch.Generator().manual_seed(0))
+    r = torchutil.profile(det, args=([image],), warmup=2, iters=1, peak_flops=PEAK)  # first call sets up
+    with torch.inference_mode(), torchutil.Profiler(det, peak_flops=PEAK) as p:  # as profile runs it
+        det([image])
+    # Oracle: the same forward counted by a Profiler block; a list of one image is a batch of one.
+    assert r.batch_size == 1 and r.flops > 1e8 and r.flops == p.result.flops

@@ -33,7 +33,7 @@ def batch():
 
 
 def test_profile_resnet18_fp16_eager(resnet18_fp16, batch):
-    result = torchutil.profile(resnet18_fp16, batch, warmup=3, iters=10)
+    result = torchutil.profile(resnet18_fp16, batch, warmup=3, iters=10, timing="eager")
     assert 0 < result.utilization < 1
     assert result.peak_source.startswith(("datasheet", "computed")), result.peak_source
     assert result.peak_dtype == "float16"
@@ -47,8 +47,21 @@ def test_profile_resnet18_fp16_eager(resnet18_fp16, batch):
     assert result.unknown_ops == {}
 
 
+def test_the_default_timing_on_cuda_is_graph_replay(resnet18_fp16, batch):
+    r = torchutil.profile(resnet18_fp16, batch)
+    assert (r.timing_mode, r.cuda_graph, r.timing_note, r.trace_status) == ("cuda_graph", 1, "", "on")
+    s = torch.ops.util.profile(resnet18_fp16, batch)
+    assert torchutil.field(s, "cuda_graph").item() == 1
+    assert torchutil.field(s, "flops").item() == r.flops
+    # Where the call went: a traced call counts eagerly, then captures.
+    assert r.phase_count_seconds > 0 and r.phase_capture_seconds > 0 and r.phase_trace_seconds > 0
+    phases = sum(getattr(r, f"phase_{p}_seconds") for p in
+                 ("warmup", "count", "capture", "trace", "time", "counters", "wait", "assemble"))
+    assert phases <= r.call_seconds <= phases + 0.05
+
+
 def test_profile_resnet18_fp16_cuda_graph(resnet18_fp16, batch):
-    eager = torchutil.profile(resnet18_fp16, batch, warmup=1, iters=2)
+    eager = torchutil.profile(resnet18_fp16, batch, warmup=1, iters=2, timing="eager")
     result = torchutil.profile(resnet18_fp16, batch, warmup=3, iters=10, cuda_graph=True)
     assert result.timing_mode == "cuda_graph"
     assert result.cuda_graph == 1
@@ -144,21 +157,28 @@ def test_timing_auto_falls_back_to_eager_when_the_forward_cannot_be_captured(res
     assert torch.ops.util._live_callbacks() == 0
 
 
-def test_graph_timing_reuses_the_counted_forward_as_the_capture_warm_up(resnet18_fp16, batch):
-    # Graph timing runs the counted forward on the capture's side stream, so that it is the
-    # capture's warm-up: warmup=1 costs two eager passes (counted, captured), not three. The
-    # eager ones are what a NAS sweep pays per cell.
+def test_untraced_graph_timing_counts_the_capture_forward(resnet18_fp16, batch):
+    # Untraced graph timing counts the capture's own forward: warmup=1 costs one host pass, what
+    # a NAS sweep pays per cell. Traced, the counted forward runs eagerly on the capture's side
+    # stream first (CUPTI attributes its kernels to ops), as the capture's warm-up: two passes.
     calls = []
 
     def forward(x):
         calls.append(torch.cuda.current_stream(x.device).stream_id)
         return resnet18_fp16(x)
 
+    eager = torchutil.profile(resnet18_fp16, batch, warmup=2, iters=2, timing="eager", trace=False)
     r = torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph", trace=False)
     assert r.timing_mode == "cuda_graph" and r.iterations == 3
-    assert len(calls) == 2, calls
+    assert len(calls) == 1, calls
+    assert (r.flops, r.bytes, r.counted_op_calls) == (eager.flops, eager.bytes, eager.counted_op_calls)
+    assert r.phase_count_seconds == 0 and r.phase_capture_seconds > 0
     default = torch.cuda.current_stream(batch.device).stream_id
-    assert calls[0] == calls[1] != default, (calls, default)
+    assert calls[0] != default, (calls, default)
+    calls.clear()
+    r = torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph", trace=True)
+    assert r.flops == eager.flops and r.trace_status == "on"
+    assert len(calls) == 2 and calls[0] == calls[1] != default, (calls, default)
     # Eager timing stays on the current stream, with no capture.
     calls.clear()
     torchutil.profile(forward, batch, warmup=1, iters=3, timing="eager", trace=False)
@@ -178,3 +198,25 @@ def test_trace_forwards_chooses_how_many_forwards_are_traced(resnet18_fp16, batc
     assert one.kernels_per_forward == three.kernels_per_forward == results[0].kernels_per_forward
     assert one.kernel_seconds == pytest.approx(three.kernel_seconds, rel=0.05)
     assert one.kernel_bandwidth_utilization >= one.bandwidth_utilization
+
+
+def test_gpu_lock_is_held_for_the_call_and_released_after(resnet18_fp16, batch, tmp_path):
+    import fcntl
+
+    lock = tmp_path / "gpu.lock"
+    seen = []
+
+    def forward(x):
+        with open(lock, "a") as f:  # held by the profile while the GPU runs: a try from here fails
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen.append("free")
+                fcntl.flock(f, fcntl.LOCK_UN)
+            except BlockingIOError:
+                seen.append("held")
+        return resnet18_fp16(x)
+
+    r = torchutil.profile(forward, batch, warmup=2, iters=2, timing="eager", trace=False, gpu_lock=str(lock))
+    assert seen == ["held"] * 4 and r.phase_wait_seconds >= 0
+    with open(lock, "a") as f:  # released when the call returns
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -48,7 +48,7 @@ def test_x_not_a_tensor(linear):
         torchutil.profile(linear, [X, 3])
     with pytest.raises(TypeError, match=r"got tuple"):
         torchutil.profile(linear, ())
-    with pytest.raises(RuntimeError, match=r"Tensor.*'x'|'x'.*Tensor"):
+    with pytest.raises(TypeError, match=r"x must be a Tensor.*got float"):
         torch.ops.util.profile(linear, 3.0)
     assert_clean_and_usable(linear)
 
@@ -114,7 +114,12 @@ def test_cuda_graph_needs_cuda_input(linear):
 @pytest.mark.parametrize("kwargs, message", [
     ({"timing": "graph"}, r"timing must be 'eager', 'cuda_graph' or 'auto', got 'graph'"),
     ({"timing": "eager", "cuda_graph": True}, r"cuda_graph=True contradicts timing='eager'"),
-    ({"target_ci": -0.1}, r"target_ci is a relative half-width in \[0, 1\).*got -0.1"),
+    ({"target_ci": -0.1}, r"target_ci must be > 0 .*got -0.1"),
+    ({"target_ci": 0.0}, r"target_ci must be > 0 .*None times exactly iters forwards\), got 0"),
+    ({"target_ci": 0.01, "max_time": 0.0}, r"max_time must be a positive number of seconds .*got 0"),
+    ({"warmup": 2**40}, r"warmup must be at most 10000000 forwards, got 1099511627776"),
+    ({"trace_forwards": 2**40}, r"trace_forwards must be at most 10000000 forwards"),
+    ({"batch_size": 0}, r"batch_size must be >= 1, got 0"),
     ({"target_ci": 0.01, "iters": 10, "max_iters": 5}, r"max_iters must be >= iters \(10\), got 5"),
     ({"iters": 5, "max_iters": 8}, r"max_iters applies with target_ci.*got max_iters=8"),
     ({"iters": 2**40}, r"at most 10000000 timed forwards, got 1099511627776"),
@@ -273,3 +278,49 @@ def test_two_threads_profile_at_once():
             # FLOPs, bytes and the module of every row as when profiled alone: the other
             # thread's ops and module hooks do not leak into this thread's count.
             assert s == alone[name], name
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"warmup": True}, r"warmup must be an int, got True \(bool\)"),
+    ({"iters": 2.0}, r"iters must be an int, got 2.0 \(float\)"),
+    ({"trace": 1}, r"trace must be a bool \(True or False\), got 1 \(int\)"),
+    ({"peak": None}, r"peak must be a str, got None \(NoneType\)"),
+    ({"max_time": "2"}, r"max_time must be a number, got '2' \(str\)"),
+    ({"batch_size": 2.5}, r"batch_size must be an int or None, got 2.5 \(float\)"),
+    ({"timing": 3}, r"timing must be a str or None, got 3 \(int\)"),
+])
+def test_wrong_typed_options_are_named_not_the_schema_dumped(linear, kwargs, message):
+    model = CountsForwards(linear)
+    for call in (torchutil.profile, torch.ops.util.profile):
+        with pytest.raises(TypeError, match=message):
+            call(model, X, **kwargs)
+    assert model.calls == 0  # rejected before anything ran
+    assert_clean_and_usable(linear)
+
+
+def test_an_unknown_option_is_named_with_the_ones_there_are(linear):
+    with pytest.raises(TypeError, match=r"profile\(\) got an unexpected keyword argument 'itters'; its options "
+                                        r"are warmup, iters, timing"):
+        torch.ops.util.profile(linear, X, itters=3)
+    # The summary op takes no per-op options.
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'module_paths'"):
+        torch.ops.util.profile(linear, X, module_paths=False)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'itters'"):
+        torchutil.profile(linear, X, itters=3)
+    assert_clean_and_usable(linear)
+
+
+def test_inputs_given_twice_or_not_at_all(linear):
+    with pytest.raises(TypeError, match=r"pass the inputs as x or as args=/kwargs=, not both"):
+        torchutil.profile(linear, X, args=(X,))
+    with pytest.raises(TypeError, match=r"profile needs the model's inputs"):
+        torchutil.profile(linear)
+    with pytest.raises(TypeError, match=r"args/kwargs hold no tensor"):
+        torch.ops.util.profile(linear, args=(3,))
+    with pytest.raises(TypeError, match=r"args must be a tuple .*got Tensor"):
+        torchutil.profile(linear, args=X)
+    with pytest.raises(TypeError, match=r"kwargs must be a dict .*got list"):
+        torchutil.profile(linear, kwargs=[X])
+    with pytest.raises(ValueError, match=r"cannot tell the batch size from args/kwargs.*pass batch_size="):
+        torchutil.profile(lambda v: linear(v[None]), args=(torch.randn(4),))
+    assert_clean_and_usable(linear)

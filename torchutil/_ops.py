@@ -9,6 +9,7 @@ Everything after that, counting and timing included, runs in C++.
 """
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 import torch
@@ -69,21 +70,143 @@ def counter_sets(counters: Any) -> list[str] | None:
                     f"'timeline', 'all') or a list of them, got {counters!r}")
 
 
+def _read_options() -> tuple[dict[str, str], dict[str, Any], frozenset[str]]:
+    """The profile ops' options table (csrc/ops/ProfileArgs.h): types, defaults as Python
+    values (the schema's defaults are Python literals), and the options util::profile takes."""
+    names, types, defaults, summary = torch.ops.util._profile_options()
+    return (dict(zip(names, types)), {n: ast.literal_eval(d) for n, d in zip(names, defaults)},
+            frozenset(n for n, s in zip(names, summary) if s))
+
+
+OPTION_TYPES, OPTION_DEFAULTS, SUMMARY_OPTIONS = _read_options()
+
+_TYPE_WORDS = {"int": "an int", "float": "a number", "bool": "a bool (True or False)", "str": "a str"}
+
+
+def _type_ok(kind: str, value: Any) -> bool:
+    if kind.endswith("?"):
+        if value is None:
+            return True
+        kind = kind[:-1]
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "str[]":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    raise AssertionError(f"an option type the table has and this check does not: {kind}")
+
+
+def check_options(op: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The options of a call of util::<op> with their types checked against the table: a
+    TypeError naming the option and the value (not the dispatcher's dump of the schema), and
+    for an unknown name the names there are. counters may be one set name (a list of one)."""
+    allowed = SUMMARY_OPTIONS if op == "profile" else OPTION_TYPES.keys()
+    out = {}
+    for name, value in options.items():
+        if name not in allowed:
+            raise TypeError(f"torchutil: {op}() got an unexpected keyword argument {name!r}; its options are "
+                            f"{', '.join(n for n in OPTION_TYPES if n in allowed)}")
+        if name == "counters":
+            value = counter_sets(value)
+        kind = OPTION_TYPES[name]
+        if not _type_ok(kind, value):
+            want = _TYPE_WORDS.get(kind.rstrip("?"), kind.rstrip("?"))
+            raise TypeError(f"torchutil: {name} must be {want}{' or None' if kind.endswith('?') else ''}, "
+                            f"got {value!r} ({type(value).__name__})")
+        out[name] = value
+    return out
+
+
+def bind_inputs(model: Any, x: Any, args: Any, kwargs: Any, batch_size: int | None
+                ) -> tuple[Any, list[torch.Tensor], int | None]:
+    """(the model as the ops take it, the input tensors, the batch size to pass or None).
+
+    x: a tensor or a non-empty list/tuple of tensors, called as model(*x). args/kwargs (as
+    torch.export takes them): model(*args, **kwargs) for any nesting; their tensors only tell
+    the device, and the batch is batch_size, else the first tensor's first dimension when that
+    tensor is an argument itself (of two or more dimensions), else the length of the list it
+    sits in when it is in a list of tensors (torchvision's detection models take a list of
+    images), else an error asking for batch_size."""
+    if args is None and kwargs is None:
+        if x is None:
+            raise TypeError("torchutil: profile needs the model's inputs: x (a tensor or a list of tensors, "
+                            "model(*x)) or args=(...) and/or kwargs={...} (model(*args, **kwargs))")
+        return as_dispatchable(model), _as_tensors(x), batch_size
+    if x is not None:
+        raise TypeError("torchutil: pass the inputs as x or as args=/kwargs=, not both")
+    if args is None:
+        args = ()
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"torchutil: args must be a tuple of the model's positional arguments, got "
+                        f"{type(args).__name__}")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise TypeError(f"torchutil: kwargs must be a dict of the model's keyword arguments by name, got "
+                        f"{type(kwargs).__name__}")
+    if not callable(model):
+        raise TypeError(f"torchutil: model must be an nn.Module, a TorchScript module or a callable, got "
+                        f"{type(model).__name__}")
+    tensors = [t for t in torch.utils._pytree.tree_leaves((tuple(args), kwargs)) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        raise TypeError("torchutil: args/kwargs hold no tensor; torchutil needs one to know the device")
+    if batch_size is None:
+        batch_size = _batch_of(list(args) + list(kwargs.values()))
+    return _C._wrap_module(model, tuple(args), dict(kwargs)), tensors, batch_size
+
+
+def _batch_of(values: list[Any]) -> int:
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            if v.dim() >= 2:
+                return v.size(0)
+            break
+        if isinstance(v, (list, tuple)) and v and all(isinstance(t, torch.Tensor) for t in v):
+            return len(v)
+        if any(isinstance(t, torch.Tensor) for t in torch.utils._pytree.tree_leaves(v)):
+            break
+    raise ValueError("torchutil: cannot tell the batch size from args/kwargs (the first tensor is neither an "
+                     "argument of two or more dimensions nor in a list of tensors); pass batch_size=")
+
+
+def _as_tensors(x: Any) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)) and x and all(isinstance(t, torch.Tensor) for t in x):
+        return list(x)
+    raise TypeError(
+        f"torchutil: x must be a Tensor or a non-empty list/tuple of Tensors, got {type(x).__name__}"
+        " (for other inputs pass args=(...) and/or kwargs={...})"
+    )
+
+
 class ModelOpPacket:
     """torch.ops.util.<op> for ops whose first argument is a model.
 
-    Calls box the model (see as_dispatchable) and go to the real OpOverloadPacket; attribute
-    access (.default, .op, ._schema, ...) goes straight to it.
+    Calls take the model's inputs as x or as args=/kwargs= (see bind_inputs), check the
+    options' types (check_options), box the model (see as_dispatchable) and go to the real
+    OpOverloadPacket by keyword; attribute access (.default, .op, ._schema, ...) goes straight
+    to it.
     """
 
-    def __init__(self, packet: torch._ops.OpOverloadPacket) -> None:
+    def __init__(self, name: str, packet: torch._ops.OpOverloadPacket) -> None:
+        self._name = name
         self._packet = packet
         self.__doc__ = packet.__doc__
 
-    def __call__(self, model: Any, *args: Any, **kwargs: Any) -> Any:
-        if "counters" in kwargs:
-            kwargs["counters"] = counter_sets(kwargs["counters"])
-        return self._packet(as_dispatchable(model), *args, **kwargs)
+    def __call__(self, model: Any, x: Any = None, *, args: Any = None, kwargs: Any = None,
+                 **options: Any) -> Any:
+        options = check_options(self._name, options)
+        model, tensors, batch = bind_inputs(model, x, args, kwargs, options.get("batch_size"))
+        if batch is not None:
+            options["batch_size"] = batch
+        inputs = tensors[0] if self._name == "profile" else tensors
+        return self._packet(model, inputs, **options)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._packet, name)
@@ -93,7 +216,7 @@ class ModelOpPacket:
 
 
 for _name in _MODEL_OPS:
-    setattr(torch.ops.util, _name, ModelOpPacket(getattr(torch.ops.util, _name)))
+    setattr(torch.ops.util, _name, ModelOpPacket(_name, getattr(torch.ops.util, _name)))
 
 
 def build_info() -> dict[str, Any]:

@@ -291,37 +291,35 @@ def _rows_to_csv(path: str, rows: list[Any], cls: type) -> None:
             w.writerow([getattr(r, n) for n in names])
 
 
-def _as_inputs(x: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)) and x and all(isinstance(t, torch.Tensor) for t in x):
-        return list(x)
-    raise TypeError(
-        f"torchutil: x must be a Tensor or a non-empty list/tuple of Tensors, got {type(x).__name__}"
-    )
+_D = _ops.OPTION_DEFAULTS  # the defaults of csrc/ops/ProfileArgs.h's options table
 
 
 def profile(
     model: Any,
-    x: torch.Tensor | Sequence[torch.Tensor],
+    x: torch.Tensor | Sequence[torch.Tensor] | None = None,
     *,
-    warmup: int = 3,
-    iters: int = 10,
-    cuda_graph: bool = False,
-    timing: str | None = None,
-    target_ci: float | None = None,
-    max_time: float = 2.0,
-    max_iters: int | None = None,
-    peak: str = "auto",
-    peak_flops: float | None = None,
-    trace: bool = True,
-    trace_forwards: int = 1,
-    chrome_trace: bool = False,
-    module_paths: bool = True,
-    counters: str | Sequence[str] | None = None,
-    counter_replay: str = "user",
+    args: tuple[Any, ...] | None = None,
+    kwargs: dict[str, Any] | None = None,
+    batch_size: int | None = _D["batch_size"],
+    warmup: int = _D["warmup"],
+    iters: int = _D["iters"],
+    timing: str | None = _D["timing"],
+    cuda_graph: bool = _D["cuda_graph"],
+    target_ci: float | None = _D["target_ci"],
+    max_time: float = _D["max_time"],
+    max_iters: int | None = _D["max_iters"],
+    peak: str = _D["peak"],
+    peak_flops: float | None = _D["peak_flops"],
+    trace: bool = _D["trace"],
+    trace_forwards: int = _D["trace_forwards"],
+    chrome_trace: bool = _D["chrome_trace"],
+    module_paths: bool = _D["module_paths"],
+    counters: str | Sequence[str] | None = _D["counters"],
+    counter_replay: str = _D["counter_replay"],
+    gpu_lock: str | None = _D["gpu_lock"],
 ) -> ProfileResult:
-    """Profiles model(*x): utilization, FLOPs, bytes, time and the per-op table.
+    """Profiles model(*x), or model(*args, **kwargs): utilization, FLOPs, bytes, time and the
+    per-op table.
 
     Runs `warmup` forwards (one of them, or one extra if warmup is 0, with counting on; a
     torch.compile'd model always gets one uncounted forward first, where it compiles), then the
@@ -332,12 +330,20 @@ def profile(
     On the meta device only the count runs. Everything runs in inference mode.
 
     model: nn.Module, torch.compile'd module, TorchScript module or any callable.
-    timing: "eager" (the default: each timed forward launched from the host, as a deployed
-        PyTorch model runs), "cuda_graph" (replays of one captured CUDA graph: no host launch
-        cost; same as cuda_graph=True) or "auto" (a CUDA graph when the forward captures, else
-        eager; result.timing_note says why). `utilization` is measured in the mode that ran
-        (result.timing_mode). At small batches eager timing measures the host CPU as much as
-        the model: use "auto" or "cuda_graph" for a figure that repeats.
+    x: a tensor or a list/tuple of tensors, the model's positional inputs. args, kwargs: the
+        inputs as torch.export takes them, for models that take lists (torchvision's detection
+        models: args=([image],)), keyword arguments (Hugging Face models: kwargs={"input_ids":
+        ids}) or anything else; their tensors give the device.
+    batch_size: the inputs a forward holds (inputs_per_second is per input). By default the
+        first tensor's first dimension, which must be unambiguous: a tensor of two or more
+        dimensions (or, with args/kwargs, a list of tensors, whose length is the batch).
+    timing: None (the default) is "auto" on CUDA and eager elsewhere; "auto": replays of one
+        captured CUDA graph when the forward captures, else eager (result.timing_note says
+        why): no host launch cost, a figure that repeats call to call, what a NAS reward needs;
+        "eager": each timed forward launched from the host, as a deployed eager PyTorch model
+        runs (at small batches this measures the host CPU as much as the model); "cuda_graph"
+        (same as cuda_graph=True): graph replays or an error. `utilization` is measured in the
+        mode that ran (result.timing_mode).
     iters: timed forwards; with target_ci (a relative half-width, 0.005 for +-0.5 %) the least
         number, and more are timed until the 95 % confidence interval of the median is that
         tight, max_time seconds have passed or max_iters forwards ran (result.repetition says
@@ -362,11 +368,12 @@ def profile(
     counter_replay: how the range profiler gets its passes: "user" (one more forward per pass)
         or "kernel" (CUPTI replays each kernel within one forward, restoring device memory, as
         ncu does: for forwards that cannot be run again unchanged; slower).
+    gpu_lock: a file path: every phase that runs work on the GPU holds an exclusive lock on it
+        (flock), so that processes sharing one GPU time their forwards one at a time (the
+        host-only capture of an untraced graph profile runs without it).
     """
-    output = torch.ops.util._profile(model, _as_inputs(x), warmup, iters, cuda_graph, peak,
-                                     peak_flops, trace, chrome_trace, module_paths, timing,
-                                     target_ci, max_time, max_iters, trace_forwards,
-                                     _ops.counter_sets(counters), counter_replay)
+    options = {name: value for name, value in locals().items() if name in _ops.OPTION_TYPES}
+    output = torch.ops.util._profile(model, x, args=args, kwargs=kwargs, **options)
     return ProfileResult._from_output(output)
 
 
