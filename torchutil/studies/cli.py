@@ -225,8 +225,10 @@ def _nas_evaluate(args: argparse.Namespace) -> int:
         warmup=args.warmup, iters=args.iters, timing=_timing(args, default="auto"), trace=args.trace,
         channels_last=on_cuda if args.channels_last is None else args.channels_last)
     indices = args.indices if args.indices is not None else ev.parse_indices(None)
+    # Default: on CUDA half the host's cores (at most 8) over the processes of this host.
+    workers = args.workers or max(1, ev.default_workers(device) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     kwargs = dict(commit_every=args.commit_every, cudnn_benchmark=args.cudnn_benchmark,
-                  progress=not args.no_progress, rebuild=args.rebuild)
+                  progress=not args.no_progress, rebuild=args.rebuild, workers=workers)
     if world > 1:
         import torch.distributed as dist
 
@@ -242,9 +244,10 @@ def _nas_evaluate(args: argparse.Namespace) -> int:
           f"{', traced' if config.trace else ''}): evaluated {stats.evaluated} archs, skipped "
           f"{stats.skipped} already in the db, in {stats.seconds:.1f} s")
     if stats.evaluated:
-        print(f"{who}{1e3 * stats.seconds_per_arch:.1f} ms per arch (network construction "
-              f"{1e3 * stats.build_seconds_per_arch:.1f} ms); projected full space (15,625 archs over "
-              f"{stats.world_size} process(es)): {stats.projected_full_space_seconds / 60:.1f} min")
+        print(f"{who}{1e3 * stats.seconds_per_arch:.2f} ms per arch over {stats.workers} worker(s); projected "
+              f"full space (15,625 archs over {stats.world_size} rank(s)): "
+              f"{stats.projected_full_space_seconds / 60:.1f} min")
+        print(f"{who}{stats.stage_line()}")
     if stats.rank == 0:
         print(f"results in {args.db}")
     return 0
@@ -347,6 +350,9 @@ def _add_nas_parser(sub: argparse._SubParsersAction) -> None:
                    help="archs per SQLite transaction (default 1: a kill loses only the arch in flight)")
     p.add_argument("--rebuild", action="store_true",
                    help="build every network afresh (default: swap edge ops in one prebuilt network)")
+    p.add_argument("--workers", type=_positive, default=None,
+                   help="processes per GPU: each builds and captures cells on the host while one at a time "
+                        "replays on the GPU (default on CUDA: half the cores, at most 8; 1 elsewhere)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_nas_evaluate)
 
@@ -711,7 +717,8 @@ def _add_timing_arguments(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--cuda-graph", action="store_true", help="same as --timing cuda_graph")
 
 
-def _timing(args: argparse.Namespace, default: str = "eager") -> str:
+def _timing(args: argparse.Namespace, default: str | None = None) -> str | None:
+    """--timing / --cuda-graph; None leaves the library's default (auto on CUDA, eager elsewhere)."""
     if args.cuda_graph and args.timing not in (None, "cuda_graph"):
         raise UsageError(f"--cuda-graph contradicts --timing {args.timing}")
     return "cuda_graph" if args.cuda_graph else (args.timing or default)
@@ -734,7 +741,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--image-size", type=_positive, default=None, help="input height and width (default 224)")
     p.add_argument("--warmup", type=_nonnegative, default=3)
     p.add_argument("--iters", type=_positive, default=10, help="timed forwards (with --target-ci: at least)")
-    _add_timing_arguments(p, default="eager")
+    _add_timing_arguments(p, default="auto on CUDA (graph replays where the forward captures), eager elsewhere")
     p.add_argument("--target-ci", type=_fraction, default=None,
                    help="repeat until the median time is known to +-this fraction (0.005: +-0.5 %%)")
     p.add_argument("--max-time", type=_positive_float, default=2.0, help="seconds of timing at most, with --target-ci")
