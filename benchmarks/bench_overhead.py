@@ -1,24 +1,31 @@
-"""What counting costs, measured side by side in one run.
+"""What a profile call costs against what a user would run without torchutil, side by side.
 
-For one model and input, interleaves rounds of:
-  plain          model(x)
-  counted        model(x) with torchutil's dispatcher counting on (hooks + formulas)
-  Profiler       the same inside `with torchutil.Profiler()` (counting + building the result)
-  profile/fwd    torch.ops.util.profile(model, x, warmup=W, iters=N) wall time / (W + N) forwards:
-                 what a NAS loop pays per forward (one counted forward, the rest unhooked;
-                 on CUDA with kernel tracing of the counted forward and one more, and as
-                 profile-notrace/fwd without it; the timed forwards are never traced)
-  FlopCounter    model(x) inside torch.utils.flop_counter.FlopCounterMode
-  torch.profiler model(x) inside torch.profiler.profile(with_flops=True)
-and prints medians and ratios to plain. Every timing synchronizes the device at both ends.
+Every round runs each variant once, in a new random order; the table gives the median wall
+time of a call with its quartiles over the rounds, and ratios of medians. The baselines are what
+a user writes without us, doing the forwards the call does:
 
-    python benchmarks/bench_overhead.py --model resnet18 --batch 1 --device cpu
+  plain loop        warmup + iters (13) plain forwards queued back to back, one synchronization
+                    at the end: the baseline of an eager call (timing="eager")
+  user FCM+graph    a user's own FlopCounterMode-plus-graph loop, as PyTorch's CUDA-graph docs
+                    write it: one forward under FlopCounterMode on a side stream (the count and
+                    the capture's warm-up), the capture, `iters` replays timed with events (CUDA)
+  plain synced      the 13 forwards with a synchronization around each (the old baseline of this
+                    script, printed for comparison only: no user loop synchronizes every forward)
+
+and ours: torch.ops.util.profile(model, x) and torchutil.profile(model, x) with their defaults
+(on CUDA the repeatable graph timing, kernels traced), untraced (trace=False), and eager
+(timing="eager"), traced and untraced; for reference one forward under FlopCounterMode and
+under torch.profiler(with_flops=True). The targets of issue #19 are printed last, with where
+the default call's time goes (its phase_* fields).
+
     python benchmarks/bench_overhead.py --model resnet50 --batch 1 --device cuda --dtype float16
+    python benchmarks/bench_overhead.py --model resnet18 --batch 1 --device cpu
 """
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import time
 
@@ -28,18 +35,17 @@ from torch.utils.flop_counter import FlopCounterMode
 import torchutil
 from torchutil.models import DTYPES, build_classifier
 
+PHASES = ("warmup", "count", "capture", "trace", "time", "counters", "wait", "assemble")
+
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def _timed(fn, device: torch.device) -> float:
-    _sync(device)
-    t0 = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - t0
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
+    return q[0], statistics.median(values), q[2]
 
 
 def main() -> None:
@@ -49,108 +55,150 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     ap.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None)
-    ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds per variant")
-    ap.add_argument("--profile-iters", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=9, help="rounds, each running every variant once in random order")
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-torch-profiler", action="store_true")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
     device = torch.device(args.device)
+    cuda = device.type == "cuda"
     dtype = DTYPES[args.dtype]
-    channels_last = device.type == "cuda" if args.channels_last is None else args.channels_last
+    channels_last = cuda if args.channels_last is None else args.channels_last
     model = build_classifier(args.model).eval().to(device=device, dtype=dtype)
     x = torch.randn(args.batch, 3, 224, 224, device=device, dtype=dtype)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
+    defaults = torchutil._ops.OPTION_DEFAULTS
+    warmup, iters = defaults["warmup"], defaults["iters"]
+    forwards = warmup + iters
 
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-
-    def plain():
-        model(x)
-
-    def counted():
-        torch.ops.util._count_begin()
-        try:
+    def plain_loop():
+        for _ in range(forwards):
             model(x)
-        finally:
-            torch.ops.util._count_abort()
+        _sync(device)
 
-    def profiler_block():
-        with torchutil.Profiler(model, batch_size=args.batch, device=device, peak_flops=1.0):
+    def plain_synced():
+        for _ in range(forwards):
+            _sync(device)
             model(x)
+            _sync(device)
 
-    # The profile's defaults: three warm-ups (one of them counted, one traced), ten timed.
-    warm, iters = 3, args.profile_iters
+    def user_fcm_graph():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            with FlopCounterMode(display=False) as fcm:
+                model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(x)
+        start = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+        end = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+        for s, e in zip(start, end):
+            s.record()
+            graph.replay()
+            e.record()
+        torch.cuda.synchronize()
+        seconds = statistics.median(s.elapsed_time(e) for s, e in zip(start, end)) / 1e3
+        return fcm.get_total_flops() / seconds
 
-    def profile_call():
-        torch.ops.util.profile(model, x, warmup=warm, iters=iters, peak_flops=1.0)
+    phases: dict[str, list[torch.Tensor]] = {}
 
-    def profile_untraced():
-        torch.ops.util.profile(model, x, warmup=warm, iters=iters, peak_flops=1.0, trace=False)
+    def label(kind: str, kw: dict) -> str:
+        return f"{kind} " + (",".join(f"{k}={v}" for k, v in kw.items()) or "default")
+
+    def op(**kw):
+        def run():
+            phases.setdefault(label("op", kw), []).append(torch.ops.util.profile(model, x, **kw))
+        return run
+
+    def full(**kw):
+        def run():
+            phases.setdefault(label("profile", kw), []).append(torchutil.profile(model, x, **kw).summary)
+        return run
 
     def flop_counter():
         with FlopCounterMode(display=False):
             model(x)
 
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+
     def torch_profiler():
         with torch.profiler.profile(activities=activities, with_flops=True):
             model(x)
 
-    variants = {"plain": (plain, 1), "counted": (counted, 1), "Profiler": (profiler_block, 1),
-                "profile/fwd": (profile_call, warm + iters), "FlopCounter": (flop_counter, 1)}
-    if device.type == "cuda":
-        variants["profile-notrace/fwd"] = (profile_untraced, warm + iters)
+    variants = {"plain loop": plain_loop, "plain synced": plain_synced,
+                "op default": op(), "profile default": full(), "op untraced": op(trace=False)}
+    if cuda:
+        variants.update({"user FCM+graph": user_fcm_graph, "op eager": op(timing="eager"),
+                         "op eager untraced": op(timing="eager", trace=False),
+                         "profile eager": full(timing="eager")})
+    variants["FlopCounterMode x1"] = flop_counter
     if not args.skip_torch_profiler:
-        variants["torch.profiler"] = (torch_profiler, 1)
+        variants["torch.profiler x1"] = torch_profiler
 
+    rng = random.Random(args.seed)
+    samples: dict[str, list[float]] = {k: [] for k in variants}
     with torch.inference_mode():
-        for fn, _ in variants.values():  # warm every path (library init, lazy modules)
-            for _ in range(2):
-                fn()
-        samples: dict[str, list[float]] = {k: [] for k in variants}
+        for fn in variants.values():  # warm every path (library init, lazy modules, CUPTI)
+            fn()
+            fn()
+        phases.clear()
         for _ in range(args.rounds):
-            for name, (fn, forwards) in variants.items():
-                samples[name].append(_timed(fn, device) / forwards)
+            order = list(variants)
+            rng.shuffle(order)
+            for name in order:
+                _sync(device)
+                t0 = time.perf_counter()
+                variants[name]()
+                _sync(device)
+                samples[name].append(time.perf_counter() - t0)
 
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
+    where = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     print(f"{args.model} batch {args.batch} {args.dtype} {'channels_last' if channels_last else 'contiguous'} "
-          f"on {where}; torch {torch.__version__}; median of {args.rounds} interleaved rounds")
-    # Paired: the ratio to the plain forward of the same round, then the median over rounds;
-    # steadier than a ratio of medians when the host drifts during the run.
-    paired = {k: statistics.median(a / b for a, b in zip(v, samples["plain"])) for k, v in samples.items()}
-    print(f"{'variant':<16}{'ms/forward':>12}{'x plain':>10}{'paired x':>10}")
-    for k, v in med.items():
-        print(f"{k:<16}{1e3 * v:>12.3f}{v / med['plain']:>10.3f}{paired[k]:>10.3f}")
-    trace = _trace_overhead(model, x, args) if device.type == "cuda" else None
+          f"on {where}; torch {torch.__version__}; {args.rounds} rounds in random order; "
+          f"a call's defaults: warmup={warmup}, iters={iters}")
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    base = "user FCM+graph" if cuda else "plain loop"
+    print(f"{'variant':<22}{'ms/call':>10}{'q1':>10}{'q3':>10}{'x plain loop':>14}{'x ' + base:>20}")
+    for k, v in samples.items():
+        q1, m, q3 = quartiles(v)
+        print(f"{k:<22}{1e3 * m:>10.3f}{1e3 * q1:>10.3f}{1e3 * q3:>10.3f}{m / med['plain loop']:>14.3f}"
+              f"{m / med[base]:>20.3f}")
+
+    def ms(a: str, b: str) -> float:
+        return 1e3 * (med[a] - med[b])
+
+    print("\ntargets (issue #19), ratios of medians:")
+    if cuda:
+        print(f"  default traced call / user FCM+graph:   op {med['op default'] / med[base]:.3f}, "
+              f"profile {med['profile default'] / med[base]:.3f}   (target <= 1.05)")
+        print(f"  eager traced call / plain loop:         op {med['op eager'] / med['plain loop']:.3f}, "
+              f"profile {med['profile eager'] / med['plain loop']:.3f}   (target <= 1.10)")
+        print(f"  tracing's fixed cost:                   default {ms('op default', 'op untraced'):.2f} ms, "
+              f"eager {ms('op eager', 'op eager untraced'):.2f} ms   (target <= 5 ms)")
+    else:
+        print(f"  default call / plain loop:              op {med['op default'] / med['plain loop']:.3f}, "
+              f"profile {med['profile default'] / med['plain loop']:.3f}")
+    print(f"  torchutil.profile - torch.ops.util.profile: {ms('profile default', 'op default'):.2f} ms   "
+          "(target <= 2 ms)")
+    fields = torchutil.FIELDS
+    breakdown = {}
+    for name, summaries in phases.items():
+        s = torch.stack(summaries)
+        breakdown[name] = {p: 1e3 * s[:, fields.index(f"phase_{p}_seconds")].median().item() for p in PHASES}
+        breakdown[name]["call"] = 1e3 * s[:, fields.index("call_seconds")].median().item()
+    print("\nwhere a call's time goes in C++ (medians, ms; the rest of the wall time is Python and the result):")
+    print(f"  {'call':<22}" + "".join(f"{p:>10}" for p in (*PHASES, "call")))
+    for name, b in breakdown.items():
+        print(f"  {name:<22}" + "".join(f"{b[p]:>10.2f}" for p in (*PHASES, "call")))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "device": where, "median_seconds": med,
-                       "ratio_to_plain": {k: v / med["plain"] for k, v in med.items()},
-                       "paired_ratio_to_plain": paired,
-                       "samples": samples, "trace": trace}, f, indent=2)
-
-
-def _trace_overhead(model, x, args) -> dict:
-    """Kernel tracing's cost: the timed loop of torchutil.profile with and without CUPTI,
-    interleaved; and the traced kernel time against the untraced event time."""
-    untraced, traced, kernel = [], [], []
-    for _ in range(max(5, args.rounds // 3)):
-        r0 = torchutil.profile(model, x, warmup=2, iters=args.profile_iters, trace=False)
-        r1 = torchutil.profile(model, x, warmup=2, iters=args.profile_iters, trace=True)
-        untraced.append(r0.seconds)
-        traced.append(r1.seconds)
-        kernel.append(r1.kernel_seconds)
-    m0, m1, mk = (statistics.median(v) for v in (untraced, traced, kernel))
-    paired = statistics.median(b / a for a, b in zip(untraced, traced))
-    print(f"kernel tracing: timed forward {1e3 * m0:.3f} ms untraced, {1e3 * m1:.3f} ms traced "
-          f"({m1 / m0:.3f}x, paired {paired:.3f}x); traced kernel time {1e3 * mk:.3f} ms = {100 * mk / m0:.1f} % of the "
-          f"untraced forward, {100 * mk / m1:.1f} % of the traced one")
-    return {"untraced_seconds": untraced, "traced_seconds": traced, "kernel_seconds": kernel,
-            "ratio": m1 / m0, "paired_ratio": paired}
+            json.dump({"args": vars(args), "device": where, "torch": torch.__version__, "samples": samples,
+                       "median_seconds": med, "phases_ms": breakdown}, f, indent=2)
 
 
 if __name__ == "__main__":
