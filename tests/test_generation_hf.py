@@ -116,3 +116,22 @@ def test_hf_errors():
         torchutil.profile_generate(model, ids, 2, cache="paged")
     with pytest.raises(ValueError, match="max_cache_len must hold prompt \\+ max_new_tokens = 6 positions, got 5"):
         torchutil.profile_generate(model, ids, 2, cache="static", max_cache_len=5)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_hf_steps_replay_as_cuda_graphs(cache):
+    # On a GPU the prefill and every decode step capture: one CUDA graph per profiled step,
+    # replayed with the cache put back before each replay, and the counts are the CPU's.
+    model, config = llama()
+    model = model.cuda()
+    forms = llama_forms(config)
+    batch, prompt, new = 2, 6, 5
+    ids = torch.randint(3, config.vocab_size, (batch, prompt), device="cuda")
+    result = torchutil.profile_generate(model, ids, new, cache=cache, steps="all", warmup=2, iters=5)
+    for row, prof in zip(result.rows, [result.prefill, *result.decode_profiles]):
+        assert row.timing_mode == "cuda_graph", (row.phase, row.context, prof.timing_note)
+        assert row.seconds > 0 and row.mbu > 0
+    keys = [prompt + new if cache == "static" else r.context + 1 for r in result.decode]
+    assert [r.matrix_flops for r in result.decode] == [matrix_flops(forms, batch, 1, k) for k in keys]
+    assert result.peak_bytes_per_second > 0 and result.loop_seconds > 0

@@ -163,17 +163,17 @@ class GenerationResult:
         plot_generation([self], path)
 
     def format(self) -> str:
-        head = (f"{'phase':<8}{'ctx':>7}{'GFLOP':>10}{'MB':>10}{'weights':>9}{'KV rd':>9}{'ms':>9}"
-                f"{'MFU %':>8}{'MBU %':>8}{'an.MFU':>8}{'an.MBU':>8}{'tok/s':>11}  timing")
+        names = ("context", "GFLOP", "MB", "weight MB", "KV read MB", "ms", "MFU %", "MBU %", "analytic MFU %",
+                 "analytic MBU %", "tokens/s")
         lines = [f"batch {self.batch}, prompt {self.prompt_length}, {self.max_new_tokens} new tokens, "
                  f"{self.cache} cache, {self.parameters / 1e6:.1f} M parameters; peaks "
                  f"{self.peak_flops_per_second / 1e12:.4g} TFLOP/s, {self.peak_bytes_per_second / 1e12:.4g} TB/s",
-                 head]
+                 f"{'phase':<8}" + "".join(f"{n:>15}" for n in names) + "  timing"]
         for r in self.rows:
-            lines.append(f"{r.phase:<8}{r.context:>7}{r.flops / 1e9:>10.4g}{r.bytes / 1e6:>10.4g}"
-                         f"{r.weight_bytes / 1e6:>9.4g}{r.kv_read_bytes / 1e6:>9.4g}{1e3 * r.seconds:>9.4g}"
-                         f"{100 * r.mfu:>8.3g}{100 * r.mbu:>8.3g}{100 * r.analytic_mfu:>8.3g}"
-                         f"{100 * r.analytic_mbu:>8.3g}{r.tokens_per_second:>11.4g}  {r.timing_mode}")
+            values = (r.context, r.flops / 1e9, r.bytes / 1e6, r.weight_bytes / 1e6, r.kv_read_bytes / 1e6,
+                      1e3 * r.seconds, 100 * r.mfu, 100 * r.mbu, 100 * r.analytic_mfu, 100 * r.analytic_mbu,
+                      r.tokens_per_second)
+            lines.append(f"{r.phase:<8}" + "".join(f"{v:>15.4g}" for v in values) + f"  {r.timing_mode}")
         est = " (decode steps between measured ones interpolated)" if self.decode_estimated else ""
         lines.append(f"profiled forwards {self.profiled_seconds * 1e3:.4g} ms{est} = "
                      f"{self.profiled_tokens_per_second:.4g} tokens/s; generation loop "
@@ -392,11 +392,13 @@ def plot_generation(results: Sequence[GenerationResult], path: str) -> None:
         fl_ax.plot([res.prompt_length for res in group], [res.prefill_row.flops / res.prefill_row.seconds
                                                           for res in group], "s", color=color,
                    label=f"{label}: prefill")
-    for ax, peak, unit, what in ((bw_ax, results[0].peak_bytes_per_second, "TB/s", "bytes/s"),
-                                 (fl_ax, results[0].peak_flops_per_second, "TFLOP/s", "FLOP/s")):
+    first = results[0].prefill
+    for ax, peak, source, unit, what in (
+            (bw_ax, results[0].peak_bytes_per_second, first.bandwidth_source, "TB/s", "bytes/s"),
+            (fl_ax, results[0].peak_flops_per_second, first.peak_source, "TFLOP/s", "FLOP/s")):
         ax.axhline(peak, color="black", lw=1)
-        ax.annotate(f"peak {peak / 1e12:.4g} {unit}", (0.01, peak), xycoords=("axes fraction", "data"),
-                    va="bottom", fontsize=8)
+        ax.annotate(f"peak {peak / 1e12:.4g} {unit} ({source.split(':')[0]})", (0.01, peak),
+                    xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("context (tokens in the KV cache)")
