@@ -25,7 +25,7 @@ import torch
 
 from torchutil._decoding import HFRunner, Step, StepRunner, error, next_token
 from torchutil._json import json_safe
-from torchutil.profiler import ProfileResult, profile
+from torchutil.profiler import ProfileResult, _synchronize, profile
 
 __all__ = ["GenerationResult", "GenerationRow", "plot_generation", "profile_generate"]
 
@@ -210,11 +210,6 @@ def _decode_steps(steps: str | Sequence[int], n: int) -> list[int]:
         raise error(f"steps must be distinct ints in 0..{n - 1} (max_new_tokens - 2: decode step s runs at "
                     f"context prompt + s), got {list(steps)!r}")
     return sorted(chosen)
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _median_seconds(run: Callable[[], Any], repeats: int, device: torch.device) -> tuple[float, Any]:
