@@ -198,6 +198,8 @@ setup(
         # images read from a CSV inside the package: nothing is downloaded), so that
         # `torchutil coded train` runs on a fresh machine with no data.
         "coded": ["scikit-learn"],
+        # torchutil.profile_generate on Hugging Face causal LMs (DynamicCache, StaticCache).
+        "transformers": ["transformers>=5"],
     },
     entry_points={"console_scripts": ["torchutil = torchutil.studies.cli:main"]},
     ext_modules=[_extension()],

@@ -18,6 +18,8 @@
 #   foldcounters the FoldedCNN pairs with hardware counters (fold-bench --counters), $OUT/foldcounters/
 #   coded    learned codes and parity models on digits (benchmarks/coded_results.py): the runs,
 #            their cost per query and the tail-latency simulation, into $OUT/coded/
+#   generation  LLM prefill and decode (issue #22): profile_generate's GPU tests, then a ~1B Llama at
+#            batch 1/8/32 x prompt 512/2k/8k (benchmarks/generation.py, <= 6 min), into $OUT/generation/
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
@@ -127,6 +129,13 @@ for phase in "${phases[@]}"; do
       mkdir -p "$OUT/coded"
       timeout 240 python3 benchmarks/coded_results.py --device cuda --out "$OUT/coded" --work /tmp/coded-work \
         ${TORCHUTIL_DATA_ROOT:+--data-root "$TORCHUTIL_DATA_ROOT"} 2>&1 | tee "$OUT/coded/log.txt" | tail -40 ;;
+    generation)
+      mkdir -p "$OUT/generation"
+      timeout 120 python3 -m pytest tests/test_generation_hf.py tests/test_generation.py -m cuda -q -p no:cacheprovider \
+        -rs > "$OUT/generation/pytest_cuda.txt" 2>&1
+      grep -E "passed|failed|error|FAILED|^E  " "$OUT/generation/pytest_cuda.txt" | tail -12
+      timeout 400 python3 benchmarks/generation.py --out "$OUT/generation" 2>&1 | grep -v "^USDT\|^STAGE" \
+        | tee "$OUT/generation/log.txt" | tail -30 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done

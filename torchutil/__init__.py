@@ -6,6 +6,7 @@
     with torchutil.Profiler() as prof: ...           # count any code
     torchutil.roofline(result)                       # each op on the device's roofline
     torchutil.fold(model, f)                         # the FoldedCNN of a CNN
+    torchutil.profile_generate(lm, ids, 64)          # prefill and decode steps of an LLM
 
 FLOPs and bytes are counted in C++ on the dispatcher path; the FLOP convention (2 x
 multiply-accumulate; matrix versus vector FLOPs) is documented in docs/counting.md.
@@ -16,6 +17,7 @@ from torchutil._version import __version__ as __version__  # re-exported
 from torchutil.fields import (FIELDS, KERNEL_FIELDS, OP_FIELDS, ROOFLINE_FIELDS, TEXT_FIELDS, FieldSpec,
                               field, schema)
 from torchutil.folding import FoldedModel, fold
+from torchutil.generation import GenerationResult, GenerationRow, plot_generation, profile_generate
 from torchutil.peaks import peak_flops
 from torchutil.profiler import KernelRow, OpRow, ProfileResult, Profiler, UnknownOp, profile, utilization
 from torchutil.rooflines import (RooflineResult, RooflineRow, memory_bandwidth, roofline,
@@ -25,6 +27,8 @@ __all__ = [
     "FIELDS",
     "FieldSpec",
     "FoldedModel",
+    "GenerationResult",
+    "GenerationRow",
     "KERNEL_FIELDS",
     "KernelRow",
     "OP_FIELDS",
@@ -39,7 +43,9 @@ __all__ = [
     "fold",
     "memory_bandwidth",
     "peak_flops",
+    "plot_generation",
     "profile",
+    "profile_generate",
     "roofline",
     "roofline_utilization",
     "schema",
