@@ -30,7 +30,7 @@ from torchutil.profiler import ProfileResult, _synchronize, profile
 __all__ = ["GenerationResult", "GenerationRow", "plot_generation", "profile_generate"]
 
 # Keywords of torchutil.profile that profile_generate passes on (model and x are its own).
-_PROFILE_OPTIONS = frozenset(inspect.signature(profile).parameters) - {"model", "x", "timing"}
+_PROFILE_OPTIONS = frozenset(inspect.signature(profile).parameters) - {"model", "x", "args", "kwargs", "timing"}
 
 
 @dataclass(frozen=True)
