@@ -169,7 +169,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   ProfileOutput out;
   std::unique_ptr<KernelTracing> tracing;
   if (options.trace && !onMeta) {
-    tracing = KernelTracing::start(device, &out.traceStatus);
+    tracing = KernelTracing::start(device, &out.traceStatus, traceBackend(options.backends));
   } else {
     out.traceStatus = onMeta ? "off: nothing runs on the meta device" : "off: trace=False";
   }
@@ -194,7 +194,7 @@ ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tenso
   // sampler's buffer holds a few thousand samples, not a whole timing); the range profiler's
   // passes after the timed forwards. The timed forwards run without either.
   CounterReading counters(device, options.counters, tracing != nullptr, options.pmIntervalNs,
-                          options.counterReplay);
+                          options.counterReplay, counterBackend(options.backends));
   if (!onMeta) {
     if (tracing) {
       tracing->countedDone();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/CountSession.h"
+#include "core/HardwareBackends.h"
 #include "core/HwCounters.h"
 #include "core/HwResult.h"
 #include "core/KernelTrace.h"
@@ -40,6 +41,9 @@ struct ProfileOptions {
   std::vector<hw::CounterSet> counters;
   uint64_t pmIntervalNs = 10000;
   hw::Replay counterReplay = hw::Replay::User;  // how the range profiler gets its passes
+  // The tracer and counter profilers (null, or a null member: CUPTI's, or what a build without
+  // it says). Tests pass fakes (tests/cpp/FakeTraceBackend.h, tests/cpp/FakeCounterBackend.h).
+  const HardwareBackends* backends = nullptr;
 };
 
 struct ProfileOutput {
