@@ -15,8 +15,8 @@ namespace torchutil::hw {
 // a kernel keeping every SM busy; docs/results/counters/pm_probe.md):
 // - CUPTI writes the samples to a hardware buffer, and one sample of the timeline metrics takes
 //   some 6.7 KB of it (16 MB held 2,073 samples and overflowed at 3,028; 32 MB held 4,043 and
-//   overflowed at 6,059): 32 MB holds some 5,000 samples, 50 ms at 10 us. Larger buffers held no
-//   more (256 MB returned one image's worth).
+//   overflowed at 6,059), so 32 MB holds some 5,000 (kPmBufferHolds). Larger buffers held no
+//   more (64 MB overflowed at 12,093 samples; 256 MB returned one image's worth).
 // - CUPTI decodes it at 20-50 us of CPU per sample, so no thread decoding while sampling keeps up
 //   with one sample per 10 us: the buffer is decoded once, after sampling, and the interval is
 //   chosen so that the sampled window fits (pmIntervalNs with kPmBufferSamples).

@@ -43,6 +43,11 @@ std::string setNames(const std::vector<hw::CounterSet>& sets) {
 // sampling interval, over the samples near the traced kernels only.
 constexpr int64_t kAlignSearchNs = 2000000;
 constexpr size_t kAlignMaxSamples = 20000;
+constexpr int64_t kAlignStepsPerInterval = 5;
+constexpr int64_t kAlignMinStepNs = 100;
+// Below this mean busy share of the active samples, the alignment is loose (and the status says
+// so).
+constexpr double kLooseAlignmentScore = 0.5;
 
 }  // namespace
 
@@ -256,9 +261,9 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
     }
     const hw::PmAlignment a = hw::alignPmSamples(
         near, out->kernelSpans, lo, hi, hw::PmMetric::SmActivePct, kAlignSearchNs,
-        std::max<int64_t>(static_cast<int64_t>(m.intervalNs / 5), 100));
+        std::max(static_cast<int64_t>(m.intervalNs) / kAlignStepsPerInterval, kAlignMinStepNs));
     out->offsetNs = a.offsetNs;
-    if (!out->kernelSpans.empty() && a.score < 0.5) {
+    if (!out->kernelSpans.empty() && a.score < kLooseAlignmentScore) {
       m.notes.push_back(
           "timeline: samples line up with the kernels only loosely (mean busy "
           "share of active samples " +
