@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/HardwareBackends.h"
+
 namespace torchutil::cupti {
 
 // A CUPTI parameter struct: zeroed, with its size set (as every CUPTI call requires).
@@ -25,6 +27,30 @@ Params params(size_t structSize) {
   Params p{};
   p.structSize = structSize;
   return p;
+}
+
+// What a CUPTI result means for the user, beyond its own text (a header function, so that the
+// tests of tests/cpp/cupti check it without libcupti).
+inline HwFailure failureKind(CUptiResult status) {
+  switch (status) {
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES: return HwFailure::NoPermission;
+    case CUPTI_ERROR_NOT_SUPPORTED:
+    case CUPTI_ERROR_NOT_COMPATIBLE:
+    case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
+    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_INVALID_CHIP_NAME:
+    case CUPTI_ERROR_API_NOT_IMPLEMENTED: return HwFailure::NotSupported;
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+    case CUPTI_ERROR_HARDWARE_BUSY:
+    case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED: return HwFailure::OtherProfiler;
+    default: return HwFailure::Other;
+  }
 }
 
 // What a failed CUPTI call means for the user, with the call named and CUPTI's text.
