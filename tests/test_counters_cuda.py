@@ -33,7 +33,8 @@ def _assert_all_read(r) -> None:
     assert r.counters_status == "on", r.counters_status
 
 
-# What csrc/cupti/CounterProfiler.cpp says where a machine gives no counters at all.
+# What a failed CUPTI call says where a machine gives no counters at all (explainFailure in
+# csrc/core/HardwareBackends.cpp, through csrc/cupti/CuptiStatus.h).
 UNAVAILABLE = ("no permission to read GPU performance counters", "not supported on this GPU, driver or sandbox",
                "another profiler holds the GPU's counters")
 
@@ -114,9 +115,20 @@ def test_resnet50_per_op_hardware_table(resnet50):
     assert convs and all(math.isfinite(o.hw_flops_ratio) for o in convs)
     assert 0 < r.sm_throughput_pct <= 100 and 0 < r.dram_throughput_pct <= 100
     assert 0 < r.achieved_occupancy_pct <= 100
-    # Per-kernel values add up to the per-op and the forward's.
-    assert sum(k.hw_tensor_flops for k in counted if k.hw_tensor_flops == k.hw_tensor_flops) == pytest.approx(
-        r.hw_tensor_flops, rel=1e-9)
+    # Per-kernel values add up to the per-op and the forward's: every counted record the ranges
+    # were matched to (memsets too, where CUPTI profiled them) counts once in its op's row
+    # (op_row) and once in the forward.
+    matched = [k for k in r.kernels if not k.timed and k.hw_tensor_flops == k.hw_tensor_flops]
+    assert len(matched) == r.counter_kernels
+    assert sum(k.hw_tensor_flops for k in matched) == pytest.approx(r.hw_tensor_flops, rel=1e-9)
+    per_row: dict[int, float] = {}
+    for k in matched:
+        if k.op_row is not None:
+            per_row[k.op_row] = per_row.get(k.op_row, 0.0) + k.hw_tensor_flops
+    with_hw = {i for i, o in enumerate(r.ops) if o.hw_tensor_flops == o.hw_tensor_flops}
+    assert per_row and set(per_row) == with_hw
+    for row, total in per_row.items():
+        assert r.ops[row].hw_tensor_flops == pytest.approx(total, rel=1e-9), (r.ops[row].op, r.ops[row].module)
 
 
 def test_kernel_replay_reads_the_counts_user_replay_reads(resnet50):
@@ -183,13 +195,27 @@ def test_untraced_timeline_samples_a_forward_after_the_timed_ones(resnet50):
     assert 0 < r.pm_sm_active_pct <= 100
 
 
+def _assert_read_both(r) -> None:
+    """Range counters and PM samples were really read (not only a status that says so)."""
+    assert r.counters_status.startswith("on"), r.counters_status
+    assert r.counter_kernels > 0 and r.counter_passes >= 1 and r.hw_fma_instructions > 0
+    assert r.pm_samples > 0
+
+
 def test_counters_leave_nothing_behind(resnet50):
-    """Last in the file: it runs torch.profiler in this process."""
+    """Counters read, then read again, then after torch.profiler (Kineto subscribed to CUPTI and
+    set its own clock) read again: nothing a read enabled is left behind. Skipped where this
+    machine gives no counters at all, since then nothing was read to leave anything behind.
+    Last in the file: it runs torch.profiler in this process."""
     model, x = resnet50
     first = torchutil.profile(model, x, warmup=1, iters=2, counters="all")
     print(f"\ncounters='all': {first.counters_status!r}")
+    _skip_unless_counters(first)
+    _assert_read_both(first)
     second = torchutil.profile(model, x, warmup=1, iters=2, counters="all")
     assert second.counters_status == first.counters_status
+    _assert_read_both(second)
+    assert second.counter_kernels == first.counter_kernels
     plain = torchutil.profile(model, x, warmup=1, iters=2)
     assert plain.trace_status == "on" and plain.counters_status == "off"
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -205,4 +231,7 @@ def test_counters_leave_nothing_behind(resnet50):
     after = torchutil.profile(model, x, warmup=1, iters=2, counters="all")
     print(f"after torch.profiler: {after.counters_status!r}")
     assert after.counters_status == first.counters_status
+    _assert_read_both(after)
+    assert after.counter_kernels == first.counter_kernels
+    assert after.hw_tensor_flops == pytest.approx(first.hw_tensor_flops, rel=1e-6)
     assert torch.ops.util._live_callbacks() == 0

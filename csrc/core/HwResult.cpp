@@ -2,21 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <numeric>
+#include <optional>
 
 namespace torchutil::hw {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-double at(const RangeValues& v, RangeMetric m) {
-  return v[static_cast<size_t>(m)];
-}
-
-double at(const PmValues& v, PmMetric m) {
-  return v[static_cast<size_t>(m)];
-}
 
 // The op-table row that accounts for a kernel (its launching op's row), -1 when none.
 int64_t rowOf(const KernelRecord& k, const std::vector<OpEvent>& events) {
@@ -26,14 +15,16 @@ int64_t rowOf(const KernelRecord& k, const std::vector<OpEvent>& events) {
   return events[static_cast<size_t>(k.opEvent)].row;
 }
 
-// The values the summary, op and kernel rows share, by field of table E.
-template <class E>
-void setCommon(ResultTable& t, size_t row, const RangeValues& v) {
-  t.set(row, E::sm_throughput_pct, at(v, RangeMetric::SmThroughputPct));
-  t.set(row, E::dram_throughput_pct, at(v, RangeMetric::DramThroughputPct));
-  t.set(row, E::tensor_active_pct, at(v, RangeMetric::TensorActivePct));
-  t.set(row, E::achieved_occupancy_pct, at(v, RangeMetric::AchievedOccupancyPct));
-  t.set(row, E::hw_tensor_flops, tensorFlops(v));
+// Each metric's value into the field the catalog names for it in one table (MetricDef::summary,
+// ::op or ::kernel), where it names one.
+template <size_t N, class E, class Set>
+void setMetricFields(const std::vector<MetricDef>& defs, const std::array<double, N>& v,
+                     std::optional<E> MetricDef::*field, const Set& set) {
+  for (size_t m = 0; m < N && m < defs.size(); ++m) {
+    if (const std::optional<E>& f = defs[m].*field) {
+      set(*f, v[m]);
+    }
+  }
 }
 
 }  // namespace
@@ -93,32 +84,22 @@ void fillSummary(std::vector<double>& summary, const HwResult& hw, double matrix
     }
   };
   if (hw.ranges) {
-    const HwAggregate total = aggregate(hw.kernels);
-    const RangeValues& v = total.values;
+    const RangeValues& v = aggregate(hw.kernels).values;
+    setMetricFields(rangeMetricDefs(), v, &MetricDef::summary, set);
     const double flops = tensorFlops(v);
     set(Field::hw_tensor_flops, flops);
     set(Field::hw_flops_ratio, hwRatio(flops, matrixFlops));
-    set(Field::hw_tensor_flops_fp16, tensorFlops(v, "float16"));
-    set(Field::hw_tensor_flops_bf16, tensorFlops(v, "bfloat16"));
-    set(Field::hw_tensor_flops_tf32, tensorFlops(v, "tf32"));
-    set(Field::hw_tensor_flops_fp8, tensorFlops(v, "float8"));
+    for (const TensorDtypeField& d : tensorDtypeFields()) {
+      set(d.field, tensorFlops(v, d.dtype));
+    }
     set(Field::hw_tensor_int8_ops, tensorIntOps(v));
-    set(Field::hw_gmma_instructions, at(v, RangeMetric::GmmaInstructions));
-    set(Field::hw_fma_instructions, at(v, RangeMetric::FmaInstructions));
-    set(Field::hw_alu_instructions, at(v, RangeMetric::AluInstructions));
-    set(Field::sm_throughput_pct, at(v, RangeMetric::SmThroughputPct));
-    set(Field::dram_throughput_pct, at(v, RangeMetric::DramThroughputPct));
-    set(Field::tensor_active_pct, at(v, RangeMetric::TensorActivePct));
-    set(Field::achieved_occupancy_pct, at(v, RangeMetric::AchievedOccupancyPct));
     set(Field::counter_kernels, static_cast<double>(hw.kernels.size()));
     set(Field::counter_passes, static_cast<double>(hw.passes));
     set(Field::counter_seconds, hw.seconds);
   }
   if (hw.timeline) {
     const PmAggregate window = pmOver(hw.samples, hw.offsetNs, hw.windowStartNs, hw.windowEndNs);
-    set(Field::pm_sm_active_pct, at(window.values, PmMetric::SmActivePct));
-    set(Field::pm_tensor_active_pct, at(window.values, PmMetric::TensorActivePct));
-    set(Field::pm_dram_throughput_pct, at(window.values, PmMetric::DramThroughputPct));
+    setMetricFields(pmMetricDefs(), window.values, &MetricDef::summary, set);
     set(Field::pm_samples, static_cast<double>(hw.samples.size()));
     set(Field::pm_interval_us, static_cast<double>(hw.intervalNs) / 1e3);
     set(Field::pm_clock_offset_us, static_cast<double>(hw.offsetNs) / 1e3);
@@ -133,11 +114,12 @@ void fillOpRows(ResultTable& ops, const HwResult& hw, const std::vector<OpStats>
       if (perRow[r].kernels == 0) {
         continue;
       }
-      setCommon<OpField>(ops, r, perRow[r].values);
-      ops.set(r, OpField::hw_fma_instructions, at(perRow[r].values, RangeMetric::FmaInstructions));
-      ops.set(r, OpField::hw_alu_instructions, at(perRow[r].values, RangeMetric::AluInstructions));
+      const RangeValues& v = perRow[r].values;
+      setMetricFields(rangeMetricDefs(), v, &MetricDef::op,
+                      [&](OpField f, double x) { ops.set(r, f, x); });
+      ops.set(r, OpField::hw_tensor_flops, tensorFlops(v));
       ops.set(r, OpField::hw_flops_ratio,
-              hwRatio(tensorFlops(perRow[r].values), static_cast<double>(rows[r].matrixFlops)));
+              hwRatio(tensorFlops(v), static_cast<double>(rows[r].matrixFlops)));
     }
   }
   if (hw.timeline && !hw.kernelSpans.empty()) {
@@ -146,9 +128,8 @@ void fillOpRows(ResultTable& ops, const HwResult& hw, const std::vector<OpStats>
       if (pm[r].samples == 0) {
         continue;
       }
-      ops.set(r, OpField::pm_sm_active_pct, at(pm[r].values, PmMetric::SmActivePct));
-      ops.set(r, OpField::pm_tensor_active_pct, at(pm[r].values, PmMetric::TensorActivePct));
-      ops.set(r, OpField::pm_dram_throughput_pct, at(pm[r].values, PmMetric::DramThroughputPct));
+      setMetricFields(pmMetricDefs(), pm[r].values, &MetricDef::op,
+                      [&](OpField f, double x) { ops.set(r, f, x); });
     }
   }
 }
@@ -163,10 +144,9 @@ void fillKernelRows(ResultTable& kernels, const HwResult& hw) {
       continue;
     }
     const RangeValues& v = hw.kernels[i].values;
-    setCommon<KernelField>(kernels, row, v);
-    kernels.set(row, KernelField::hw_gmma_instructions, at(v, RangeMetric::GmmaInstructions));
-    kernels.set(row, KernelField::hw_fma_instructions, at(v, RangeMetric::FmaInstructions));
-    kernels.set(row, KernelField::hw_alu_instructions, at(v, RangeMetric::AluInstructions));
+    setMetricFields(rangeMetricDefs(), v, &MetricDef::kernel,
+                    [&](KernelField f, double x) { kernels.set(row, f, x); });
+    kernels.set(row, KernelField::hw_tensor_flops, tensorFlops(v));
   }
 }
 
@@ -175,10 +155,9 @@ std::vector<CounterTrack> counterTracks(const HwResult& hw) {
   if (!hw.timeline) {
     return tracks;
   }
-  const char* names[kNumPmMetrics] = {"PM: SM active %", "PM: tensor pipe active %",
-                                      "PM: DRAM throughput %"};
+  const std::vector<MetricDef>& defs = pmMetricDefs();
   for (size_t m = 0; m < kNumPmMetrics; ++m) {
-    CounterTrack t{names[m], {}};
+    CounterTrack t{defs[m].track, {}};
     for (const PmSample& s : hw.samples) {
       if (!std::isfinite(s.values[m])) {
         continue;

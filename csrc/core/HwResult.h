@@ -1,7 +1,8 @@
 #pragma once
 // Hardware counters in a profile's result, torch-free: the counter readings matched to the
 // counted forward's kernels and ops (core/HwCounters.h), and the result fields they fill
-// (summary, op and kernel rows of core/ResultSchema.h, the Chrome trace's counter tracks).
+// (summary, op and kernel rows of core/ResultSchema.h, the Chrome trace's counter tracks), each
+// metric into the fields its row of the catalog names (core/MetricCatalog.h).
 #include <cstddef>
 #include <cstdint>
 #include <string>

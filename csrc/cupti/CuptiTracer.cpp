@@ -1,9 +1,6 @@
 #include "cupti/CuptiTracer.h"
 
-#include <c10/util/Exception.h>
 #include <cupti.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
-#include <torch/csrc/profiler/orchestration/observer.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,36 +11,13 @@
 #include <utility>
 
 #include "cupti/ActivityDecoder.h"
+#include "cupti/CuptiStatus.h"
 
 namespace torchutil::cupti {
 namespace {
 
-std::string cuptiFailure(const char* call, CUptiResult status) {
-  const char* msg = nullptr;
-  cuptiGetResultString(status, &msg);
-  return std::string("torchutil: CUPTI call ") + call +
-         " failed: " + (msg != nullptr ? msg : "unknown error");
-}
-
-// Every CUPTI call goes through one of these two; both name the call and CUPTI's message.
-// TORCHUTIL_CUPTI_CALL throws: for setting a trace up. TORCHUTIL_CUPTI_WARN warns once per call
-// site and goes on: for the per-op calls and the teardown, where a failure must not end the
-// profile (or escape a destructor).
-#define TORCHUTIL_CUPTI_CALL(call)                                       \
-  do {                                                                   \
-    const CUptiResult status_ = (call);                                  \
-    TORCH_CHECK(status_ == CUPTI_SUCCESS, cuptiFailure(#call, status_)); \
-  } while (0)
-#define TORCHUTIL_CUPTI_WARN(call)                   \
-  do {                                               \
-    const CUptiResult status_ = (call);              \
-    if (status_ != CUPTI_SUCCESS) {                  \
-      TORCH_WARN_ONCE(cuptiFailure(#call, status_)); \
-    }                                                \
-  } while (0)
-
-constexpr size_t kBufferBytes = 4 * 1024 * 1024;
-constexpr size_t kBufferAlignment = 8;  // CUPTI's ACTIVITY_RECORD_ALIGNMENT
+constexpr size_t kBufferBytes = size_t{4} << 20;  // per activity buffer
+constexpr size_t kBufferAlignment = 8;            // CUPTI's ACTIVITY_RECORD_ALIGNMENT
 // Recorded for the whole trace.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                          CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
@@ -114,48 +88,43 @@ void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer,
 
 }  // namespace
 
-std::string CuptiTracer::unavailableReason() {
-  if (torch::profiler::impl::profilerEnabled() ||
-      torch::autograd::profiler::isProfilerEnabledInMainThread()) {
-    return "torch.profiler is running; CUPTI serves one client at a time, so this profile "
-           "reports FLOPs and event timing without kernel records";
-  }
+std::string CuptiTracer::busyReason() {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
-  if (rec.tracing) {
-    return "another torchutil profile is tracing kernels in this process";
-  }
-  return "";
+  return rec.tracing ? "another torchutil profile is tracing kernels in this process" : "";
 }
 
-CuptiTracer::CuptiTracer() {
+std::unique_ptr<CuptiTracer> CuptiTracer::start(std::string* why) {
+  std::unique_ptr<CuptiTracer> tracer(new CuptiTracer());
   Records& rec = records();
   {
     std::lock_guard<std::mutex> lock(rec.mutex);
-    TORCH_CHECK(!rec.tracing,
-                "torchutil: another torchutil profile is tracing kernels in this "
-                "process");
+    if (rec.tracing) {
+      *why = "another torchutil profile is tracing kernels in this process";
+      return nullptr;
+    }
     rec.tracing = true;
     rec.activity = DecodedActivity();
   }
-  active_ = true;
-  try {
-    TORCHUTIL_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(realtimeNs));
-    TORCHUTIL_CUPTI_CALL(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted));
-    const auto enable = [this](CUpti_ActivityKind kind) {
-      TORCHUTIL_CUPTI_CALL(cuptiActivityEnable(kind));
-      enabledKinds_.push_back(kind);
-    };
-    for (CUpti_ActivityKind kind : kKinds) {
-      enable(kind);
-    }
-    for (CUpti_ActivityKind kind : kCorrelationKinds) {
-      enable(kind);
-    }
-  } catch (...) {
-    release();
-    throw;
+  tracer->active_ = true;  // from here its destructor releases the trace
+  if (!tracer->enable(why)) {
+    return nullptr;
   }
+  return tracer;
+}
+
+bool CuptiTracer::enable(std::string* why) {
+  TORCHUTIL_CUPTI_CHECK(cuptiActivityRegisterTimestampCallback(realtimeNs), why);
+  TORCHUTIL_CUPTI_CHECK(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted), why);
+  for (CUpti_ActivityKind kind : kKinds) {
+    TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
+    enabledKinds_.push_back(kind);
+  }
+  for (CUpti_ActivityKind kind : kCorrelationKinds) {
+    TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
+    enabledKinds_.push_back(kind);
+  }
+  return true;
 }
 
 CuptiTracer::~CuptiTracer() {
@@ -184,13 +153,13 @@ void CuptiTracer::stopCorrelating() {
         std::find(enabledKinds_.begin(), enabledKinds_.end(), static_cast<uint32_t>(kind));
     if (it != enabledKinds_.end()) {
       enabledKinds_.erase(it);
-      TORCHUTIL_CUPTI_CALL(cuptiActivityDisable(kind));
+      TORCHUTIL_CUPTI_THROW(cuptiActivityDisable(kind));
     }
   }
 }
 
 void CuptiTracer::flush() {
-  TORCHUTIL_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  TORCHUTIL_CUPTI_THROW(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
 }
 
 std::vector<KernelRecord> CuptiTracer::takeKernels() {
@@ -205,7 +174,7 @@ std::unordered_map<uint32_t, uint64_t> CuptiTracer::takeExternalIds() {
   return std::exchange(rec.activity.externalIds, {});
 }
 
-uint64_t CuptiTracer::droppedRecords() const {
+uint64_t CuptiTracer::dropped() const {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
   return rec.activity.dropped;

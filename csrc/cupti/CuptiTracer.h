@@ -1,44 +1,46 @@
 #pragma once
-// CUPTI Activity API behind a small interface: kernel, memcpy and memset records, and external
-// correlation (which torchutil op launched each kernel). Built only with TORCHUTIL_WITH_CUPTI.
+// CUPTI Activity API behind ActivityTrace (core/HardwareBackends.h): kernel, memcpy and memset
+// records, and external correlation (which torchutil op launched each kernel). Built only with
+// TORCHUTIL_WITH_CUPTI; torch-free (csrc/libtorch/HardwareBackends.cpp adds what torch knows:
+// whether torch.profiler is running).
 //
 // CUPTI delivers activity buffers to one set of callbacks per process, so one tracer runs at a
 // time in a process; torch.profiler (Kineto) registers its own callbacks each time it starts,
 // so it keeps working after a torchutil trace.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "core/KernelTrace.h"
+#include "core/HardwareBackends.h"
 
 namespace torchutil::cupti {
 
-class CuptiTracer {
+class CuptiTracer final : public ActivityTrace {
  public:
-  // Why a trace cannot start now, or "" when it can: torch.profiler is running, or another
-  // torchutil trace is running in this process.
-  static std::string unavailableReason();
+  // Why a trace cannot start now, or "" when it can: another torchutil trace is running in this
+  // process.
+  static std::string busyReason();
 
   // Enables kernel, memcpy, memset and external-correlation records, with CUPTI's default clock
-  // (CLOCK_REALTIME, ns) for their timestamps. Throws c10::Error naming
-  // the CUPTI call and CUPTI's message when CUPTI refuses (another tool owns it, say); nothing
-  // stays enabled then.
-  CuptiTracer();
-  // Disables what the constructor enabled and flushes; never throws: a CUPTI error there is a
-  // one-time warning.
-  ~CuptiTracer();
+  // (CLOCK_REALTIME, ns) for their timestamps. Returns null and sets *why (the failed call and
+  // what it means) when CUPTI refuses (another tool owns it, say); nothing stays enabled then.
+  static std::unique_ptr<CuptiTracer> start(std::string* why);
+  // Disables what start() enabled and flushes; never throws: a CUPTI error there is a one-time
+  // warning.
+  ~CuptiTracer() override;
   CuptiTracer(const CuptiTracer&) = delete;
   CuptiTracer& operator=(const CuptiTracer&) = delete;
 
   // Ends the correlation of API calls to external ids (the runtime/driver API records it needs
-  // cost launch time); kernel records go on.
-  void stopCorrelating();
-  // Flushes every buffer (the caller has synchronized the device) and returns all records so far.
-  void flush();
-  std::vector<KernelRecord> takeKernels();
-  std::unordered_map<uint32_t, uint64_t> takeExternalIds();
-  uint64_t droppedRecords() const;
+  // cost launch time); kernel records go on. Throws std::runtime_error when CUPTI fails.
+  void stopCorrelating() override;
+  // Flushes every buffer (the caller has synchronized the device); throws as stopCorrelating.
+  void flush() override;
+  std::vector<KernelRecord> takeKernels() override;
+  std::unordered_map<uint32_t, uint64_t> takeExternalIds() override;
+  uint64_t dropped() const override;
 
   // CUPTI's clock, the one kernel records use (nanoseconds).
   static uint64_t timestamp();
@@ -48,6 +50,8 @@ class CuptiTracer {
   static void popExternalId();
 
  private:
+  CuptiTracer() = default;
+  bool enable(std::string* why);
   void release() noexcept;
 
   bool active_ = false;  // this tracer owns the process's trace (records())

@@ -9,12 +9,9 @@
 #include <limits>
 #include <utility>
 
-#ifdef TORCHUTIL_WITH_CUPTI
-#include <torch/csrc/autograd/profiler_kineto.h>
-#include <torch/csrc/profiler/orchestration/observer.h>
-
-#include "cupti/CounterProfiler.h"
-#endif
+#include "core/CounterConfig.h"
+#include "core/PmSamplerController.h"
+#include "core/RangeProfilerController.h"
 
 namespace torchutil {
 
@@ -46,11 +43,17 @@ std::string setNames(const std::vector<hw::CounterSet>& sets) {
 // sampling interval, over the samples near the traced kernels only.
 constexpr int64_t kAlignSearchNs = 2000000;
 constexpr size_t kAlignMaxSamples = 20000;
+constexpr int64_t kAlignStepsPerInterval = 5;
+constexpr int64_t kAlignMinStepNs = 100;
+// Below this mean busy share of the active samples, the alignment is loose (and the status says
+// so).
+constexpr double kLooseAlignmentScore = 0.5;
 
 }  // namespace
 
 struct CounterReading::Impl {
   c10::Device device;
+  hw::CounterBackend& backend;
   std::vector<hw::CounterSet> sets;
   uint64_t pmIntervalNs = 0;  // the least interval
   uint64_t intervalNs = 0;    // the one sampled at
@@ -70,20 +73,17 @@ struct CounterReading::Impl {
   std::vector<hw::PmSample> samples;
   uint64_t windowStartNs = 0;  // the sampled forwards
   uint64_t windowEndNs = 0;
-#ifdef TORCHUTIL_WITH_CUPTI
-  std::unique_ptr<cupti::PmSampler> sampler;
-#endif
+  std::unique_ptr<hw::PmSamplerController> sampler;
 
-  explicit Impl(c10::Device d) : device(d) {}
+  Impl(c10::Device d, hw::CounterBackend& b) : device(d), backend(b) {}
 
-  bool wants(hw::CounterSet s) const {
-    return off.empty() && hw::hasSet(sets, s);
-  }
+  bool wants(hw::CounterSet s) const { return off.empty() && hw::hasSet(sets, s); }
 };
 
 CounterReading::CounterReading(c10::Device device, std::vector<hw::CounterSet> sets, bool traced,
-                               uint64_t pmIntervalNs, hw::Replay replay)
-    : impl_(std::make_unique<Impl>(device)) {
+                               uint64_t pmIntervalNs, hw::Replay replay,
+                               hw::CounterBackend& backend)
+    : impl_(std::make_unique<Impl>(device, backend)) {
   Impl& m = *impl_;
   m.sets = std::move(sets);
   m.pmIntervalNs = pmIntervalNs;
@@ -96,19 +96,12 @@ CounterReading::CounterReading(c10::Device device, std::vector<hw::CounterSet> s
     m.off = "off: nothing runs on the meta device";
     return;
   }
-  if (!device.is_cuda()) {
-    m.off = "off: hardware counters need a CUDA device, got " + device.str();
-    return;
+  std::string why = backend.unavailableReason(hwDevice(device));
+  if (why.empty()) {
+    why = hw::counterReadBusyReason();
   }
-#ifdef TORCHUTIL_WITH_CUPTI
-  if (torch::profiler::impl::profilerEnabled() ||
-      torch::autograd::profiler::isProfilerEnabledInMainThread()) {
-    m.off = "off: torch.profiler is running and holds CUPTI; hardware counters need it alone";
-    return;
-  }
-  const std::string busy = cupti::counterReadBusyReason();
-  if (!busy.empty()) {
-    m.off = "off: " + busy;
+  if (!why.empty()) {
+    m.off = "off: " + why;
     return;
   }
   if (hw::needsRangeProfiler(m.sets) && !traced) {
@@ -122,10 +115,6 @@ CounterReading::CounterReading(c10::Device device, std::vector<hw::CounterSet> s
       m.off = "off: " + m.problems.back();
     }
   }
-#else
-  (void)traced;
-  m.off = "off: torchutil was built without CUPTI (see torchutil.build_info())";
-#endif
 }
 
 CounterReading::~CounterReading() = default;
@@ -136,13 +125,12 @@ void CounterReading::startTimeline(double windowSeconds) {
     return;
   }
   m.timelineStarted = true;
-#ifdef TORCHUTIL_WITH_CUPTI
   m.intervalNs = hw::pmIntervalNs(m.pmIntervalNs, windowSeconds, hw::kPmBufferSamples);
   const size_t expected =
       windowSeconds > 0
           ? static_cast<size_t>(windowSeconds * 1e9 / static_cast<double>(m.intervalNs))
           : hw::kPmBufferSamples;
-  m.sampler = std::make_unique<cupti::PmSampler>();
+  m.sampler = std::make_unique<hw::PmSamplerController>(m.backend.pmSampler());
   std::string why;
   if (!m.sampler->setUp(static_cast<int>(m.device.index()), m.sets, m.intervalNs, expected, &why) ||
       !m.sampler->start(&why)) {
@@ -151,17 +139,15 @@ void CounterReading::startTimeline(double windowSeconds) {
     return;
   }
   m.windowStartNs = realtimeNs();
-#endif
 }
 
 void CounterReading::stopTimeline() {
   Impl& m = *impl_;
-#ifdef TORCHUTIL_WITH_CUPTI
   if (!m.sampler) {
     return;
   }
   m.windowEndNs = realtimeNs();
-  cupti::PmTimeline timeline;
+  hw::PmTimeline timeline;
   std::string why;
   if (m.sampler->stop(&timeline, &why)) {
     m.samples = std::move(timeline.samples);
@@ -185,9 +171,6 @@ void CounterReading::stopTimeline() {
     m.problems.push_back("timeline: " + why);
   }
   m.sampler.reset();
-#else
-  (void)m;
-#endif
 }
 
 void CounterReading::readRanges(const std::function<void()>& forward, size_t maxRanges) {
@@ -195,7 +178,6 @@ void CounterReading::readRanges(const std::function<void()>& forward, size_t max
   if (!m.wants(hw::CounterSet::Flops) && !m.wants(hw::CounterSet::Throughput)) {
     return;
   }
-#ifdef TORCHUTIL_WITH_CUPTI
   std::vector<hw::CounterSet> rangeSets;
   for (hw::CounterSet s : m.sets) {
     if (s != hw::CounterSet::Timeline) {
@@ -205,10 +187,11 @@ void CounterReading::readRanges(const std::function<void()>& forward, size_t max
   // The range profiler reads the current context: the device's (its primary context).
   c10::DeviceGuard guard(m.device);
   const auto t0 = std::chrono::steady_clock::now();
-  cupti::RangeProfile profile;
+  hw::RangeProfile profile;
   std::string why;
-  const bool ok = cupti::RangeProfiler::run(static_cast<int>(m.device.index()), rangeSets, m.replay,
-                                            maxRanges, forward, &profile, &why);
+  const bool ok =
+      hw::readRangeCounters(m.backend.rangeProfiler(), static_cast<int>(m.device.index()),
+                            rangeSets, m.replay, maxRanges, forward, &profile, &why);
   m.rangeSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.passes = profile.passes;
   if (!ok) {
@@ -225,10 +208,6 @@ void CounterReading::readRanges(const std::function<void()>& forward, size_t max
     m.ranges.push_back(hw::decodeRange(profile.metrics, profile.values[r]));
   }
   m.rangesRead = true;
-#else
-  (void)forward;
-  (void)maxRanges;
-#endif
 }
 
 std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
@@ -282,9 +261,9 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
     }
     const hw::PmAlignment a = hw::alignPmSamples(
         near, out->kernelSpans, lo, hi, hw::PmMetric::SmActivePct, kAlignSearchNs,
-        std::max<int64_t>(static_cast<int64_t>(m.intervalNs / 5), 100));
+        std::max(static_cast<int64_t>(m.intervalNs) / kAlignStepsPerInterval, kAlignMinStepNs));
     out->offsetNs = a.offsetNs;
-    if (!out->kernelSpans.empty() && a.score < 0.5) {
+    if (!out->kernelSpans.empty() && a.score < kLooseAlignmentScore) {
       m.notes.push_back(
           "timeline: samples line up with the kernels only loosely (mean busy "
           "share of active samples " +

@@ -2,9 +2,12 @@
 // Hardware counters for one profile (counters="flops" | "throughput" | "timeline"): PM sampling
 // around the traced forwards (forwards after the timed ones when nothing is traced),
 // range-profiler passes after the timed forwards, and the matching of
-// both to the kernel records and ops (core/HwResult.h). Every failure is a sentence in the
-// status, never an exception (but for an exception of the model's own forward); without CUPTI
-// in the build, or off CUDA, the status says so and nothing runs.
+// both to the kernel records and ops (core/HwResult.h). The counters come from a CounterBackend
+// (CUPTI by default: libtorch/HardwareBackends.h) through the controllers of
+// core/RangeProfilerController.h and core/PmSamplerController.h. Every failure is a sentence in
+// the status, never an exception (but for an exception of the model's own forward); where the
+// backend cannot read (no CUDA device, a build without CUPTI), the status says so and nothing
+// runs.
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -13,9 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "core/HardwareBackends.h"
 #include "core/HwCounters.h"
 #include "core/HwResult.h"
 #include "core/KernelTrace.h"
+#include "libtorch/HardwareBackends.h"
 
 namespace torchutil {
 
@@ -24,7 +29,8 @@ class CounterReading {
   // traced: the profile records kernels (the range counters are matched to them, so the
   // flops and throughput sets need it).
   CounterReading(c10::Device device, std::vector<hw::CounterSet> sets, bool traced,
-                 uint64_t pmIntervalNs, hw::Replay replay = hw::Replay::User);
+                 uint64_t pmIntervalNs, hw::Replay replay = hw::Replay::User,
+                 hw::CounterBackend& backend = counterBackend());
   ~CounterReading();
   CounterReading(const CounterReading&) = delete;
   CounterReading& operator=(const CounterReading&) = delete;

@@ -1,36 +1,53 @@
 #pragma once
-// Kernel tracing for one profile: CUPTI records around the counted forward (attributed to ops
-// through external correlation) and the timed forwards. Without CUPTI in the build, start()
-// says so and the profile runs without kernel records.
+// Kernel tracing for one profile: activity records around the counted forward (attributed to
+// ops through external correlation) and the traced forwards after it, from a TraceBackend
+// (CUPTI by default: libtorch/HardwareBackends.h). Where the backend cannot trace (no CUDA
+// device, a build without CUPTI, torch.profiler running), start() says why and the profile runs
+// without kernel records.
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "core/HardwareBackends.h"
 #include "core/KernelTrace.h"
-#include "libtorch/OpCounter.h"
+#include "libtorch/HardwareBackends.h"
 
 namespace torchutil {
 
 class KernelTracing {
  public:
   // Starts tracing on device, or returns null and sets *status to why not ("off: ...").
-  static std::unique_ptr<KernelTracing> start(c10::Device device, std::string* status);
-  virtual ~KernelTracing() = default;
+  static std::unique_ptr<KernelTracing> start(c10::Device device, std::string* status,
+                                              TraceBackend& backend = traceBackend());
+  ~KernelTracing();
+  KernelTracing(const KernelTracing&) = delete;
+  KernelTracing& operator=(const KernelTracing&) = delete;
 
   // Hooks for the counted forward (op events and external correlation).
-  virtual const TraceHooks* hooks() const = 0;
+  const TraceHooks* hooks() const { return &hooks_; }
   // The counted forward has been launched: waits for the device and marks the boundary.
-  virtual void countedDone() = 0;
-  // The timed forwards start now (the device is idle).
-  virtual void timedStart() = 0;
+  void countedDone();
+  // The traced forwards start now (the device is idle).
+  void timedStart();
   // Waits for the device, stops tracing and returns the records of the counted forward
-  // (attributed to op events) and of the timed forwards.
-  virtual void finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed) = 0;
-  // Records CUPTI dropped (buffers full); a non-zero count makes the figures incomplete.
-  virtual uint64_t dropped() const = 0;
+  // (attributed to op events) and of the traced forwards.
+  void finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed);
+  // Records the backend dropped (buffers full); a non-zero count makes the figures incomplete.
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  KernelTracing(c10::Device device, TraceHooks hooks);
+
+  c10::Device device_;
+  TraceHooks hooks_;
+  std::unique_ptr<ActivityTrace> trace_;
+  uint64_t begin_ = 0;
+  uint64_t countedEnd_ = 0;
+  uint64_t timedBegin_ = 0;
+  uint64_t dropped_ = 0;
 };
 
 }  // namespace torchutil

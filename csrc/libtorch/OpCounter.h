@@ -6,16 +6,9 @@
 #include <vector>
 
 #include "core/CountSession.h"
+#include "core/HardwareBackends.h"  // TraceHooks
 
 namespace torchutil {
-
-// For kernel tracing: a clock for op events, and calls that mark the CUDA work each op launches
-// with an external id (the op event's index + 1).
-struct TraceHooks {
-  uint64_t (*clock)() = nullptr;
-  void (*push)(uint64_t externalId) = nullptr;
-  void (*pop)() = nullptr;
-};
 
 struct CountResult {
   CountTable table;

@@ -251,7 +251,7 @@ class ProfileRun {
     {
       PhaseTimer t(&out_.phases.trace);
       if (o_.trace && !onMeta_) {
-        tracing_ = KernelTracing::start(device_, &out_.traceStatus);
+        tracing_ = KernelTracing::start(device_, &out_.traceStatus, traceBackend(o_.backends));
       } else {
         out_.traceStatus = onMeta_ ? "off: nothing runs on the meta device" : "off: trace=False";
       }
@@ -312,8 +312,9 @@ class ProfileRun {
   // sampling around them when the timeline was asked for. The trace ends before the timed
   // forwards, which run without CUPTI.
   void traceForwards() {
-    counters_ = std::make_unique<CounterReading>(device_, o_.counters, tracing_ != nullptr,
-                                                 o_.pmIntervalNs, o_.counterReplay);
+    counters_ =
+        std::make_unique<CounterReading>(device_, o_.counters, tracing_ != nullptr, o_.pmIntervalNs,
+                                         o_.counterReplay, counterBackend(o_.backends));
     {
       // The first replay uploads the graph: graph timing warms up with replays.
       PhaseTimer t(&out_.phases.time);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/CountSession.h"
+#include "core/HardwareBackends.h"
 #include "core/HwCounters.h"
 #include "core/HwResult.h"
 #include "core/KernelTrace.h"
@@ -52,6 +53,9 @@ struct ProfileOptions {
   // sharing one GPU time their forwards one at a time; the host-only capture of an untraced
   // graph profile runs without it.
   std::optional<std::string> gpuLock;
+  // The tracer and counter profilers (null, or a null member: CUPTI's, or what a build without
+  // it says). Tests pass fakes (tests/cpp/FakeTraceBackend.h, tests/cpp/FakeCounterBackend.h).
+  const HardwareBackends* backends = nullptr;
 };
 
 // Steady-clock seconds of each phase of one call (the phase_* summary fields).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -83,14 +84,109 @@ TEST(HwCountersTest, MetricTablesAreIndexedByTheirEnums) {
   for (const MetricDef& d : pmMetricDefs()) {
     EXPECT_EQ(d.set, CounterSet::Timeline) << d.key;
   }
-  EXPECT_STREQ(rangeMetricDefs()[idx(RangeMetric::TensorHgmmaBf16)].dtype, "bfloat16");
+  // Every row is the one its enumerator names: its key, set, how it combines, its arithmetic.
+  struct Row {
+    RangeMetric metric;
+    const char* key;
+    CounterSet set;
+    Reduce reduce;
+    const char* dtype;  // tensor paths only
+    bool flops;         // a floating-point tensor path (converted to FLOPs)
+    bool intOps;        // an integer tensor path
+  };
+  using S = CounterSet;
+  using R = Reduce;
+  const Row rows[] = {
+      {RangeMetric::TensorHgmmaFp16, "tensor_hgmma_fp16", S::Flops, R::Sum, "float16", true, false},
+      {RangeMetric::TensorHgmmaBf16, "tensor_hgmma_bf16", S::Flops, R::Sum, "bfloat16", true,
+       false},
+      {RangeMetric::TensorHgmmaTf32, "tensor_hgmma_tf32", S::Flops, R::Sum, "tf32", true, false},
+      {RangeMetric::TensorHgmmaFp8, "tensor_hgmma_fp8", S::Flops, R::Sum, "float8", true, false},
+      {RangeMetric::TensorHmmaFp16, "tensor_hmma_fp16", S::Flops, R::Sum, "float16", true, false},
+      {RangeMetric::TensorHmmaBf16, "tensor_hmma_bf16", S::Flops, R::Sum, "bfloat16", true, false},
+      {RangeMetric::TensorHmmaTf32, "tensor_hmma_tf32", S::Flops, R::Sum, "tf32", true, false},
+      {RangeMetric::TensorIgmmaInt8, "tensor_igmma_int8", S::Flops, R::Sum, "int8", false, true},
+      {RangeMetric::TensorImmaInt8, "tensor_imma_int8", S::Flops, R::Sum, "int8", false, true},
+      {RangeMetric::GmmaInstructions, "gmma_instructions", S::Flops, R::Sum, "", false, false},
+      {RangeMetric::FmaInstructions, "fma_instructions", S::Flops, R::Sum, "", false, false},
+      {RangeMetric::AluInstructions, "alu_instructions", S::Flops, R::Sum, "", false, false},
+      {RangeMetric::SmThroughputPct, "sm_throughput_pct", S::Throughput, R::TimeWeighted, "", false,
+       false},
+      {RangeMetric::DramThroughputPct, "dram_throughput_pct", S::Throughput, R::TimeWeighted, "",
+       false, false},
+      {RangeMetric::TensorActivePct, "tensor_active_pct", S::Throughput, R::TimeWeighted, "", false,
+       false},
+      {RangeMetric::AchievedOccupancyPct, "achieved_occupancy_pct", S::Throughput, R::TimeWeighted,
+       "", false, false},
+  };
+  ASSERT_EQ(std::size(rows), kNumRangeMetrics);
+  for (const Row& row : rows) {
+    const MetricDef& d = rangeMetricDefs()[idx(row.metric)];
+    EXPECT_STREQ(d.key, row.key);
+    EXPECT_EQ(d.set, row.set) << row.key;
+    EXPECT_EQ(d.reduce, row.reduce) << row.key;
+    EXPECT_STREQ(d.dtype, row.dtype) << row.key;
+    EXPECT_EQ(d.tensorFlops, row.flops) << row.key;
+    EXPECT_EQ(d.tensorIntOps, row.intOps) << row.key;
+    // A metric that fills fields as it is fills the field of its own name; the tensor paths
+    // enter derived fields only.
+    const bool tensorPath = row.flops || row.intOps;
+    EXPECT_EQ(d.summary.has_value(), !tensorPath) << row.key;
+    EXPECT_EQ(d.kernel.has_value(), !tensorPath) << row.key;
+  }
+  const struct {
+    PmMetric metric;
+    const char* key;
+  } pmRows[] = {{PmMetric::SmActivePct, "pm_sm_active_pct"},
+                {PmMetric::TensorActivePct, "pm_tensor_active_pct"},
+                {PmMetric::DramThroughputPct, "pm_dram_throughput_pct"}};
+  ASSERT_EQ(std::size(pmRows), kNumPmMetrics);
+  for (const auto& row : pmRows) {
+    const MetricDef& d = pmMetricDefs()[idx(row.metric)];
+    EXPECT_STREQ(d.key, row.key);
+    EXPECT_EQ(d.reduce, Reduce::TimeWeighted) << row.key;
+    EXPECT_FALSE(d.kernel.has_value()) << row.key;  // PM samples are GPU-wide, not per kernel
+    EXPECT_STRNE(d.track, "") << row.key;
+  }
+  // The names seen on the H200 (ncu --query-metrics --chip gh100) are the first candidates.
   EXPECT_EQ(rangeMetricDefs()[idx(RangeMetric::SmThroughputPct)].candidates[0],
             "sm__throughput.avg.pct_of_peak_sustained_elapsed");
-  // The names seen on the H200 (ncu --query-metrics --chip gh100) are the first candidates.
   EXPECT_EQ(rangeMetricDefs()[idx(RangeMetric::TensorHgmmaFp16)].candidates[0],
             "sm__ops_path_tensor_op_hgmma_src_fp16_sparsity_off.sum");
   EXPECT_EQ(rangeMetricDefs()[idx(RangeMetric::TensorHgmmaTf32)].candidates[0],
             "sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32.sum");
+}
+
+// The catalog's field columns name fields of the metric's own name, so that a result reads
+// each metric under its key.
+TEST(HwCountersTest, EachMetricFillsTheFieldsOfItsOwnName) {
+  const auto nameOf = [](const char* table, size_t field) {
+    return std::string(schema(table)[field].name);
+  };
+  for (const auto* defs : {&rangeMetricDefs(), &pmMetricDefs()}) {
+    for (const MetricDef& d : *defs) {
+      // Range fields are named after the key, with hw_ before instruction counts.
+      const std::string key = d.key;
+      const std::string expected =
+          key.find("instructions") != std::string::npos ? "hw_" + key : key;
+      if (d.summary) {
+        EXPECT_EQ(nameOf("summary", static_cast<size_t>(*d.summary)), expected);
+      }
+      if (d.op) {
+        EXPECT_EQ(nameOf("ops", static_cast<size_t>(*d.op)), expected);
+      }
+      if (d.kernel) {
+        EXPECT_EQ(nameOf("kernels", static_cast<size_t>(*d.kernel)), expected);
+      }
+    }
+  }
+  for (const TensorDtypeField& f : tensorDtypeFields()) {
+    bool pathOfDtype = false;
+    for (const MetricDef& d : rangeMetricDefs()) {
+      pathOfDtype = pathOfDtype || (d.tensorFlops && std::string(d.dtype) == f.dtype);
+    }
+    EXPECT_TRUE(pathOfDtype) << f.dtype;
+  }
 }
 
 TEST(HwCountersTest, ResolveTakesTheSetsAndTheFirstKnownCandidate) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "HwTestData.h"
+#include "TraceTestData.h"
 #include "core/HwResult.h"
 
 namespace torchutil::hw {
@@ -16,18 +17,7 @@ namespace {
 using testdata::idx;
 using testdata::kNaN;
 using testdata::pmSample;
-
-KernelRecord record(KernelRecord::Kind kind, uint64_t start, uint64_t end, int64_t opEvent,
-                    bool timed = false) {
-  KernelRecord k;
-  k.kind = kind;
-  k.name = "k";
-  k.startNs = start;
-  k.endNs = end;
-  k.opEvent = opEvent;
-  k.timed = timed;
-  return k;
-}
+using ::torchutil::testdata::attributed;
 
 RangeValues range(double fp16Ops, double smPct) {
   RangeValues v;
@@ -49,12 +39,7 @@ struct Forward {
   std::vector<OpEvent> events;
   std::vector<OpStats> rows;
   Forward() {
-    OpEvent gemm, add;
-    gemm.op = "aten::mm";
-    gemm.row = 0;
-    add.op = "aten::add";
-    add.row = 1;
-    events = {gemm, add};
+    events = ::torchutil::testdata::opEvents({"aten::mm", "aten::add"});
     OpStats r0, r1;
     r0.op = "aten::mm";
     r0.matrixFlops = 1000;
@@ -62,13 +47,13 @@ struct Forward {
     r1.matrixFlops = 0;
     rows = {r0, r1};
     // Stored out of start order, as CUPTI's buffers may deliver them.
-    kernels = {record(KernelRecord::Kind::Kernel, 500, 700, 1),
-               record(KernelRecord::Kind::Kernel, 100, 200, 0),
-               record(KernelRecord::Kind::Memset, 250, 260, 0),
-               record(KernelRecord::Kind::Kernel, 300, 400, 0),
-               record(KernelRecord::Kind::Kernel, 1100, 1200, 0, true),
-               record(KernelRecord::Kind::Kernel, 1300, 1400, 0, true),
-               record(KernelRecord::Kind::Kernel, 1500, 1700, 1, true)};
+    kernels = {attributed(KernelRecord::Kind::Kernel, 500, 700, 1),
+               attributed(KernelRecord::Kind::Kernel, 100, 200, 0),
+               attributed(KernelRecord::Kind::Memset, 250, 260, 0),
+               attributed(KernelRecord::Kind::Kernel, 300, 400, 0),
+               attributed(KernelRecord::Kind::Kernel, 1100, 1200, 0, true),
+               attributed(KernelRecord::Kind::Kernel, 1300, 1400, 0, true),
+               attributed(KernelRecord::Kind::Kernel, 1500, 1700, 1, true)};
   }
 };
 

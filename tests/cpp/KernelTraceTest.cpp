@@ -5,22 +5,14 @@
 #include <cmath>
 #include <string>
 
+#include "TraceTestData.h"
 #include "core/CountSession.h"
 #include "core/KernelTrace.h"
 
 namespace torchutil {
 namespace {
 
-KernelRecord kernel(const std::string& name, uint64_t start, uint64_t end, uint32_t corr,
-                    uint32_t stream = 7) {
-  KernelRecord k;
-  k.name = name;
-  k.startNs = start;
-  k.endNs = end;
-  k.correlationId = corr;
-  k.stream = stream;
-  return k;
-}
+using testdata::kernel;
 
 TEST(KernelTraceTest, UnionLengthMergesOverlapsAndSkipsEmpty) {
   EXPECT_EQ(unionLength({}), 0u);

@@ -1,0 +1,119 @@
+// KernelTracing (libtorch/KernelTracing.h) over a fake trace backend on the CPU: records split
+// by time into the counted forward's and the traced forwards', the counted ones attributed to op
+// events through the external ids of their launches, dropped records counted, and the
+// trace_status a user sees when the backend cannot or will not trace.
+#include <c10/core/Device.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "FakeTraceBackend.h"
+#include "TraceTestData.h"
+#include "libtorch/KernelTracing.h"
+
+namespace torchutil {
+namespace {
+
+using testdata::kernel;
+using testing::FakeTraceBackend;
+
+const c10::Device kCpu(c10::kCPU);
+
+TEST(KernelTracingTest, RecordsSplitByTimeAndCountedOnesTakeTheirLaunchersOpEvent) {
+  FakeTraceBackend fake;
+  std::string status;
+  auto tracing = KernelTracing::start(kCpu, &status, fake);
+  ASSERT_NE(tracing, nullptr) << status;
+  EXPECT_EQ(status, "on");
+  EXPECT_TRUE(fake.correlating);
+  const uint64_t begin = FakeTraceBackend::now();  // read by start()
+  // The counted forward: two kernels launched under external ids 1 and 2 (op events 0 and 1),
+  // and one launched by no op.
+  fake.kernels = {kernel("gemm", begin + 10, begin + 20, /*correlationId=*/7),
+                  kernel("relu", begin + 30, begin + 40, 8),
+                  kernel("copy", begin + 50, begin + 60, 9)};
+  fake.externalIds = {{7, 1}, {8, 2}};
+  tracing->countedDone();
+  EXPECT_FALSE(fake.correlating);
+  const uint64_t countedEnd = FakeTraceBackend::now();
+  // Between the counted and the traced forwards (warm-up): neither.
+  fake.kernels.push_back(kernel("warmup", countedEnd + 10, countedEnd + 20, 10));
+  tracing->timedStart();
+  const uint64_t timedBegin = FakeTraceBackend::now();
+  fake.kernels.push_back(kernel("gemm", timedBegin + 10, timedBegin + 20, 11));
+
+  std::vector<KernelRecord> counted, timed;
+  tracing->finish(&counted, &timed);
+  EXPECT_EQ(fake.flushes, 1);
+  EXPECT_EQ(fake.alive, 0);  // released at finish, not at the end of the profile
+  ASSERT_EQ(counted.size(), 3u);
+  EXPECT_EQ(counted[0].opEvent, 0);
+  EXPECT_EQ(counted[1].opEvent, 1);
+  EXPECT_EQ(counted[2].opEvent, -1);
+  EXPECT_FALSE(counted[0].timed);
+  ASSERT_EQ(timed.size(), 1u);
+  EXPECT_TRUE(timed[0].timed);
+  EXPECT_EQ(timed[0].correlationId, 11u);
+  EXPECT_EQ(tracing->dropped(), 0u);
+}
+
+TEST(KernelTracingTest, TheHooksAreTheBackendsAndPushOnlyWhileCorrelating) {
+  FakeTraceBackend fake;
+  std::string status;
+  auto tracing = KernelTracing::start(kCpu, &status, fake);
+  ASSERT_NE(tracing, nullptr) << status;
+  const TraceHooks* hooks = tracing->hooks();
+  hooks->push(1);
+  hooks->pop();
+  tracing->countedDone();
+  hooks->push(2);  // after the counted forward: not correlated
+  EXPECT_EQ(fake.pushed, (std::vector<uint64_t>{1}));
+  EXPECT_EQ(fake.popped, 1);
+  const uint64_t t = hooks->clock();
+  EXPECT_EQ(t, FakeTraceBackend::now());
+}
+
+TEST(KernelTracingTest, DroppedRecordsAreCounted) {
+  FakeTraceBackend fake;
+  fake.dropped = 3;
+  std::string status;
+  auto tracing = KernelTracing::start(kCpu, &status, fake);
+  ASSERT_NE(tracing, nullptr) << status;
+  tracing->countedDone();
+  std::vector<KernelRecord> counted, timed;
+  tracing->finish(&counted, &timed);
+  EXPECT_EQ(tracing->dropped(), 3u);
+}
+
+TEST(KernelTracingTest, ARefusedTraceIsOffWithTheSentenceOfTheRefusedCall) {
+  FakeTraceBackend fake;
+  fake.refusal = explainFailure(HwFailure::NoPermission, "cuptiActivityEnable(kind)",
+                                "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
+  std::string status;
+  EXPECT_EQ(KernelTracing::start(kCpu, &status, fake), nullptr);
+  EXPECT_EQ(status,
+            "off: no permission to read GPU performance counters: the NVIDIA driver restricts "
+            "them to administrators (NVreg_RestrictProfilingToAdminUsers=1); run as root or load "
+            "the driver with NVreg_RestrictProfilingToAdminUsers=0. cuptiActivityEnable(kind) "
+            "failed (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES)");
+  EXPECT_EQ(fake.alive, 0);
+}
+
+TEST(KernelTracingTest, TheBackendsReasonTurnsTracingOffBeforeAnythingStarts) {
+  FakeTraceBackend fake;
+  fake.unavailable = "another torchutil profile is tracing kernels in this process";
+  std::string status;
+  EXPECT_EQ(KernelTracing::start(kCpu, &status, fake), nullptr);
+  EXPECT_EQ(status, "off: another torchutil profile is tracing kernels in this process");
+  EXPECT_EQ(fake.traces, 0);
+}
+
+TEST(KernelTracingTest, WithoutAFakeTheCpuSaysTracingNeedsCuda) {
+  std::string status;
+  EXPECT_EQ(KernelTracing::start(kCpu, &status), nullptr);
+  EXPECT_EQ(status, "off: kernel tracing needs a CUDA device, got cpu");
+}
+
+}  // namespace
+}  // namespace torchutil
