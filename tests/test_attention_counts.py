@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import torchutil
+from conftest import cpu_and_cuda
 
 PEAK = 1e12  # any positive peak: keeps the timed CPU GEMM out of these tests
 
@@ -113,13 +114,16 @@ def test_eager_causal_attention_counts_every_score_as_useful():
     assert res.useful_flops == res.flops
 
 
+@pytest.mark.parametrize("device", cpu_and_cuda())
 @pytest.mark.parametrize("causal", [False, True])
-def test_grouped_query_sdpa_counts_every_query_head(causal):
+def test_grouped_query_sdpa_counts_every_query_head(causal, device):
     """enable_gqa=True with Hq = 4 Hkv: each query head attends over all keys of its group's
     key/value head, so the count is that of Hq heads, with Hkv-headed keys and values."""
     b, hq, hkv, lq, lk, e = 2, 8, 2, 6, 10, 16
-    q, k, v = torch.randn(b, hq, lq, e), torch.randn(b, hkv, lk, e), torch.randn(b, hkv, lk, e)
-    res = count(F.scaled_dot_product_attention, q, k, v, is_causal=causal, enable_gqa=True)
+    q = torch.randn(b, hq, lq, e, device=device)
+    k, v = torch.randn(b, hkv, lk, e, device=device), torch.randn(b, hkv, lk, e, device=device)
+    res = count(F.scaled_dot_product_attention, q, k, v, is_causal=causal, enable_gqa=True,
+                device=device)
     kept = top_left_kept(lq, lk) if causal else None
     matrix, vector, useful = attention(b * hq, lq, lk, e, e, kept)
     row = the_one_row(res, "aten::scaled_dot_product_attention")
@@ -127,16 +131,25 @@ def test_grouped_query_sdpa_counts_every_query_head(causal):
     assert row.bytes == 4 * (q.numel() + k.numel() + v.numel() + b * hq * lq * e)
 
 
-def test_mixture_of_experts_prices_its_routed_experts():
+@pytest.mark.parametrize("device", cpu_and_cuda())
+def test_mixture_of_experts_prices_its_routed_experts(device):
     """A small MoE layer as Mixtral's grouped_mm path runs it: a router (linear, softmax, top-k),
     the (token, expert) rows sorted by expert, each expert's up and down projections in one
     _grouped_mm each with the router's cumulative counts as offsets. Matrix FLOPs: the router's
     2·T·D·G and 2·(T·k)·D·F per projection (every routed row through one expert); the router's
-    topk and sort stay reported, as ops with no formula."""
+    topk and sort stay reported, as ops with no formula. On CUDA _grouped_mm is one bfloat16
+    kernel (Hopper and later), on the CPU one mm per group: the count is the same."""
     torch.manual_seed(0)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
     tokens, d, f, experts, top_k = 12, 16, 32, 4, 2
-    x, router = torch.randn(tokens, d), torch.randn(experts, d)
-    w_up, w_down = torch.randn(experts, d, f), torch.randn(experts, f, d)
+
+    def randn(*shape):
+        return torch.randn(*shape, device=device, dtype=dtype)
+
+    x, router = randn(tokens, d), randn(experts, d)
+    # Stored [experts, out, in] as nn.Linear keeps them, used transposed (column-major, as the
+    # CUDA kernel wants its second operand).
+    w_up, w_down = randn(experts, f, d).transpose(1, 2), randn(experts, d, f).transpose(1, 2)
 
     def moe(x):
         weights, chosen = F.linear(x, router).softmax(-1).topk(top_k, dim=-1)
@@ -148,7 +161,7 @@ def test_mixture_of_experts_prices_its_routed_experts():
         y = torch._grouped_mm(h, w_down, offs=offs) * weights.flatten()[order, None]
         return torch.zeros_like(x).index_add_(0, order // top_k, y)
 
-    res = count(moe, x)
+    res = count(moe, x, device=device)
     routed = tokens * top_k
     grouped = [r for r in res.ops if r.op == "aten::_grouped_mm"]
     assert [(r.calls, r.matrix_flops) for r in grouped] == [(2, 2 * (2 * routed * d * f))]
