@@ -13,6 +13,7 @@ wrote: a closed form from the op's definition, FlopCounterMode where it has the 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -284,3 +285,33 @@ def test_the_printed_result_says_when_the_peak_was_exceeded_or_a_count_saturated
     with torchutil.Profiler(device="meta", peak_flops=PEAK) as prof:
         linear(torch.empty(2**30, 2**20, device="meta"))
     assert "lower bounds" in str(prof.result)
+
+
+_SPREAD = re.compile(
+    r"best ([\d.]+) (\w?)FLOP/s of (\d+) repetitions; median ([\d.]+), quartiles ([\d.]+)-([\d.]+),"
+    r" min ([\d.]+) \w?FLOP/s \(spread (\d+) %\)")
+
+
+def test_a_measured_peak_reports_its_own_spread():
+    """The measured CPU peak moved 10x between runs of one loaded machine (issue 21): its text
+    gives the timed GEMM's repetitions (best, median, quartiles, min, spread = quartile range /
+    median), says when the spread is wide, and writes this CPU's rate in GFLOP/s, not TFLOP/s."""
+    value, source = torchutil.peak_flops("cpu", torch.float32, "measured")
+    match = _SPREAD.search(source)
+    assert match, source
+    assert source.startswith("measured: square float32 GEMMs (1024x1024x1024) on cpu, best ")
+    best, prefix, reps = float(match[1]), match[2], int(match[3])
+    median, q1, q3, low, spread = (float(match[i]) for i in range(4, 9))
+    scale = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}[prefix]
+    assert best * scale == pytest.approx(value, rel=5e-3)  # three significant digits
+    assert 1 <= best < 1000  # the prefix that fits: a CPU's tens of GFLOP/s read as such
+    assert 3 <= reps <= 11
+    assert low <= q1 <= median <= q3 <= best
+    assert spread == pytest.approx(100 * (q3 - q1) / median, abs=2)  # from rounded figures
+    if spread >= 21:
+        assert "The spread is wide" in source and "peak_flops=" in source
+    elif spread <= 19:
+        assert "wide" not in source
+    r = torchutil.profile(torch.nn.Linear(8, 8), torch.randn(2, 8), warmup=0, iters=2,
+                          peak="measured")
+    assert r.peak_source == source and r.peak_flops_per_second == value

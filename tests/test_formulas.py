@@ -67,13 +67,16 @@ def nbytes(*values) -> int:
     return sum(t.numel() * t.element_size() for v in values for t in tensors_in(v))
 
 
-def check_single(result, op, *, matrix, vector, bytes):
+def check_single(result, op, *, matrix, vector, bytes, useful=None):
     """result holds exactly one row, op called once, with these FLOPs and bytes; its totals
-    are that row's."""
+    are that row's. useful: its useful FLOPs, all of them (matrix + vector) unless given."""
     assert [(r.op, r.calls) for r in result.ops] == [(op, 1)], result.ops
     assert result.unknown_ops == {}
     row = result.ops[0]
     assert (row.matrix_flops, row.vector_flops, row.bytes) == (matrix, vector, bytes), row
+    useful = matrix + vector if useful is None else useful
+    assert row.useful_flops == useful, row
+    assert result.useful_flops == useful
     assert result.matrix_flops == matrix
     assert result.vector_flops == vector
     assert result.flops == matrix + vector
@@ -461,6 +464,55 @@ def test_inplace_elementwise_uses_base_formula():
     check_single(res, "aten::relu_", matrix=0, vector=x.numel(), bytes=2 * F32 * x.numel())
 
 
+BOOLEAN_OPS = {
+    "aten::__and__": lambda m, n: m & n, "aten::__or__": lambda m, n: m | n,
+    "aten::__xor__": lambda m, n: m ^ n, "aten::bitwise_not": lambda m, n: ~m,
+    "aten::bitwise_and": torch.bitwise_and, "aten::bitwise_or": torch.bitwise_or,
+    "aten::logical_and": torch.logical_and, "aten::logical_not": lambda m, n: torch.logical_not(m),
+}
+
+
+@pytest.mark.parametrize("op", sorted(BOOLEAN_OPS))
+def test_boolean_mask_ops_cost_bytes_and_no_flops(op):
+    """Attention masks combined with &, |, ~ (450 calls in one Hugging Face generate): integer
+    work, priced at 0 FLOPs with their bytes, not listed as unknown."""
+    m, n = torch.rand(3, 1, 7) > 0.5, torch.rand(3, 5, 7) > 0.5
+    res, out = count(BOOLEAN_OPS[op], m, n)
+    assert out.dtype == torch.bool
+    unary = op in ("aten::bitwise_not", "aten::logical_not")
+    check_single(res, op, matrix=0, vector=0, bytes=nbytes(m, out) + (0 if unary else n.numel()))
+
+
+def test_inplace_and_out_boolean_ops_cost_no_flops():
+    m, n = torch.rand(4, 6) > 0.5, torch.rand(4, 6) > 0.5
+    res, _ = count(lambda: (m.__iand__(n), m.__ior__(n), m.bitwise_and_(n),
+                            torch.bitwise_or(m, n, out=torch.empty_like(m))))
+    assert res.unknown_ops == {}, res.unknown_ops
+    assert {r.op for r in res.ops} >= {"aten::__iand__", "aten::__ior__", "aten::bitwise_and_",
+                                       "aten::bitwise_or"}, res.ops
+    assert res.flops == 0
+    # Each reads two masks and writes one; the out= call's out tensor is an argument too.
+    assert sum(r.bytes for r in res.ops if r.op != "aten::empty_like") == (3 * 3 + 4) * m.numel()
+
+
+def test_integer_shifts_cost_no_flops():
+    x = torch.arange(24, dtype=torch.int32).reshape(4, 6)
+    res, _ = count(lambda: (x << 2, x >> 1, x ^ 3))
+    assert res.unknown_ops == {}, res.unknown_ops
+    assert [r.op for r in res.ops] == ["aten::__lshift__", "aten::__rshift__", "aten::__xor__"]
+    assert res.flops == 0
+    assert res.bytes == 3 * 2 * x.numel() * 4  # each reads x and writes its like (scalars: none)
+
+
+def test_broadcast_to_and_meshgrid_are_views():
+    x, a, b = torch.randn(3, 1), torch.arange(4.0), torch.arange(5.0)
+    res, out = count(lambda: (torch.broadcast_to(x, (2, 3, 6)),
+                              torch.meshgrid(a, b, indexing="ij")))
+    assert res.unknown_ops == {}, res.unknown_ops
+    assert res.ops == [] and res.flops == 0 and res.bytes == 0
+    assert out[0].shape == (2, 3, 6) and out[1][0].shape == (4, 5)
+
+
 # ---- normalization -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("training", [False, True])
@@ -670,6 +722,75 @@ def test_interpolate_antialias():
     res, out = count(F.interpolate, x, size=(5, 4), mode="bilinear", antialias=True)
     check_single(res, "aten::_upsample_bilinear2d_aa", matrix=0, vector=4 * 6 * 20,
                  bytes=F32 * (x.numel() + 6 * 20))
+
+
+# ---- sampling at points (grid_sample, torchvision's roi_align and nms) ---------------------
+# Per sampled value (point and channel) one FLOP per tap, as interpolation counts them (bilinear
+# 2^dims, bicubic 16, nearest none); per point, shared by the channels, 2 per axis for its
+# coordinate and one per tap weight (docs/counting.md).
+
+GRID_TAPS = {"bilinear": 4, "nearest": 0, "bicubic": 16}
+
+
+@pytest.mark.parametrize("mode", sorted(GRID_TAPS))
+@pytest.mark.parametrize("seed", range(3))
+def test_grid_sample_2d(mode, seed):
+    rng = random.Random(f"grid{mode}{seed}")
+    n, c, h, w = rng.randint(1, 3), rng.randint(1, 4), rng.randint(2, 9), rng.randint(2, 9)
+    ho, wo = rng.randint(1, 8), rng.randint(1, 8)
+    x, grid = torch.randn(n, c, h, w), torch.rand(n, ho, wo, 2) * 2 - 1
+    res, out = count(F.grid_sample, x, grid, mode=mode, align_corners=rng.choice([False, True]),
+                     padding_mode=rng.choice(["zeros", "border", "reflection"]))
+    assert tuple(out.shape) == (n, c, ho, wo)
+    taps, points = GRID_TAPS[mode], n * ho * wo
+    check_single(res, "aten::grid_sampler", matrix=0,
+                 vector=taps * points * c + (2 * 2 + taps) * points, bytes=nbytes(x, grid, out))
+
+
+def test_grid_sample_3d_is_trilinear():
+    x, grid = torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 5, 3) * 2 - 1
+    res, out = count(F.grid_sample, x, grid, align_corners=False)
+    points = 2 * 3 * 4 * 5
+    check_single(res, "aten::grid_sampler", matrix=0, vector=8 * points * 3 + (2 * 3 + 8) * points,
+                 bytes=nbytes(x, grid, out))
+
+
+@pytest.mark.parametrize("ratio", [1, 2, 4])
+def test_roi_align(ratio):
+    """Each of the K x C x ph x pw output bins averages ratio^2 bilinear samples: 4 taps and an
+    add per sample and channel, a divide per bin; per sample point 8 (coordinate and weights)."""
+    torchvision = pytest.importorskip("torchvision")
+    x = torch.randn(2, 5, 16, 20)
+    boxes = torch.tensor([[0, 1.0, 2.0, 9.0, 12.0], [1, 0.0, 0.0, 15.0, 19.0],
+                          [0, 3.5, 1.5, 7.5, 8.0]])
+    k, c, ph, pw = 3, 5, 4, 3
+    res, out = count(torchvision.ops.roi_align, x, boxes, (ph, pw), 0.5, ratio, True)
+    assert tuple(out.shape) == (k, c, ph, pw)
+    samples = k * ph * pw * ratio**2
+    check_single(res, "torchvision::roi_align", matrix=0,
+                 vector=samples * c * (4 + 1) + k * c * ph * pw + 8 * samples,
+                 bytes=nbytes(x, boxes, out))
+
+
+def test_roi_align_with_an_adaptive_ratio_is_reported():
+    """sampling_ratio <= 0 samples each box as often as it is large: not a shape function."""
+    torchvision = pytest.importorskip("torchvision")
+    x, boxes = torch.randn(1, 2, 8, 8), torch.tensor([[0, 0.0, 0.0, 7.0, 7.0]])
+    res, _ = count(torchvision.ops.roi_align, x, boxes, (2, 2), 1.0, -1)
+    assert res.unknown_ops == {"torchvision::roi_align": 1}
+    assert all(r.op != "torchvision::roi_align" for r in res.ops)
+
+
+@pytest.mark.parametrize("n", [1, 2, 37])
+def test_nms_prices_every_pair(n):
+    """13 FLOPs per pair's IoU and threshold test, 3 per box's area; its sort is inside it."""
+    torchvision = pytest.importorskip("torchvision")
+    xy = torch.rand(n, 2) * 50
+    boxes = torch.cat([xy, xy + torch.rand(n, 2) * 30 + 1], dim=1)
+    scores = torch.rand(n)
+    res, keep = count(torchvision.ops.nms, boxes, scores, 0.4)
+    check_single(res, "torchvision::nms", matrix=0, vector=13 * n * (n - 1) // 2 + 3 * n,
+                 bytes=nbytes(boxes, scores, keep))
 
 
 # ---- data movement -------------------------------------------------------------------------
@@ -930,9 +1051,15 @@ VERSION_SPECIFIC: dict[str, str] = {
 
 
 def test_every_formula_name_is_an_operator_of_this_torch():
+    try:
+        import torchvision  # noqa: F401  (registers the torchvision:: operators priced here)
+        torchvision_ops = True
+    except ImportError:
+        torchvision_ops = False
     operators = {name.split(".")[0] for name in torch._C._dispatch_get_all_op_names()}
     unknown = [name for name in torch.ops.util.formula_ops()
-               if name not in operators and name not in VERSION_SPECIFIC]
+               if name not in operators and name not in VERSION_SPECIFIC
+               and (torchvision_ops or not name.startswith("torchvision::"))]
     assert unknown == [], f"formula names that are no operator of torch {torch.__version__}: {unknown}"
     stale = [name for name in VERSION_SPECIFIC if name not in torch.ops.util.formula_ops()]
     assert stale == []

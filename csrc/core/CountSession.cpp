@@ -32,6 +32,7 @@ size_t CountTable::add(std::string_view op, const std::string& module, std::stri
   row.calls += 1;
   row.matrixFlops = saturatingAdd(row.matrixFlops, cost.matrixFlops);
   row.vectorFlops = saturatingAdd(row.vectorFlops, cost.vectorFlops);
+  row.maskedFlops = saturatingAdd(row.maskedFlops, cost.maskedFlops);
   row.bytes = saturatingAdd(row.bytes, bytes);
   return i;
 }
@@ -49,8 +50,8 @@ void CountTable::addUnknown(std::string_view op, int64_t calls) {
 
 void CountTable::merge(const CountTable& other) {
   for (const OpStats& r : other.rows_) {
-    const size_t i =
-        add(r.op, r.module, r.dtype, r.opClass, Cost{r.matrixFlops, r.vectorFlops}, r.bytes);
+    const size_t i = add(r.op, r.module, r.dtype, r.opClass,
+                         Cost{r.matrixFlops, r.vectorFlops, r.maskedFlops}, r.bytes);
     rows_[i].calls += r.calls - 1;
   }
   for (const auto& [name, calls] : other.unknown_) {
@@ -63,6 +64,7 @@ CountTotals CountTable::totals() const {
   for (const OpStats& r : rows_) {
     t.matrixFlops = saturatingAdd(t.matrixFlops, r.matrixFlops);
     t.vectorFlops = saturatingAdd(t.vectorFlops, r.vectorFlops);
+    t.maskedFlops = saturatingAdd(t.maskedFlops, r.maskedFlops);
     t.bytes = saturatingAdd(t.bytes, r.bytes);
     t.countedCalls += r.calls;
   }
@@ -256,25 +258,31 @@ void CountSession::exit(const Args& outputs) {
   bool covered = f.covered;
   if (f.counted) {
     counted_ = f.prevCounted;
-    if (!f.superseded) {
-      Cost cost = f.entry->formula != nullptr ? f.entry->formula(f.inputs, outputs) : Cost{};
+    const Cost cost =
+        f.superseded || f.entry->formula == nullptr ? Cost{} : f.entry->formula(f.inputs, outputs);
+    if (f.superseded) {
+      closeEvent(f, OpEvent::Kind::Transparent, -1);
+    } else if (cost.unpriced) {
+      // Rule 5: the shapes do not say what it cost (roi_align's adaptive sampling).
+      table_.addUnknown(f.name);
+      closeEvent(f, OpEvent::Kind::Unknown, -1);
+    } else {
       const TensorInfo* first = firstTensor(f.inputs);
+      Cost priced = cost;
       if (f.entry->opClass == OpClass::Vector && first != nullptr && allIntegral(f.inputs)) {
-        cost.vectorFlops = 0;  // integer arithmetic (a step counter) is no floating-point work
+        priced.vectorFlops = 0;  // integer arithmetic (a step counter) is no floating-point work
       }
       const int64_t bytes = totalBytes(f.inputs) + totalBytes(outputs);
-      const TensorInfo* t = first;
       const std::string& module = modules_[std::min(f.module, modules_.size() - 1)];
-      const size_t row =
-          table_.add(f.name, module, t != nullptr ? t->dtype : "", f.entry->opClass, cost, bytes);
+      const size_t row = table_.add(f.name, module, first != nullptr ? first->dtype : "",
+                                    f.entry->opClass, priced, bytes);
       closeEvent(f, OpEvent::Kind::Counted, static_cast<int64_t>(row));
-    } else {
-      closeEvent(f, OpEvent::Kind::Transparent, -1);
     }
     // Only arithmetic covers a caller (rule 4): a copy inside an unknown op
-    // (linalg_lu_factor_ex copies its input, then runs LAPACK) must not hide that op's work.
-    covered = f.entry->opClass != OpClass::Memory;
-    f.coveredBytes = saturatingAdd(totalBytes(f.inputs), totalBytes(outputs));
+    // (linalg_lu_factor_ex copies its input, then runs LAPACK) must not hide that op's work;
+    // nor does an op reported for want of a price.
+    covered = f.entry->opClass != OpClass::Memory && !cost.unpriced;
+    f.coveredBytes = cost.unpriced ? 0 : saturatingAdd(totalBytes(f.inputs), totalBytes(outputs));
   } else if (f.inside) {
     closeEvent(f, OpEvent::Kind::Inside, -1);
   } else if (f.opaque) {

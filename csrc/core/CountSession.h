@@ -17,7 +17,9 @@
 //     an unpriced LSTM layer does not account for the layer's matrix work.
 //  5. An op whose inputs the dispatcher could not box is treated as unknown, with rule 4.
 //     So is a matrix op with a nested-tensor input: its formula needs dense shapes, and the
-//     callees that do its work run on dense buffers.
+//     callees that do its work run on dense buffers; and an op whose formula finds that the
+//     shapes do not determine its cost (Cost::unpriced): it is reported, its callees having
+//     been inside it.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,9 +40,11 @@ struct OpStats {
   int64_t calls = 0;
   int64_t matrixFlops = 0;
   int64_t vectorFlops = 0;
+  int64_t maskedFlops = 0;  // of the FLOPs, those a causal mask discards (Cost::maskedFlops)
   int64_t bytes = 0;
 
   int64_t flops() const { return saturatingAdd(matrixFlops, vectorFlops); }
+  int64_t usefulFlops() const { return flops() - maskedFlops; }
 };
 
 // One op call of a counted forward, recorded when the session keeps events (kernel tracing).
@@ -61,12 +65,14 @@ const char* opEventKindName(OpEvent::Kind k);
 struct CountTotals {
   int64_t matrixFlops = 0;
   int64_t vectorFlops = 0;
+  int64_t maskedFlops = 0;
   int64_t bytes = 0;
   int64_t countedCalls = 0;
   int64_t unknownCalls = 0;
   bool saturated = false;  // a count reached kSaturatedCount (Convention.h) and was held there
   int64_t otherThreadCalls = 0;
   int64_t flops() const { return saturatingAdd(matrixFlops, vectorFlops); }
+  int64_t usefulFlops() const { return flops() - maskedFlops; }
 };
 
 // The aggregated result: one row per (op, module, dtype), in first-seen order.

@@ -1,7 +1,8 @@
 #pragma once
 // One registry from operator name ("aten::addmm") to the formula that prices one call of it.
 // Formulas are pure functions of the op's inputs and outputs (shapes and scalars, OpArgs.h).
-// The FLOP convention is in Convention.h; the registrations are in Formulas.cpp.
+// The FLOP convention is in Convention.h; the registrations are in Formulas.cpp and the
+// Formulas<Family>.cpp files it calls (FormulaFamilies.h).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,6 +26,12 @@ const char* opClassName(OpClass c);
 struct Cost {
   int64_t matrixFlops = 0;
   int64_t vectorFlops = 0;
+  // Of matrixFlops + vectorFlops, the FLOPs spent on attention scores that a causal mask
+  // discards: the useful FLOPs are the rest (docs/counting.md, "Masked attention").
+  int64_t maskedFlops = 0;
+  // The shapes do not determine the cost (roi_align's adaptive sampling ratio depends on the
+  // boxes): the call is reported as an op with no formula, never priced at 0.
+  bool unpriced = false;
 };
 
 using Formula = Cost (*)(const Args& inputs, const Args& outputs);
@@ -37,7 +44,7 @@ struct FormulaEntry {
 
 class FormulaRegistry {
  public:
-  // The process-wide registry holding every formula of Formulas.cpp.
+  // The process-wide registry holding every formula of Formulas*.cpp.
   static const FormulaRegistry& global();
 
   // Throws std::invalid_argument if name is already registered, or if a counted arithmetic
@@ -57,7 +64,7 @@ class FormulaRegistry {
   FormulaEntry transparentNamespace_{"<transparent namespace>", OpClass::Transparent, nullptr};
 };
 
-// Fills a registry with torchutil's formulas (Formulas.cpp).
+// Fills a registry with torchutil's formulas (Formulas.cpp and its families).
 void registerAllFormulas(FormulaRegistry& registry);
 
 }  // namespace torchutil

@@ -24,6 +24,7 @@ std::vector<double> summarize(const SummaryInputs& in) {
   set(Field::flops, flops);
   set(Field::matrix_flops, matrix);
   set(Field::vector_flops, static_cast<double>(in.totals.vectorFlops));
+  set(Field::useful_flops, static_cast<double>(in.totals.usefulFlops()));
   set(Field::bytes, static_cast<double>(in.totals.bytes));
   set(Field::arithmetic_intensity, ratio(flops, static_cast<double>(in.totals.bytes)));
   set(Field::seconds, in.secondsPerForward);
@@ -83,6 +84,7 @@ void addOpRow(ResultTable& table, const OpStats& s, const OpKernelStats* k, doub
   table.set(row, OpField::calls, static_cast<double>(s.calls));
   table.set(row, OpField::matrix_flops, static_cast<double>(s.matrixFlops));
   table.set(row, OpField::vector_flops, static_cast<double>(s.vectorFlops));
+  table.set(row, OpField::useful_flops, static_cast<double>(s.usefulFlops()));
   table.set(row, OpField::bytes, static_cast<double>(s.bytes));
   table.set(row, OpField::arithmetic_intensity, ratio(flops, static_cast<double>(s.bytes)));
   if (k != nullptr) {

@@ -34,6 +34,9 @@ struct FieldSpec {
   X(matrix_flops, Real, "FLOPs of matrix products, convolutions and attention per forward")   \
   X(vector_flops, Real,                                                                       \
     "FLOPs of elementwise ops, normalization, pooling, reductions per forward")               \
+  X(useful_flops, Real,                                                                      \
+    "flops less those on attention scores a causal mask discards (= flops where none is "    \
+    "masked); utilization uses flops")                                                         \
   X(bytes, Real, "bytes read and written by the ops of one forward (nominal)")                \
   X(arithmetic_intensity, Real, "flops / bytes")                                              \
   X(seconds, Real, "median seconds per forward")                                              \
@@ -122,6 +125,7 @@ struct FieldSpec {
   X(calls, Count, "calls per forward")                                                  \
   X(matrix_flops, Count, "matrix FLOPs")                                                \
   X(vector_flops, Count, "vector FLOPs")                                                \
+  X(useful_flops, Count, "FLOPs less those on scores a causal mask discards")           \
   X(bytes, Count, "bytes read and written")                                             \
   X(arithmetic_intensity, Real, "FLOPs per byte")                                       \
   X(kernels, Real, "GPU kernels per forward")                                           \

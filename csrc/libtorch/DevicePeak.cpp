@@ -46,26 +46,37 @@ class Tf32Scope {
   bool saved_;
 };
 
-double timeGemm(c10::Device device, PeakDtype dtype) {
+// The square GEMM a measured peak times: n x n in dtype, n by device.
+int64_t gemmSize(c10::Device device, PeakDtype dtype) {
+  const bool lowPrecisionCpu =
+      device.is_cpu() && (dtype == PeakDtype::FP16 || dtype == PeakDtype::BF16);
+  return device.is_cpu() ? (lowPrecisionCpu ? 512 : 1024) : 8192;
+}
+
+RateSpread timeGemm(c10::Device device, PeakDtype dtype) {
   const auto type = gemmType(dtype);
   TORCH_CHECK_VALUE(type.has_value(), "torchutil: a measured peak for ", peakDtypeName(dtype),
                     " is not implemented; pass peak_flops= instead");
   c10::InferenceMode inference;
   Tf32Scope tf32(dtype == PeakDtype::TF32);
-  const bool lowPrecisionCpu =
-      device.is_cpu() && (dtype == PeakDtype::FP16 || dtype == PeakDtype::BF16);
-  const int64_t n = device.is_cpu() ? (lowPrecisionCpu ? 512 : 1024) : 8192;
+  const int64_t n = gemmSize(device, dtype);
   const auto opts = at::TensorOptions().device(device).dtype(*type);
   const at::Tensor a = at::randn({n, n}, opts);
   const at::Tensor b = at::randn({n, n}, opts);
-  return bestRate(
+  const RateSpread spread = summarizeRates(timedRates(
       device, [&] { at::mm(a, b); }, device.is_cpu() ? 1 : 10,
-      2.0 * static_cast<double>(n) * n * n);
+      2.0 * static_cast<double>(n) * n * n));
+  if (spread.wide()) {
+    // Once per device and dtype: the measurement is cached, its text goes with every result.
+    TORCH_WARN("torchutil: the measured ", peakDtypeName(dtype), " peak of ", device.str(),
+               " is uncertain: ", describeSpread(spread, "FLOP/s"));
+  }
+  return spread;
 }
 
 }  // namespace
 
-double measuredGemmPeak(c10::Device device, PeakDtype dtype) {
+RateSpread measuredGemmPeak(c10::Device device, PeakDtype dtype) {
   return memoized("gemm " + device.str() + " " + peakDtypeName(dtype),
                   [&] { return timeGemm(device, dtype); });
 }
@@ -126,10 +137,12 @@ Peak devicePeak(c10::Device device, PeakDtype dtype, RateSource source) {
                       "GPUs, not for ",
                       device.str(), "; use peak='measured' or 'auto'");
   }
-  const double measured = measuredGemmPeak(device, dtype);
+  const RateSpread measured = measuredGemmPeak(device, dtype);
+  const int64_t n = gemmSize(device, dtype);
   std::ostringstream src;
-  src << "measured: best square " << dtypeName << " GEMM on " << device.str();
-  return {measured, src.str(), dtypeName};
+  src << "measured: square " << dtypeName << " GEMMs (" << n << "x" << n << "x" << n << ") on "
+      << device.str() << ", " << describeSpread(measured, "FLOP/s");
+  return {measured.best, src.str(), dtypeName};
 }
 
 Peak peakForCount(c10::Device device, const CountTable& table, RateSource source,

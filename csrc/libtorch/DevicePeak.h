@@ -9,6 +9,7 @@
 
 #include "core/CountSession.h"
 #include "core/PeakTable.h"
+#include "core/RateSpread.h"
 
 namespace torchutil {
 
@@ -36,8 +37,9 @@ Peak peakForCount(c10::Device device, const CountTable& table, RateSource source
 // The device's name for people: the GPU's name on CUDA, else the device string.
 std::string deviceName(c10::Device device);
 
-// Times a square GEMM in dtype on device and returns the best FLOP/s seen; cached per
-// (device, dtype) for the life of the process.
-double measuredGemmPeak(c10::Device device, PeakDtype dtype);
+// Times a square GEMM in dtype on device, repeatedly, and returns the FLOP/s of the repetitions
+// (the peak is their best); cached per (device, dtype) for the life of the process. Warns
+// (TORCH_WARN) when they spread wide (RateSpread::wide).
+RateSpread measuredGemmPeak(c10::Device device, PeakDtype dtype);
 
 }  // namespace torchutil

@@ -459,5 +459,78 @@ TEST(CountSessionTest, IntegerVectorOpsCostBytesButNoFlops) {
   EXPECT_EQ(s.table().rows()[1].vectorFlops, 4);
 }
 
+// Boolean masks (Hugging Face's attention masks: &, |, ~ on bool tensors) are elementwise work
+// on integers: bytes, no FLOPs, and not unknown; broadcast_to and meshgrid are views.
+TEST(CountSessionTest, BooleanMaskOpsCostBytesButNoFlops) {
+  CountSession s;
+  const Arg mask = t({2, 8}, 1, "bool");
+  call(s, "aten::__and__", {mask, mask}, {mask}, [&] {
+    call(s, "aten::bitwise_and", {mask, mask}, {mask});
+  });
+  call(s, "aten::bitwise_or_", {mask, mask}, {mask});
+  call(s, "aten::__ior__", {mask, mask}, {mask});
+  call(s, "aten::bitwise_not", {mask}, {mask});
+  call(s, "aten::broadcast_to", {t({1, 8}), Arg::ofInts({4, 8})}, {t({4, 8})}, [&] {
+    call(s, "aten::expand", {t({1, 8}), Arg::ofInts({4, 8})}, {t({4, 8})});
+  });
+  call(s, "aten::meshgrid", {}, {});
+  const CountTotals totals = s.table().totals();
+  EXPECT_EQ(totals.unknownCalls, 0);
+  EXPECT_EQ(totals.countedCalls, 4);
+  EXPECT_EQ(totals.flops(), 0);
+  EXPECT_EQ(totals.bytes, 3 * 16 + 3 * 16 + 3 * 16 + 2 * 16);
+  EXPECT_EQ(s.table().rows()[0].op, "aten::__and__");  // its callee is its implementation
+}
+
+// roi_align with an adaptive sampling ratio (<= 0) samples as often as each box is large: the
+// shapes do not say, so the call is reported, and does not cover an unknown caller either.
+TEST(CountSessionTest, AnOpWhoseShapesDoNotSayItsCostIsReported) {
+  CountSession s;
+  const Args fixed = {t({1, 4, 16, 16}), t({3, 5}),     Arg::ofDouble(0.5), Arg::ofInt(2),
+                      Arg::ofInt(2),     Arg::ofInt(2), Arg::ofBool(false)};
+  Args adaptive = fixed;
+  adaptive[5] = Arg::ofInt(-1);
+  const Args out = {t({3, 4, 2, 2})};
+  EXPECT_TRUE(call(s, "torchvision::roi_align", fixed, out));
+  EXPECT_TRUE(call(s, "torchvision::roi_align", adaptive, out));
+  call(s, "custom::pooler", {t({1, 4, 16, 16})}, out,
+       [&] { call(s, "torchvision::roi_align", adaptive, out); });
+  const CountTable& table = s.table();
+  ASSERT_EQ(table.rows().size(), 1u);
+  EXPECT_EQ(table.rows()[0].calls, 1);
+  EXPECT_GT(table.rows()[0].vectorFlops, 0);
+  ASSERT_EQ(table.unknown().size(), 2u);
+  EXPECT_EQ(table.unknown()[0], (std::pair<std::string, int64_t>{"torchvision::roi_align", 2}));
+  EXPECT_EQ(table.unknown()[1], (std::pair<std::string, int64_t>{"custom::pooler", 1}));
+}
+
+// What a causal mask discards is kept apart from the nominal FLOPs, per row and in the totals,
+// and survives a merge.
+TEST(CountSessionTest, MaskedFlopsAreCountedBesideTheNominalOnes) {
+  const int64_t l = 6, e = 8;
+  const Args q = {t({1, 2, l, e}), t({1, 2, l, e}), t({1, 2, l, e}), Arg::none(),
+                  Arg::ofDouble(0.0)};
+  Args causal = q;
+  causal.push_back(Arg::ofBool(true));
+  Args full = q;
+  full.push_back(Arg::ofBool(false));
+  const Args out = {t({1, 2, l, e})};
+  CountSession s, forked;
+  call(s, "aten::scaled_dot_product_attention", causal, out);
+  call(s, "aten::scaled_dot_product_attention", full, out);
+  call(forked, "aten::scaled_dot_product_attention", causal, out);
+  const int64_t nominal = 2 * (2 * l * l * e + 2 * l * l * e + 5 * l * l);
+  // Causal: each of the 2 heads keeps l(l+1)/2 of the l*l scores.
+  const int64_t masked = 2 * (l * l - l * (l + 1) / 2) * (2 * e + 2 * e + 5);
+  const OpStats& r = s.table().rows()[0];
+  EXPECT_EQ(r.flops(), 2 * nominal);
+  EXPECT_EQ(r.maskedFlops, masked);
+  EXPECT_EQ(r.usefulFlops(), 2 * nominal - masked);
+  CountTable merged = s.table();
+  merged.merge(forked.table());
+  EXPECT_EQ(merged.totals().flops(), 3 * nominal);
+  EXPECT_EQ(merged.totals().usefulFlops(), 3 * nominal - 2 * masked);
+}
+
 }  // namespace
 }  // namespace torchutil

@@ -54,6 +54,16 @@ Flops cost(const std::string& op, OpClass c, const Args& in, const Args& out) {
   return {k.matrixFlops, k.vectorFlops};
 }
 
+// The whole Cost of one call (masked FLOPs, unpriced) by the formula of exactly that name.
+Cost fullCost(const std::string& op, const Args& in, const Args& out) {
+  const FormulaEntry* e = FormulaRegistry::global().find(op);
+  if (e == nullptr || e->name != op || e->formula == nullptr) {
+    ADD_FAILURE() << op << " has no formula of its own";
+    return {};
+  }
+  return e->formula(in, out);
+}
+
 Flops matrixCost(const std::string& op, const Args& in, const Args& out) {
   return cost(op, OpClass::Matrix, in, out);
 }
@@ -77,6 +87,7 @@ const Names kMatrixProducts = {"aten::mm",
                                "aten::addbmm",
                                "aten::_scaled_mm",
                                "mkldnn::_linear_pointwise"};
+const Names kGroupedMm = {"aten::_grouped_mm", "aten::_scaled_grouped_mm"};
 
 // Convolutions by the dimensions they take (0: any).
 const std::vector<std::pair<std::string, int>> kConvolutions = {
@@ -163,6 +174,27 @@ const Names kElementwise = {"aten::add",         "aten::sub",
                             "aten::nan_to_num",  "aten::remainder",
                             "aten::fmod",        "aten::floor_divide",
                             "aten::atan2"};
+// Integer and boolean only: 1 per output element by the formula, 0 FLOPs once CountSession
+// sees their integer inputs (CountSessionTest.BooleanMaskOpsCostBytesButNoFlops).
+const Names kBitwise = {"aten::bitwise_and",
+                        "aten::bitwise_or",
+                        "aten::bitwise_xor",
+                        "aten::bitwise_not",
+                        "aten::bitwise_left_shift",
+                        "aten::bitwise_right_shift",
+                        "aten::__and__",
+                        "aten::__or__",
+                        "aten::__xor__",
+                        "aten::__iand__",
+                        "aten::__ior__",
+                        "aten::__ixor__",
+                        "aten::__lshift__",
+                        "aten::__rshift__",
+                        "aten::__ilshift__",
+                        "aten::__irshift__"};
+const Names kGridSampler = {"aten::grid_sampler", "aten::grid_sampler_2d", "aten::grid_sampler_3d",
+                            "aten::_grid_sampler_2d_cpu_fallback", "aten::cudnn_grid_sampler"};
+const Names kDetection = {"torchvision::roi_align", "torchvision::nms"};
 const Names kFusedMultiplyAdd = {"aten::addcmul", "aten::addcdiv", "aten::lerp",
                                  "aten::native_dropout"};
 
@@ -263,6 +295,47 @@ TEST(FormulasTest, MatrixProductsAddOneVectorFlopPerOutputForTheBias) {
   EXPECT_EQ(
       matrixCost("aten::addbmm", {t({m, n}), t({b, m, k}), t({b, k, n}), one, one}, {t({m, n})}),
       (Flops{2 * b * m * k * n, m * n}));
+}
+
+// A mixture-of-experts layer's experts in one call: `tokens` tokens routed to topK of g experts,
+// their (token, expert) rows sorted by expert, the offsets the router's cumulative counts.
+TEST(FormulasTest, GroupedMmCountsEveryRoutedRowOnce) {
+  const int64_t tokens = 10, topK = 2, g = 4, d = 16, f = 24, m = 5;
+  const int64_t rows = tokens * topK;
+  const Arg offs = Arg::ofTensor({g}, /*elementSize=*/4, "int32");
+  // x [rows, d] @ w [g, d, f] -> [rows, f]: every routed row through its expert's projection.
+  EXPECT_EQ(
+      matrixCost("aten::_grouped_mm", {t({rows, d}), t({g, d, f}), offs, Arg::none(), Arg::none()},
+                 {t({rows, f})}),
+      (Flops{2 * rows * d * f, 0}));
+  // With a bias [g, f]: one add per output element.
+  EXPECT_EQ(matrixCost("aten::_grouped_mm",
+                       {t({rows, d}), t({g, d, f}), offs, t({g, f}), Arg::none()}, {t({rows, f})}),
+            (Flops{2 * rows * d * f, rows * f}));
+  // Batched, no offsets: [g, m, d] @ [g, d, f] -> [g, m, f].
+  EXPECT_EQ(matrixCost("aten::_grouped_mm",
+                       {t({g, m, d}), t({g, d, f}), Arg::none(), Arg::none(), Arg::none()},
+                       {t({g, m, f})}),
+            (Flops{2 * g * m * d * f, 0}));
+  // Offsets over the contracted length: [m, K] @ [K, f] -> [g, m, f], the groups sharing K.
+  EXPECT_EQ(
+      matrixCost("aten::_grouped_mm", {t({m, rows}), t({rows, f}), offs, Arg::none(), Arg::none()},
+                 {t({g, m, f})}),
+      (Flops{2 * m * rows * f, 0}));
+  // Offsets over mat2's columns: [g, m, d] @ [d, rows] -> [m, rows].
+  EXPECT_EQ(
+      matrixCost("aten::_grouped_mm", {t({g, m, d}), t({d, rows}), offs, Arg::none(), Arg::none()},
+                 {t({m, rows})}),
+      (Flops{2 * m * rows * d, 0}));
+  // _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs, bias, scale_result, out_dtype,
+  // use_fast_accum) in float8.
+  const Arg a = Arg::ofTensor({rows, d}, /*elementSize=*/1, "float8_e4m3fn");
+  const Arg b = Arg::ofTensor({g, d, f}, /*elementSize=*/1, "float8_e4m3fn");
+  EXPECT_EQ(matrixCost("aten::_scaled_grouped_mm",
+                       {a, b, t({rows}), t({g, f}), offs, t({g, f}), Arg::none(), Arg::none(),
+                        Arg::ofBool(false)},
+                       {t({rows, f})}),
+            (Flops{2 * rows * d * f, rows * f}));
 }
 
 TEST(FormulasTest, ScaledMmCountsItsOptionalBias) {
@@ -554,6 +627,146 @@ TEST(FormulasTest, VariableLengthAttentionIsBoundedByTheMaximumLengths) {
             expected);
 }
 
+// ---- what a causal mask discards ------------------------------------------------------------
+
+// Scores of an lq x lk attention whose query i keeps key j when
+// i + offset - left <= j <= i + offset + right (left, right < 0: no limit), by enumeration.
+int64_t keptByEnumeration(int64_t lq, int64_t lk, int64_t offset, int64_t left, int64_t right) {
+  int64_t kept = 0;
+  for (int64_t i = 0; i < lq; ++i) {
+    for (int64_t j = 0; j < lk; ++j) {
+      kept += (left < 0 || j >= i + offset - left) && (right < 0 || j <= i + offset + right);
+    }
+  }
+  return kept;
+}
+
+// Causal masks in closed form: top-left (query i keeps keys 0..i) keeps l(l+1)/2 of l x s scores
+// for l <= s, and s(s+1)/2 + (l - s)s for l > s; bottom-right (the last query keeps every key)
+// keeps ls - l(l-1)/2 for l <= s, and s(s+1)/2 for l > s (the first l - s queries keep none).
+int64_t topLeftKept(int64_t l, int64_t s) {
+  return l <= s ? l * (l + 1) / 2 : s * (s + 1) / 2 + (l - s) * s;
+}
+int64_t bottomRightKept(int64_t l, int64_t s) {
+  return l <= s ? l * s - l * (l - 1) / 2 : s * (s + 1) / 2;
+}
+
+// FLOPs of the discarded scores: 2E + 2Ev matrix and 5 softmax FLOPs each.
+int64_t discardedFlops(int64_t bh, int64_t l, int64_t s, int64_t kept, int64_t e, int64_t ev) {
+  return bh * (l * s - kept) * (2 * e + 2 * ev + 5);
+}
+
+TEST(FormulasTest, CausalClosedFormsMatchTheMaskTheyDescribe) {
+  for (int64_t l : {1, 2, 5, 9}) {
+    for (int64_t s : {1, 3, 5, 12}) {
+      EXPECT_EQ(topLeftKept(l, s), keptByEnumeration(l, s, 0, -1, 0)) << l << "x" << s;
+      EXPECT_EQ(bottomRightKept(l, s), keptByEnumeration(l, s, s - l, -1, 0)) << l << "x" << s;
+    }
+  }
+}
+
+// is_causal, where each backend's schema has it, aligned as its kernel aligns it.
+TEST(FormulasTest, CausalAttentionCountsTheFullMatrixAndWhatTheMaskDiscards) {
+  const int64_t b = 2, h = 3, e = 8, ev = 4;
+  struct Backend {
+    std::string op;
+    size_t causalIdx;
+    bool bottomRight;
+  };
+  const std::vector<Backend> backends = {
+      {"aten::scaled_dot_product_attention", 5, false},
+      {"aten::_scaled_dot_product_attention_math", 5, false},
+      {"aten::_scaled_dot_product_attention_math_for_mps", 5, false},
+      {"aten::_scaled_dot_product_fused_attention_overrideable", 5, false},
+      {"aten::_scaled_dot_product_flash_attention_for_cpu", 4, false},
+      {"aten::_scaled_dot_product_flash_attention", 4, true},
+      {"aten::_scaled_dot_product_efficient_attention", 6, false},
+      {"aten::_scaled_dot_product_cudnn_attention", 6, false},
+  };
+  for (const auto& [lq, lk] : std::vector<std::pair<int64_t, int64_t>>{{7, 7}, {3, 10}, {9, 4}}) {
+    for (const Backend& be : backends) {
+      Args in = {t({b, h, lq, e}), t({b, h, lk, e}), t({b, h, lk, ev})};
+      in.resize(be.causalIdx + 2, Arg::none());
+      in[be.causalIdx] = Arg::ofBool(true);
+      const Cost c = fullCost(be.op, in, {t({b, h, lq, ev})});
+      EXPECT_EQ((Flops{c.matrixFlops, c.vectorFlops}), attention(b * h, lq, lk, e, ev)) << be.op;
+      const int64_t kept = be.bottomRight ? bottomRightKept(lq, lk) : topLeftKept(lq, lk);
+      EXPECT_EQ(c.maskedFlops, discardedFlops(b * h, lq, lk, kept, e, ev))
+          << be.op << " " << lq << "x" << lk;
+      in[be.causalIdx] = Arg::ofBool(false);
+      EXPECT_EQ(fullCost(be.op, in, {t({b, h, lq, ev})}).maskedFlops, 0) << be.op;
+    }
+  }
+  // An attn_mask is data: not read, nothing discarded.
+  const int64_t l = 6;
+  EXPECT_EQ(fullCost("aten::scaled_dot_product_attention",
+                     {t({b, h, l, e}), t({b, h, l, e}), t({b, h, l, ev}),
+                      Arg::ofTensor({l, l}, /*elementSize=*/1, "bool"), Arg::ofDouble(0.0),
+                      Arg::ofBool(false)},
+                     {t({b, h, l, ev})})
+                .maskedFlops,
+            0);
+  // Decoding one query against a KV cache of s keys, bottom-right: nothing is discarded.
+  EXPECT_EQ(bottomRightKept(1, 12), 12);
+}
+
+// _flash_attention_forward: flash-attn's masks, bottom-right, with sliding windows.
+TEST(FormulasTest, FlashAttentionForwardDiscardsOutsideItsCausalBandOrWindow) {
+  const int64_t b = 2, h = 3, e = 8, ev = 4;
+  // (q, k, v, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, return_debug_mask,
+  //  scale, window_size_left, window_size_right)
+  auto args = [&](int64_t lq, int64_t lk, bool causal, Arg left, Arg right) {
+    return Args{t({b, lq, h, e}),
+                t({b, lk, h, e}),
+                t({b, lk, h, ev}),
+                Arg::none(),
+                Arg::none(),
+                Arg::ofInt(lq),
+                Arg::ofInt(lk),
+                Arg::ofDouble(0.0),
+                Arg::ofBool(causal),
+                Arg::ofBool(false),
+                Arg::none(),
+                left,
+                right};
+  };
+  for (const auto& [lq, lk] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {3, 11}, {10, 4}}) {
+    const Args out = {t({b, lq, h, ev})};
+    const Cost causal = fullCost("aten::_flash_attention_forward",
+                                 args(lq, lk, true, Arg::none(), Arg::none()), out);
+    EXPECT_EQ((Flops{causal.matrixFlops, causal.vectorFlops}), attention(b * h, lq, lk, e, ev));
+    EXPECT_EQ(causal.maskedFlops, discardedFlops(b * h, lq, lk, bottomRightKept(lq, lk), e, ev));
+    for (const auto& [left, right] :
+         std::vector<std::pair<int64_t, int64_t>>{{2, 0}, {1, 3}, {-1, 2}, {4, -1}}) {
+      const Cost w = fullCost("aten::_flash_attention_forward",
+                              args(lq, lk, false, Arg::ofInt(left), Arg::ofInt(right)), out);
+      EXPECT_EQ(
+          w.maskedFlops,
+          discardedFlops(b * h, lq, lk, keptByEnumeration(lq, lk, lk - lq, left, right), e, ev))
+          << lq << "x" << lk << " window " << left << "," << right;
+    }
+    EXPECT_EQ(fullCost("aten::_flash_attention_forward",
+                       args(lq, lk, false, Arg::none(), Arg::none()), out)
+                  .maskedFlops,
+              0);
+  }
+}
+
+// _efficient_attention_forward's custom_mask_type: 1 causal top-left, 2 bottom-right.
+TEST(FormulasTest, EfficientAttentionForwardReadsItsCustomMaskType) {
+  const int64_t b = 2, h = 3, lq = 5, lk = 9, e = 8, ev = 4;
+  for (const auto& [type, kept] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, lq * lk}, {1, topLeftKept(lq, lk)}, {2, bottomRightKept(lq, lk)}}) {
+    const Cost c = fullCost("aten::_efficient_attention_forward",
+                            {t({b, lq, h, e}), t({b, lk, h, e}), t({b, lk, h, ev}), Arg::none(),
+                             Arg::none(), Arg::none(), Arg::none(), Arg::none(), Arg::ofDouble(0.0),
+                             Arg::ofInt(type), Arg::ofBool(false)},
+                            {t({b, lq, h, ev})});
+    EXPECT_EQ((Flops{c.matrixFlops, c.vectorFlops}), attention(b * h, lq, lk, e, ev));
+    EXPECT_EQ(c.maskedFlops, discardedFlops(b * h, lq, lk, kept, e, ev)) << "type " << type;
+  }
+}
+
 TEST(FormulasTest, NativeMultiHeadAttentionCountsProjectionsAndAttention) {
   const int64_t b = 2, l = 5, s = 7, d = 12, heads = 3;
   const Args in = {
@@ -769,6 +982,77 @@ TEST(FormulasTest, InterpolationCostsItsTapsPerOutputElement) {
   }
 }
 
+// ---- sampling at points ---------------------------------------------------------------------
+
+// Per value (point and channel) one FLOP per tap; per point 2 per axis for its coordinate and
+// one per tap weight.
+int64_t sampled(int64_t points, int64_t channels, int64_t dims, int64_t taps) {
+  return points * channels * taps + points * (2 * dims + taps);
+}
+
+TEST(FormulasTest, GridSamplerCountsTapsPerValueAndCoordinateAndWeightsPerPoint) {
+  const int64_t n = 2, c = 3, ho = 5, wo = 7;
+  const Arg x = t({n, c, 9, 11}), grid = t({n, ho, wo, 2});
+  const Args out = {t({n, c, ho, wo})};
+  const int64_t points = n * ho * wo;
+  auto args = [&](int64_t mode) {
+    return Args{x, grid, Arg::ofInt(mode), Arg::ofInt(0), Arg::ofBool(false)};
+  };
+  for (const char* op :
+       {"aten::grid_sampler", "aten::grid_sampler_2d", "aten::_grid_sampler_2d_cpu_fallback"}) {
+    EXPECT_EQ(vectorCost(op, args(0), out), (Flops{0, 4 * n * c * ho * wo + 8 * points})) << op;
+    EXPECT_EQ(vectorCost(op, args(1), out), (Flops{0, 4 * points})) << op;  // nearest
+    EXPECT_EQ(vectorCost(op, args(2), out), (Flops{0, 16 * n * c * ho * wo + 20 * points})) << op;
+    EXPECT_EQ(vectorCost(op, args(0), out), (Flops{0, sampled(points, c, 2, 4)})) << op;
+    EXPECT_EQ(vectorCost(op, args(7), out), (Flops{0, 0})) << op;  // no such mode
+  }
+  // cudnn_grid_sampler(input, grid) is bilinear.
+  EXPECT_EQ(vectorCost("aten::cudnn_grid_sampler", {x, grid}, out),
+            (Flops{0, 4 * n * c * ho * wo + 8 * points}));
+  // 3-d: trilinear, 8 taps; a coordinate of 3 axes.
+  const int64_t d = 4;
+  for (const char* op : {"aten::grid_sampler", "aten::grid_sampler_3d"}) {
+    EXPECT_EQ(vectorCost(op,
+                         {t({n, c, 6, 9, 11}), t({n, d, ho, wo, 3}), Arg::ofInt(0), Arg::ofInt(0),
+                          Arg::ofBool(true)},
+                         {t({n, c, d, ho, wo})}),
+              (Flops{0, 8 * n * c * d * ho * wo + (6 + 8) * n * d * ho * wo}))
+        << op;
+  }
+}
+
+TEST(FormulasTest, RoiAlignAveragesSamplingRatioSquaredBilinearSamplesPerBin) {
+  const int64_t k = 6, c = 8, ph = 7, pw = 5;
+  const Args out = {t({k, c, ph, pw})};
+  for (int64_t ratio : {1, 2, 3}) {
+    const Args in = {t({2, c, 20, 24}), t({k, 5}),         Arg::ofDouble(0.25), Arg::ofInt(ph),
+                     Arg::ofInt(pw),    Arg::ofInt(ratio), Arg::ofBool(true)};
+    // Per bin and channel ratio^2 samples of 4 taps, summed (1 each) and divided (1); per
+    // sample point its coordinate (4) and 4 weights, shared by the channels.
+    const int64_t expected =
+        k * c * ph * pw * (5 * ratio * ratio + 1) + 8 * k * ph * pw * ratio * ratio;
+    const Cost cost = fullCost("torchvision::roi_align", in, out);
+    EXPECT_EQ((Flops{cost.matrixFlops, cost.vectorFlops}), (Flops{0, expected})) << ratio;
+    EXPECT_FALSE(cost.unpriced);
+  }
+  // An adaptive ratio (<= 0) depends on each box: unpriced, not zero.
+  const Cost adaptive = fullCost("torchvision::roi_align",
+                                 {t({2, c, 20, 24}), t({k, 5}), Arg::ofDouble(0.25), Arg::ofInt(ph),
+                                  Arg::ofInt(pw), Arg::ofInt(-1), Arg::ofBool(false)},
+                                 out);
+  EXPECT_TRUE(adaptive.unpriced);
+}
+
+TEST(FormulasTest, NmsComputesTheIouOfEveryPairOfBoxes) {
+  // 13 FLOPs per pair's IoU and its comparison, 3 per box for its area.
+  for (int64_t n : {0, 1, 2, 7, 100}) {
+    EXPECT_EQ(vectorCost("torchvision::nms", {t({n, 4}), t({n}), Arg::ofDouble(0.5)},
+                         {Arg::ofTensor({n}, /*elementSize=*/8, "int64")}),
+              (Flops{0, 13 * n * (n - 1) / 2 + 3 * n}))
+        << n;
+  }
+}
+
 // ---- classes without formulas ------------------------------------------------------------
 
 TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
@@ -781,10 +1065,10 @@ TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
     EXPECT_EQ(r.find(op)->formula, nullptr) << op;
   }
   // Views, allocations and composite wrappers whose callees do the counting.
-  for (const char* op :
-       {"aten::view", "aten::reshape", "aten::permute", "aten::transpose", "aten::empty",
-        "aten::contiguous", "aten::linear", "aten::matmul", "aten::einsum", "aten::conv2d",
-        "aten::conv_transpose2d", "aten::dropout", "aten::to"}) {
+  for (const char* op : {"aten::view", "aten::reshape", "aten::permute", "aten::transpose",
+                         "aten::empty", "aten::contiguous", "aten::linear", "aten::matmul",
+                         "aten::einsum", "aten::conv2d", "aten::conv_transpose2d", "aten::dropout",
+                         "aten::to", "aten::broadcast_to", "aten::meshgrid"}) {
     ASSERT_NE(r.find(op), nullptr) << op;
     EXPECT_EQ(r.find(op)->opClass, OpClass::Transparent) << op;
     EXPECT_EQ(r.find(op)->formula, nullptr) << op;
@@ -795,11 +1079,29 @@ TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
 
 TEST(FormulasTest, EveryArithmeticOpBelongsToATestedFamily) {
   std::set<std::string> tested;
-  for (const Names* family :
-       {&kMatrixProducts, &kAttentionBHLE, &kAttentionBLHE, &kMultiHeadAttention, &kRecurrent,
-        &kElementwise, &kFusedMultiplyAdd, &kBatchNormWithTrainingFlag, &kBatchNormTraining,
-        &kBatchNormInference, &kNormalization, &kSoftmax, &kPool1d, &kPool2d, &kPool3d,
-        &kAdaptivePool, &kReductions, &kNorms, &kMoments}) {
+  for (const Names* family : {&kMatrixProducts,
+                              &kGroupedMm,
+                              &kBitwise,
+                              &kGridSampler,
+                              &kDetection,
+                              &kAttentionBHLE,
+                              &kAttentionBLHE,
+                              &kMultiHeadAttention,
+                              &kRecurrent,
+                              &kElementwise,
+                              &kFusedMultiplyAdd,
+                              &kBatchNormWithTrainingFlag,
+                              &kBatchNormTraining,
+                              &kBatchNormInference,
+                              &kNormalization,
+                              &kSoftmax,
+                              &kPool1d,
+                              &kPool2d,
+                              &kPool3d,
+                              &kAdaptivePool,
+                              &kReductions,
+                              &kNorms,
+                              &kMoments}) {
     tested.insert(family->begin(), family->end());
   }
   for (const auto* convs : {&kConvolutions, &kTransposedConvolutions}) {
