@@ -160,3 +160,21 @@ def test_bad_configs_are_refused_before_any_process(trained):
     with pytest.raises(ValueError, match="k = 3"):
         serve.measure(serve.ServeConfig(k=3), f, code, data.test_x)
     assert multiprocessing.active_children() == []
+
+
+def test_coded_serve_command(tmp_path, capsys):
+    """`coded serve --run DIR` on a trained digits run: the report's files, no stragglers asked."""
+    import json
+
+    from torchutil.studies.cli import main
+
+    run, out = tmp_path / "run", tmp_path / "serve"
+    assert main(["coded", "train", "--k", "2", "--paradigm", "parity", "--base-epochs", "1", "--epochs", "1",
+                 "--device", "cpu", "--no-progress", "--out", str(run)]) == 0
+    assert main(["coded", "serve", "--run", str(run), "--queries", "60", "--load", "0.2", "--stragglers",
+                 "--out", str(out)]) == 0
+    record = json.loads((out / "serve.json").read_text())
+    assert [m["policy"] for m in record["measured"]] == ["none", "replication", "coded"]
+    assert record["config"]["stragglers"] == [] and record["burner_on_fraction"] == []
+    assert "| coded | 3 |" in (out / "serve.md").read_text()
+    assert multiprocessing.active_children() == []

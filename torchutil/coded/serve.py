@@ -38,6 +38,7 @@ Set-up (what `measure` does):
 """
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 from multiprocessing import resource_tracker
@@ -54,7 +55,7 @@ from torchutil.coded import sim
 from torchutil.coded.codes import Code
 from torchutil.coded.serve_procs import FROM_WORKER, TO_WORKER, burner, layout, stop, worker
 
-__all__ = ["PolicyRun", "ServeConfig", "ServeReport", "format_report", "measure"]
+__all__ = ["PolicyRun", "ServeConfig", "ServeReport", "format_report", "measure", "write_report"]
 
 _ANSWERED_BY = ("own", "replica", "reconstruction")
 
@@ -443,13 +444,16 @@ def format_report(report: ServeReport) -> str:
              f"on the cores of workers {list(c.stragglers)}, bursts of mean {1e3 * c.straggler_burst_seconds:g} ms, "
              f"busy {', '.join(f'{100 * f:.0f} %' for f in report.burner_on_fraction)} of the run.", "",
              "| policy | workers | measured median / p99 / p99.9 (µs) | replay of the measured service times | "
-             "independent draws of them | answered by reconstruction / replica |", "|---|---|---|---|---|---|"]
+             "independent draws of them | answered by reconstruction / replica | answers correct |",
+             "|---|---|---|---|---|---|---|"]
     for m, r, i in zip(report.measured, report.replayed, report.iid):
         d = report.details[m.policy]
+        correct = f"{100 * d['served_accuracy']:.1f} %" if "served_accuracy" in d else "–"
         lines.append(f"| {m.policy} | {m.workers} | {us * m.median:.0f} / {us * m.p99:.0f} / {us * m.p999:.0f} | "
                      f"{us * r.median:.0f} / {us * r.p99:.0f} / {us * r.p999:.0f} | "
                      f"{us * i.median:.0f} / {us * i.p99:.0f} / {us * i.p999:.0f} | "
-                     f"{100 * d['answered_by_reconstruction']:.1f} % / {100 * d['answered_by_replica']:.1f} % |")
+                     f"{100 * d['answered_by_reconstruction']:.1f} % / {100 * d['answered_by_replica']:.1f} % | "
+                     f"{correct} |")
     lines += ["", "| policy | dispatch lag median / p99 (µs) | result trip back (µs) | encode / decode (µs) | "
               "service median / p99 per worker (µs) |", "|---|---|---|---|---|"]
     for m in report.measured:
@@ -467,3 +471,15 @@ def format_report(report: ServeReport) -> str:
                      f"{us * d[f'worker{w}_service_quiet_median']:.0f} µs otherwise "
                      f"({d[f'worker{w}_service_quiet_count']}).")
     return "\n".join(lines)
+
+
+def write_report(report: ServeReport, out: str) -> list[str]:
+    """serve.json (everything but the per-query arrays) and serve.md into folder `out`."""
+    from torchutil._json import json_safe
+
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "serve.json"), "w") as f:
+        json.dump(json_safe(report.to_dict()), f, indent=2)
+    with open(os.path.join(out, "serve.md"), "w") as f:
+        f.write(format_report(report) + "\n")
+    return ["serve.json", "serve.md"]
