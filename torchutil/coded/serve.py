@@ -18,7 +18,8 @@ Set-up (what `measure` does):
   `straggler_burst_seconds`, busy for `straggler_on_fraction` of the time). While it burns, the
   worker waits for the core: its results come late. No sleep is put in any worker.
 - Load: before the burners start, each data worker's idle round trip (send to result back) is
-  measured (`calibration_queries` each); queries then arrive at load * k / that mean round trip.
+  measured (median of `calibration_queries` each); queries then arrive at load * k / the mean of
+  those medians.
   The same arrival times and test images are used for every policy.
 - Policies, one after the other on the same processes: none (query j to data worker j mod k);
   replication (the extra worker also serves query g*k + g mod k of group g: the first answer
@@ -379,7 +380,7 @@ def measure(config: ServeConfig, base_model: nn.Module, code: Code, images: torc
         if cores["frontend"] is not None:
             os.sched_setaffinity(0, {cores["frontend"]})
         front = _Frontend(conns, code.eval(), queries, config.timeout_seconds)
-        calibration = [float(np.mean([front.round_trip(w, queries[i % n]) for i in range(config.calibration_queries)]))
+        calibration = [float(np.median([front.round_trip(w, queries[i % n]) for i in range(config.calibration_queries)]))
                        for w in range(config.k)]
         rate = config.load * config.k / float(np.mean(calibration))
         for j, w in enumerate(config.stragglers):
@@ -438,7 +439,7 @@ def format_report(report: ServeReport) -> str:
     c, lay = report.config, report.layout
     us = 1e6
     lines = [f"k = {c.k}; {c.queries} queries per policy, Poisson at {report.arrival_rate:,.0f} /s (load {c.load} of "
-             f"the data workers' idle round trip, {', '.join(f'{us * t:.0f}' for t in report.calibration_round_trip)} µs); "
+             f"the data workers' median idle round trip, {', '.join(f'{us * t:.0f}' for t in report.calibration_round_trip)} µs); "
              f"workers on {c.device} at nice {c.worker_nice}, cores: frontend {lay['frontend']}, workers "
              f"{lay['workers']}{'' if lay['dedicated'] else ' (shared: fewer cores than k + 2)'}; stragglers: burners "
              f"on the cores of workers {list(c.stragglers)}, bursts of mean {1e3 * c.straggler_burst_seconds:g} ms, "
