@@ -27,16 +27,17 @@ from typing import Any
 import torch
 
 from torchutil import coded
+from torchutil.coded.train import make_optimizer
 
 # (base-model epochs per base model, code epochs learned / parity, bases, ks): see the docstring.
 PROFILES = {
     "gpu": dict(base_epochs={"mlp": 20, "resnet18_3stage": 8}, learned_epochs={"mlp": 15, "resnet18_3stage": 6},
                 parity_epochs={"mlp": 15, "resnet18_3stage": 6}, bases=["mlp", "resnet18_3stage"], ks=[2, 3, 4],
-                budget=330.0, train_subset=None, serve_queries=12000),
+                budget=300.0, train_subset=None, serve_queries=12000, serve_k=[2, 4]),
     "cpu": dict(base_epochs={"mlp": 10}, learned_epochs={"mlp": 3}, parity_epochs={"mlp": 15}, bases=["mlp"],
-                ks=[2, 3, 4], budget=1200.0, train_subset=None, serve_queries=3000),
+                ks=[2, 3, 4], budget=1200.0, train_subset=None, serve_queries=3000, serve_k=[2]),
     "quick": dict(base_epochs={"mlp": 1}, learned_epochs={"mlp": 1}, parity_epochs={"mlp": 1}, bases=["mlp"],
-                  ks=[2, 3, 4], budget=600.0, train_subset=3000, serve_queries=400),
+                  ks=[2, 3, 4], budget=600.0, train_subset=3000, serve_queries=400, serve_k=[2]),
 }
 PARADIGMS = ("learned", "parity")
 
@@ -71,6 +72,16 @@ def subset(data: coded.Dataset, n: int | None) -> coded.Dataset:
                          data.test_y[: n // 3], data.classes)
 
 
+def epochs_until(run_epoch: Any, epochs: int, deadline: float) -> int:
+    """run_epoch(e) for e = 0..epochs-1, stopping after the first epoch that ends past `deadline`
+    (perf_counter); the number of epochs run."""
+    for e in range(epochs):
+        run_epoch(e)
+        if time.perf_counter() > deadline:
+            return e + 1
+    return epochs
+
+
 def train_all(args: argparse.Namespace, profile: dict[str, Any], record: dict[str, Any], out: Path,
               start: float) -> dict[str, tuple[torch.nn.Module, dict[int, dict[str, coded.Code]]]]:
     """F per base model, then each code; the trained models, for the serving run."""
@@ -89,12 +100,14 @@ def train_all(args: argparse.Namespace, profile: dict[str, Any], record: dict[st
         torch.manual_seed(args.seed)  # as coded train builds F
         f = coded.build_base_model(base, data.shape, data.classes).to(args.device)
         t0 = time.perf_counter()
-        epochs = profile["base_epochs"][base]
-        coded.train_base(f, data, epochs=epochs, seed=args.seed, device=args.device)
+        planned = profile["base_epochs"][base]
+        opt = make_optimizer(list(f.parameters()))  # as coded.train_base, epoch by epoch: F may take 40 % of what is left
+        epochs = epochs_until(lambda e: coded.base_epoch(f, opt, data, epoch=e, seed=args.seed, device=args.device),
+                              planned, t0 + 0.4 * left)
         f_seconds = time.perf_counter() - t0
         f_acc = coded.base_accuracy(f, data, device=args.device)
-        record["base_models"].append({"base": base, "epochs": epochs, "seconds": f_seconds, "accuracy": f_acc,
-                                      "budget_left_before": left})
+        record["base_models"].append({"base": base, "epochs": epochs, "epochs_planned": planned,
+                                      "seconds": f_seconds, "accuracy": f_acc, "budget_left_before": left})
         print(f"F = {base}: {epochs} epochs in {f_seconds:.0f} s, test accuracy {pct(f_acc)}", flush=True)
         codes: dict[int, dict[str, coded.Code]] = {}
         trained[base] = (f, codes)
@@ -113,14 +126,18 @@ def train_all(args: argparse.Namespace, profile: dict[str, Any], record: dict[st
                 code = coded.build_code(paradigm, k, f, data.shape, data.classes).to(args.device)
                 loss = "kl" if paradigm == "learned" else "mse"
                 t0 = time.perf_counter()
-                coded.train_code(code, f, data, epochs=epochs, loss=loss, seed=args.seed,
-                                 groups_per_batch=groups_per_batch(k), device=args.device)
+                opt = make_optimizer(code.trainable_parameters())  # as coded.train_code, cut at the budget's end
+                planned, epochs = epochs, epochs_until(
+                    lambda e: coded.code_epoch(code, f, opt, data, epoch=e, seed=args.seed, loss=loss,
+                                               groups_per_batch=groups_per_batch(k), device=args.device),
+                    epochs, start + profile["budget"])
                 seconds = time.perf_counter() - t0
                 per_epoch[key] = per_epoch[f"{base}-{paradigm}"] = seconds / epochs
                 m = coded.evaluate(code, f, data, seed=args.seed, passes=args.passes, device=args.device)
                 codes.setdefault(k, {})[paradigm] = code
                 record["runs"].append({"base": base, "paradigm": paradigm, "k": k, "loss": loss,
                                        "encoder": "mlp" if paradigm == "learned" else "sum", "epochs": epochs,
+                                       "epochs_planned": planned,
                                        "groups_per_batch": groups_per_batch(k), "seconds": seconds,
                                        "metrics": m.to_dict()})
                 print(f"  {key}: {epochs} epochs in {seconds:.0f} s; reconstruction "
@@ -131,23 +148,26 @@ def train_all(args: argparse.Namespace, profile: dict[str, Any], record: dict[st
 
 def serve(args: argparse.Namespace, profile: dict[str, Any], record: dict[str, Any], trained: dict[str, Any],
           out: Path) -> None:
+    """The measured serving run of the MLP and its code, for each --serve-k."""
     from torchutil.coded import serve as cserve
 
-    base, k, paradigm = "mlp", args.serve_k, args.serve_paradigm
-    if base not in trained or k not in trained[base][1] or paradigm not in trained[base][1][k]:
-        record["serve"] = {"skipped": f"no trained {base} {paradigm} code at k = {k}"}
-        return
-    f, codes = trained[base]
     data = coded.load_dataset("fashion", args.data_dir, seed=args.seed)
-    config = cserve.ServeConfig(k=k, queries=args.serve_queries or profile["serve_queries"], load=args.serve_load,
-                                stragglers=tuple(args.serve_stragglers), straggler_on_fraction=args.straggler_on_fraction,
-                                straggler_burst_seconds=args.straggler_burst, worker_nice=args.worker_nice,
-                                device=args.serve_device, seed=args.seed)
-    report = cserve.measure(config, f.cpu(), codes[k][paradigm].cpu(), data.test_x, data.test_y)
-    record["serve"] = {"base": base, "paradigm": paradigm, **report.to_dict()}
-    record["serve_md"] = cserve.format_report(report)
-    print(record["serve_md"], flush=True)
-    write(record, out)
+    base, paradigm = "mlp", args.serve_paradigm
+    for k in args.serve_k or profile["serve_k"]:
+        if base not in trained or paradigm not in trained[base][1].get(k, {}):
+            record["serve"].append({"k": k, "skipped": f"no trained {base} {paradigm} code at k = {k}"})
+            continue
+        f, codes = trained[base]
+        config = cserve.ServeConfig(k=k, queries=args.serve_queries or profile["serve_queries"], load=args.serve_load,
+                                    stragglers=tuple(args.serve_stragglers),
+                                    straggler_on_fraction=args.straggler_on_fraction,
+                                    straggler_burst_seconds=args.straggler_burst, worker_nice=args.worker_nice,
+                                    device=args.serve_device, seed=args.seed)
+        report = cserve.measure(config, f.cpu(), codes[k][paradigm].cpu(), data.test_x, data.test_y)
+        md = cserve.format_report(report)
+        record["serve"].append({"k": k, "base": base, "paradigm": paradigm, **report.to_dict(), "markdown": md})
+        print(md, flush=True)
+        write(record, out)
 
 
 def results_markdown(record: dict[str, Any]) -> str:
@@ -157,21 +177,22 @@ def results_markdown(record: dict[str, Any]) -> str:
              f"{record['data'].get('folder')}; metrics over {record['passes']} seeded grouping(s) of the test set.",
              "", "| base model | F's epochs | F's test accuracy | train s |", "|---|---|---|---|"]
     for b in record["base_models"]:
-        lines.append(f"| {b['base']} | {b['epochs']} | {pct(b['accuracy'])} | {b['seconds']:.0f} |")
+        lines.append(f"| {b['base']} | {b['epochs']} of {b['epochs_planned']} | {pct(b['accuracy'])} | "
+                     f"{b['seconds']:.0f} |")
     lines += ["", "| base | paradigm | k | code epochs | reconstruction | degraded mode | F's accuracy | "
               "baselines: most frequent / parity output unchanged | paper | train s |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in record["runs"]:
         m = r["metrics"]
-        lines.append(f"| {r['base']} | {r['paradigm']} ({r['encoder']}, {r['loss']}) | {r['k']} | {r['epochs']} | "
+        lines.append(f"| {r['base']} | {r['paradigm']} ({r['encoder']}, {r['loss']}) | {r['k']} | "
+                     f"{r['epochs']} of {r['epochs_planned']} | "
                      f"**{pct(m['reconstruction_accuracy'])}** | {pct(m['degraded_accuracy'])} | "
                      f"{pct(m['base_accuracy'])} | {pct(m['most_frequent_reconstruction'])} / "
                      f"{pct(m['parity_output_reconstruction'])} | not found | {r['seconds']:.0f} |")
     lines += ["", f"Paper: {PAPER_RANGE}.", *[f"- {n}" for n in PAPER_NOTES], *[f"- {s}" for s in record["skipped"]]]
-    if record.get("serve_md"):
-        lines += ["", "## Measured serving run, and the simulation of the same service times", "", record["serve_md"]]
-    elif record.get("serve"):
-        lines += ["", f"Serving run: {record['serve']}"]
+    for r in record["serve"]:
+        lines += ["", f"## Measured serving run, F = {r.get('base', 'mlp')}, {r.get('paradigm', '')} code, k = {r['k']}, "
+                  "and the simulation of the same service times", "", r.get("markdown") or r["skipped"]]
     return "\n".join(lines) + "\n"
 
 
@@ -194,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ks", type=int, nargs="+", default=None, help="override the profile's k values")
     parser.add_argument("--paradigms", nargs="+", choices=PARADIGMS, default=list(PARADIGMS))
     parser.add_argument("--no-serve", action="store_true", help="skip the measured serving run")
-    parser.add_argument("--serve-k", type=int, default=2)
+    parser.add_argument("--serve-k", type=int, nargs="+", default=None,
+                        help="one measured run per k (default: the profile's, 2 and 4 on the GPU)")
     parser.add_argument("--serve-paradigm", choices=PARADIGMS, default="parity")
     parser.add_argument("--serve-queries", type=int, default=None, help="queries per policy")
     parser.add_argument("--serve-load", type=float, default=0.5)
@@ -218,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor()
         or "CPU", "torch": torch.__version__, "python": platform.python_version(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seed": args.seed, "passes": args.passes,
-        "threads": torch.get_num_threads(), "data": {}, "base_models": [], "runs": [], "skipped": [],
+        "threads": torch.get_num_threads(), "data": {}, "base_models": [], "runs": [], "skipped": [], "serve": [],
         "paper_range": PAPER_RANGE, "paper_notes": PAPER_NOTES}
     start = time.perf_counter()
     trained = train_all(args, profile, record, out, start)
