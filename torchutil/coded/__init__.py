@@ -13,8 +13,10 @@ Venkataraman, "Learning a Code", arXiv 1806.01259; ParM, SOSP 2019).
     coded.train_code(code, f, data, epochs=100, loss="kl")
     coded.evaluate(code, f, data)                             # reconstruction / degraded accuracy
 
-torchutil.coded.cost measures what the redundancy costs with torchutil.profile, and
-torchutil.coded.sim (numpy only) simulates tail latency under stragglers.
+torchutil.coded.cost measures what the redundancy costs with torchutil.profile,
+torchutil.coded.sim (numpy only) simulates tail latency under stragglers, and
+torchutil.coded.serve measures it: a frontend and k + 1 worker processes, stragglers made by
+CPU-burning processes, the simulation of the same service times beside it.
 """
 from torchutil.coded.codes import (ENCODERS, PARADIGMS, Code, ConcatEncoder, ConvEncoder, MLPDecoder, MLPEncoder,
                                    SubtractionDecoder, SumEncoder, build_code, check_k)
