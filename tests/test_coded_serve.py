@@ -178,3 +178,18 @@ def test_coded_serve_command(tmp_path, capsys):
     assert record["config"]["stragglers"] == [] and record["burner_on_fraction"] == []
     assert "| coded | 3 |" in (out / "serve.md").read_text()
     assert multiprocessing.active_children() == []
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_workers_on_the_gpu(trained):
+    """The same mechanics with F on the GPU in every worker (one CUDA context each)."""
+    data, f, code = trained
+    config = serve.ServeConfig(k=2, queries=200, load=0.3, stragglers=(0,), device="cuda", calibration_queries=20)
+    report = serve.measure(config, f, code, data.test_x, data.test_y)
+    for policy, run in report.runs.items():
+        sent = np.isfinite(run.send)
+        assert run.delivered.tolist() == [1] * 200 and (run.received[sent] == 1).all(), policy
+        assert (run.latencies > 0).all(), policy
+    assert report.details["none"]["served_accuracy"] > 0.1
+    assert multiprocessing.active_children() == []
