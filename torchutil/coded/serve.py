@@ -471,6 +471,14 @@ def format_report(report: ServeReport) -> str:
                      f"({d[f'worker{w}_service_burst_count']} queries), "
                      f"{us * d[f'worker{w}_service_quiet_median']:.0f} µs otherwise "
                      f"({d[f'worker{w}_service_quiet_count']}).")
+    lines.append("\nReading the simulation columns: measured - replay is what the simulation leaves out (the "
+                 "frontend's dispatch lag and the trip back, in the second table); replay - independent draws is "
+                 "what assuming independent service times changes (a burst slows consecutive queries of one "
+                 "worker together).")
+    for m, r, i in zip(report.measured, report.replayed, report.iid):
+        lines.append(f"- {m.policy}: p99.9 measured - replay {us * (m.p999 - r.p999):+.0f} µs, replay - independent "
+                     f"{us * (r.p999 - i.p999):+.0f} µs; median {us * (m.median - r.median):+.0f} / "
+                     f"{us * (r.median - i.median):+.0f} µs.")
     return "\n".join(lines)
 
 
