@@ -313,7 +313,8 @@ def _summaries(config: ServeConfig, run: PolicyRun, burners: list[list[tuple[flo
     details = {"dispatch_lag_median": float(np.median(run.send[:n] - run.arrivals)),
                "dispatch_lag_p99": float(np.quantile(run.send[:n] - run.arrivals, 0.99)),
                "return_lag_median": float(np.median((run.back - run.end)[sent])),
-               "encode_median": enc, "decode_median": dec,
+               "encode_median": enc if run.encode_seconds else None,  # None: this policy neither encodes nor decodes
+               "decode_median": dec if run.decode_seconds else None,
                "answered_by_replica": float(np.mean(run.answered_by == 1)),
                "answered_by_reconstruction": float(np.mean(run.answered_by == 2))}
     for w in range(k + 1):
@@ -461,9 +462,9 @@ def format_report(report: ServeReport) -> str:
         d = report.details[m.policy]
         per = ", ".join(f"{us * d[f'worker{w}_service_median']:.0f}/{us * d[f'worker{w}_service_p99']:.0f}"
                         for w in range(c.k + 1) if f"worker{w}_service_median" in d)
+        coding = " / ".join("–" if d[x] is None else f"{us * d[x]:.0f}" for x in ("encode_median", "decode_median"))
         lines.append(f"| {m.policy} | {us * d['dispatch_lag_median']:.0f} / {us * d['dispatch_lag_p99']:.0f} | "
-                     f"{us * d['return_lag_median']:.0f} | {us * d['encode_median']:.0f} / "
-                     f"{us * d['decode_median']:.0f} | {per} |")
+                     f"{us * d['return_lag_median']:.0f} | {coding} | {per} |")
     for w in c.stragglers:
         d = report.details[report.measured[0].policy]
         lines.append(f"\nStraggler worker {w} ({report.measured[0].policy} run): median service "
