@@ -171,6 +171,11 @@ BAD = [
     ("coded simulate --service-seconds 1 --slowdown 0.5", "--slowdown"),
     ("coded simulate --cost {garbage} --out {tmp}/cs", "garbage.sqlite"),
     ("coded simulate --cost {garbage} --service-seconds 1", "contradicts"),
+    ("coded serve --run {tmp}/no-run", "no-run"),
+    ("coded serve --queries 0", "--queries"),
+    ("coded serve --load 1.5", "--load"),
+    ("coded serve --straggler-burst 0", "--straggler-burst"),
+    ("coded serve --run {tmp} --out {tmp}/sv", "no training run"),
 ]
 
 

@@ -134,3 +134,24 @@ def test_sim_needs_no_torch():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert float(p.stdout) >= 1.0
+
+
+
+def test_replay_without_queueing_follows_the_policies_by_hand():
+    """Two groups of k = 2 far apart, so that nothing queues: every latency worked out by hand
+    from the given service times (closed forms of the policies' rules)."""
+    from torchutil.coded.sim import replay
+
+    arrivals = np.array([0.0, 0.1, 100.0, 100.1])
+    services = np.array([5.0, 1.0, 1.0, 1.0])  # query 0 is slow
+    extra = np.array([0.5, 10.0])  # the extra worker's job of group 0 is fast, of group 1 slow
+    assert np.allclose(replay("none", 2, arrivals, services).latencies, services)
+    # replication copies query 2g + g % 2 (0 and 3); the faster copy answers
+    assert np.allclose(replay("replication", 2, arrivals, services, extra).latencies, [0.5, 1.0, 1.0, 1.0])
+    # the code: group 0's parity leaves with query 1 (t = 0.1), back at 0.6; query 1 is back at
+    # 1.1, so query 0 is rebuilt at max(1.1, 0.6) + decode 0.25 = 1.35 instead of 5
+    coded = replay("coded", 2, arrivals, services, extra, decode_seconds=0.25)
+    assert np.allclose(coded.latencies, [1.35, 1.0, 1.0, 1.0])
+    assert coded.reconstructed.tolist() == [True, False, False, False]
+    with pytest.raises(ValueError, match="extra-worker service time per group"):
+        replay("coded", 2, arrivals, services)

@@ -7,6 +7,9 @@ downloaded).
 - mnist, fashion: the IDX files of MNIST / Fashion-MNIST (train-images-idx3-ubyte,
   train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each plain or .gz)
   in a folder the user has, or in its torchvision layout (MNIST/raw, FashionMNIST/raw).
+  Fashion-MNIST is also a Debian package (`apt-get install dataset-fashion-mnist` puts the four
+  .gz files in /usr/share/datasets/fashion-mnist), which is looked in when no folder is given
+  (DEFAULT_DIRS). No package was found that ships MNIST or CIFAR-10: those need a folder.
 - cifar10: CIFAR-10's python batches (data_batch_1..5, test_batch: pickled dicts of b"data",
   a uint8 [N, 3072] array, and b"labels") in the folder or in its cifar-10-batches-py.
 
@@ -24,10 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["CLASSES", "DATASETS", "Dataset", "load_dataset", "read_cifar10_batch", "read_idx"]
+__all__ = ["CLASSES", "DATASETS", "DEFAULT_DIRS", "Dataset", "default_data_dir", "load_dataset", "read_cifar10_batch",
+           "read_idx"]
 
 DATASETS = ("digits", "mnist", "fashion", "cifar10")
 CLASSES = 10  # every one of them has ten classes
+# Folders looked in when no data_dir is given: where a system package puts the files.
+DEFAULT_DIRS = {"fashion": ("/usr/share/datasets/fashion-mnist",), "mnist": (), "cifar10": ()}
+_PACKAGES = {"fashion": "apt-get install dataset-fashion-mnist"}
 # Where torchvision's downloaders put the same files, looked at after the folder itself.
 _SUBFOLDERS = {"mnist": ("MNIST/raw",), "fashion": ("FashionMNIST/raw",), "cifar10": ("cifar-10-batches-py",)}
 _IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
@@ -100,6 +107,11 @@ def read_cifar10_batch(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.nda
     return images.reshape(-1, 3, 32, 32), labels
 
 
+def default_data_dir(name: str) -> str | None:
+    """The first folder of DEFAULT_DIRS[name] that exists, or None."""
+    return next((d for d in DEFAULT_DIRS.get(name, ()) if os.path.isdir(d)), None)
+
+
 def _find(name: str, data_dir: str, filename: str, gz: bool) -> str:
     folders = [data_dir] + [os.path.join(data_dir, sub) for sub in _SUBFOLDERS[name]]
     for folder in folders:
@@ -155,7 +167,8 @@ def load_dataset(name: str = "digits", data_dir: str | None = None, *, seed: int
 
     digits needs no data_dir (it ships with scikit-learn) and splits its 1,797 images into
     train and test by a permutation seeded with `seed` (test_fraction of them for test); mnist,
-    fashion and cifar10 read their files from data_dir and use their own train/test split.
+    fashion and cifar10 read their files from data_dir (default: default_data_dir(name), the
+    Debian package's folder for fashion) and use their own train/test split.
     Errors (ValueError) name the data set, the missing file and the folder.
     """
     if name not in DATASETS:
@@ -169,8 +182,13 @@ def load_dataset(name: str = "digits", data_dir: str | None = None, *, seed: int
         arrays = _load_digits(seed, test_fraction)
     else:
         if data_dir is None:
-            raise _error(f"{name} is read from a folder you have: pass data_dir (--data-dir on the command "
-                         f"line); nothing is downloaded")
+            data_dir = default_data_dir(name)
+        if data_dir is None:
+            looked = f" (looked in {', '.join(DEFAULT_DIRS[name])})" if DEFAULT_DIRS[name] else ""
+            package = (f"install it with `{_PACKAGES[name]}`, or " if name in _PACKAGES
+                       else "no system package ships it: ")
+            raise _error(f"{name}: no data folder given and none found{looked}; {package}pass data_dir "
+                         f"(--data-dir on the command line) naming a folder with its files; nothing is downloaded")
         if not os.path.isdir(data_dir):
             raise _error(f"{name}: data folder {data_dir} does not exist")
         arrays = _load_cifar10(data_dir) if name == "cifar10" else _load_idx(name, data_dir)

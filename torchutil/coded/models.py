@@ -4,7 +4,13 @@
   64 for digits, 784 for MNIST / Fashion-MNIST, 3072 for CIFAR-10).
 - resnet18: ResNet-18 for 32x32 images (3x3 stem of stride 1, no max-pool; four stages of two
   basic blocks, 64/128/256/512 channels), as ParM uses on CIFAR-10.
-- resnet18_3stage: its first three stages (64/128/256), for 28x28 images.
+- resnet18_3stage: its first three stages (64/128/256, global pooling over the 7x7 map, a
+  256 -> classes classifier): the "ResNet-18" both papers use for MNIST and Fashion-MNIST
+  (ResNet18(size_for_cifar=False) in the learned-code and parity-model repositories, itself
+  adapted from a Fashion-MNIST ResNet).
+
+Convolutions start from He-normal weights (std sqrt(2 / (3*3*out_channels)), as the papers'
+ResNet), batch norms from weight 1, bias 0.
 
 Written here (no torchvision needed); they take images [N, C, H, W] and return logits [N, classes].
 """
@@ -62,13 +68,17 @@ class ResNet(nn.Module):
                 c_in = width
         self.stages = nn.Sequential(*layers)
         self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c_in, classes))
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.stages(self.stem(x)))
 
 
 def default_base_model(dataset: str) -> str:
-    """The papers' choice: the MLP for digits, MNIST and Fashion-MNIST, ResNet-18 for CIFAR-10."""
+    """The papers' choice: the MLP for digits, MNIST and Fashion-MNIST, ResNet-18 for CIFAR-10
+    (on MNIST and Fashion-MNIST the papers also run resnet18_3stage)."""
     return "resnet18" if dataset == "cifar10" else "mlp"
 
 

@@ -33,8 +33,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["POLICIES", "STRAGGLERS", "SimConfig", "SimResult", "SimSummary", "fifo_completions", "simulate",
-           "summarize", "sweep"]
+__all__ = ["POLICIES", "STRAGGLERS", "SimConfig", "SimResult", "SimSummary", "fifo_completions", "replay", "simulate",
+           "summarize", "summarize_latencies", "sweep"]
 
 POLICIES = ("none", "replication", "coded")
 STRAGGLERS = ("none", "bimodal", "shifted-exp", "exponential")
@@ -162,10 +162,48 @@ def _services(rng: np.random.Generator, base: float, n: int, config: SimConfig) 
     return np.full(n, base)
 
 
-def _served(rng: np.random.Generator, arrivals: np.ndarray, base: float, config: SimConfig) -> np.ndarray:
-    """Answer times of one worker serving `arrivals` in order (inf where the result is lost)."""
-    done = fifo_completions(arrivals, _services(rng, base, len(arrivals), config))
-    return np.where(rng.random(len(arrivals)) < config.failure_probability, np.inf, done)
+def replay(policy: str, k: int, arrivals: np.ndarray, services: np.ndarray, extra_services: np.ndarray | None = None,
+           *, encode_seconds: float = 0.0, decode_seconds: float = 0.0, lost: np.ndarray | None = None,
+           extra_lost: np.ndarray | None = None) -> SimResult:
+    """One run of `policy` with given service times (seconds), under the model above: query j
+    (arrivals sorted, len a multiple of k) takes services[j] on data worker j mod k; the extra
+    worker's g-th job (group g's copy under replication, its parity query under the code) takes
+    extra_services[g]. lost / extra_lost (bool) mark results that never come back. Used by
+    simulate(), and to replay the service times a measured run (torchutil.coded.serve) saw."""
+    if policy not in POLICIES:
+        raise _error(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    arrivals, services = np.asarray(arrivals, dtype=float), np.asarray(services, dtype=float)
+    n = len(arrivals)
+    if n % k or len(services) != n:
+        raise _error(f"replay needs a multiple of k = {k} arrivals and one service time each, got {n} and "
+                     f"{len(services)}")
+    own = np.empty(n)
+    for w in range(k):  # the data workers, in the same order under every policy
+        own[w::k] = fifo_completions(arrivals[w::k], services[w::k])
+    if lost is not None:
+        own = np.where(lost, np.inf, own)
+    answers, reconstructed = own.copy(), np.zeros(n, dtype=bool)
+    g = np.arange(n // k)
+    if policy != "none":
+        if extra_services is None or len(extra_services) != len(g):
+            raise _error(f"the {policy} policy needs one extra-worker service time per group ({len(g)})")
+        jobs = g * k + g % k if policy == "replication" else g * k + k - 1
+        extra_arrivals = arrivals[jobs] + (encode_seconds if policy == "coded" else 0.0)
+        extra = fifo_completions(extra_arrivals, np.asarray(extra_services, dtype=float))
+        if extra_lost is not None:
+            extra = np.where(extra_lost, np.inf, extra)
+        if policy == "replication":
+            answers[jobs] = np.minimum(own[jobs], extra)
+        else:
+            outputs = own.reshape(-1, k)
+            # The latest of the other k-1 outputs: the row's maximum, or its second largest where i holds it.
+            top2 = np.sort(outputs, axis=1)[:, -2:] if k > 1 else np.full((len(g), 2), -np.inf)
+            holds_max = np.arange(k)[None, :] == outputs.argmax(axis=1)[:, None]
+            others = np.where(holds_max, top2[:, :1], top2[:, 1:])
+            recon = np.maximum(others, extra[:, None]) + decode_seconds
+            reconstructed = (recon < outputs).reshape(-1)
+            answers = np.minimum(outputs, recon).reshape(-1)
+    return SimResult(policy, k + (policy != "none"), arrivals, answers, reconstructed)
 
 
 def simulate(config: SimConfig, policy: str) -> SimResult:
@@ -179,42 +217,41 @@ def simulate(config: SimConfig, policy: str) -> SimResult:
     gaps = (arrival_rng.exponential(1 / config.arrival_rate, n) if config.arrivals == "poisson"
             else np.full(n, 1 / config.arrival_rate))
     arrivals = np.cumsum(gaps)
-    own = np.empty(n)
-    for w in range(k):  # the data workers, in the same order under every policy
-        own[w::k] = _served(data_rng, arrivals[w::k], config.service_seconds, config)
-    answers, reconstructed = own.copy(), np.zeros(n, dtype=bool)
-    g = np.arange(n // k)
-    if policy == "replication":
-        copied = g * k + g % k
-        replica = _served(extra_rng, arrivals[copied], config.service_seconds, config)
-        answers[copied] = np.minimum(own[copied], replica)
-    elif policy == "coded":
-        parity_base = config.service_seconds if config.parity_seconds is None else config.parity_seconds
-        parity = _served(extra_rng, arrivals[g * k + k - 1] + config.encode_seconds, parity_base, config)
-        outputs = own.reshape(-1, k)
-        # The latest of the other k-1 outputs: the row's maximum, or its second largest where i holds it.
-        top2 = np.sort(outputs, axis=1)[:, -2:] if k > 1 else np.full((len(g), 2), -np.inf)
-        holds_max = np.arange(k)[None, :] == outputs.argmax(axis=1)[:, None]
-        others = np.where(holds_max, top2[:, :1], top2[:, 1:])
-        recon = np.maximum(others, parity[:, None]) + config.decode_seconds
-        reconstructed = (recon < outputs).reshape(-1)
-        answers = np.minimum(outputs, recon).reshape(-1)
-    return SimResult(policy, k + (policy != "none"), arrivals, answers, reconstructed)
+    services, lost = np.empty(n), np.empty(n, dtype=bool)
+    for w in range(k):  # the data workers draw in the same order under every policy
+        services[w::k] = _services(data_rng, config.service_seconds, n // k, config)
+        lost[w::k] = data_rng.random(n // k) < config.failure_probability
+    extra_services = extra_lost = None
+    if policy != "none":
+        base = (config.service_seconds if policy == "replication" or config.parity_seconds is None
+                else config.parity_seconds)
+        extra_services = _services(extra_rng, base, n // k, config)
+        extra_lost = extra_rng.random(n // k) < config.failure_probability
+    return replay(policy, k, arrivals, services, extra_services, encode_seconds=config.encode_seconds,
+                  decode_seconds=config.decode_seconds, lost=lost, extra_lost=extra_lost)
 
 
-def summarize(result: SimResult, config: SimConfig) -> SimSummary:
-    start = int(config.warmup_fraction * len(result.arrivals))
-    lat = result.latencies[start:]
+def summarize_latencies(policy: str, load: float, workers: int, latencies: np.ndarray, reconstructed: np.ndarray,
+                        warmup_fraction: float) -> SimSummary:
+    """The statistics of per-query latencies (inf: never answered), the first warmup_fraction
+    of them left out."""
+    start = int(warmup_fraction * len(latencies))
+    lat = np.asarray(latencies, dtype=float)[start:]
     finite = lat[np.isfinite(lat)]
 
     def quantile(q: float) -> float:
         return float(np.quantile(lat, q, method="inverted_cdf"))  # no interpolation towards inf
 
-    return SimSummary(policy=result.policy, load=config.load, workers=result.workers, queries=len(lat),
+    return SimSummary(policy=policy, load=load, workers=workers, queries=len(lat),
                       median=quantile(0.5), p99=quantile(0.99), p999=quantile(0.999),
                       mean=float(finite.mean()) if len(finite) else float("inf"),
-                      fraction_reconstructed=float(result.reconstructed[start:].mean()),
+                      fraction_reconstructed=float(np.asarray(reconstructed)[start:].mean()),
                       fraction_unanswered=float(1 - len(finite) / len(lat)))
+
+
+def summarize(result: SimResult, config: SimConfig) -> SimSummary:
+    return summarize_latencies(result.policy, config.load, result.workers, result.latencies, result.reconstructed,
+                               config.warmup_fraction)
 
 
 def sweep(config: SimConfig, loads: Sequence[float], policies: Sequence[str] = POLICIES) -> list[SimSummary]:

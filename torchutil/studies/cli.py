@@ -2,7 +2,7 @@
                torchutil nas {evaluate,merge,correlate,search} [options]
                torchutil survey [options]      (torchutil/studies/survey.py)
                torchutil fold-bench [options]  (torchutil/studies/foldbench.py)
-               torchutil coded {train,evaluate,cost,simulate} [options]  (torchutil/studies/coded.py)
+               torchutil coded {train,evaluate,cost,simulate,serve} [options]  (torchutil/studies/coded.py)
 
 With no arguments it profiles resnet50 on the best device present (CUDA if available, else
 the CPU) and prints the summary and the top ops. `nas` runs the NATS-Bench studies
@@ -620,11 +620,43 @@ def _coded_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _coded_serve(args: argparse.Namespace) -> int:
+    from torchutil.coded import serve
+    from torchutil.studies import coded as cs
+
+    run = cs.load_run(args.run, data_dir=args.data_dir)
+    config = serve.ServeConfig(k=run.config.k, queries=args.queries, load=args.load, stragglers=tuple(args.stragglers),
+                               straggler_on_fraction=args.straggler_on_fraction,
+                               straggler_burst_seconds=args.straggler_burst, worker_nice=args.worker_nice,
+                               device=args.serve_device, seed=args.seed)
+    report = serve.measure(config, run.base_model, run.code, run.data.test_x, run.data.test_y)
+    print(serve.format_report(report))
+    print(f"wrote {', '.join(serve.write_report(report, args.out))} in {args.out}")
+    return 0
+
+
+def _add_coded_serve_parser(csub: argparse._SubParsersAction, data_dir: Callable[[argparse.ArgumentParser], None]) -> None:
+    v = csub.add_parser("serve", help="measured tail latency: frontend + k + 1 worker processes, real stragglers")
+    v.add_argument("--run", type=_existing_dir, default="coded-train", help="a coded train output folder")
+    data_dir(v)
+    v.add_argument("--queries", type=_positive, default=5000, help="queries per policy (default 5000)")
+    v.add_argument("--load", type=_fraction, default=0.5, help="arrival rate / the data workers' idle capacity")
+    v.add_argument("--stragglers", type=_nonnegative, nargs="*", default=[0],
+                   help="workers whose core gets a CPU-burning process (default: worker 0; none: no stragglers)")
+    v.add_argument("--straggler-on-fraction", type=_fraction, default=0.2, help="share of time a burner burns")
+    v.add_argument("--straggler-burst", type=_positive_float, default=0.02, help="mean seconds of one burst")
+    v.add_argument("--worker-nice", type=_nonnegative, default=19, help="the workers' nice value (0..19)")
+    v.add_argument("--serve-device", default="cpu", help="where the workers run F: cpu (default) or cuda")
+    v.add_argument("--seed", type=_nonnegative, default=0)
+    v.add_argument("--out", type=_output_dir, default="coded-serve", help="output folder (default ./coded-serve)")
+    v.set_defaults(func=_coded_serve)
+
+
 def _add_coded_parser(sub: argparse._SubParsersAction) -> None:
     from torchutil.coded import codes, data, models, sim
     from torchutil.coded.train import LOSSES
 
-    coded = sub.add_parser("coded", help="learned coded computation: train, evaluate, cost, simulate")
+    coded = sub.add_parser("coded", help="learned coded computation: train, evaluate, cost, simulate, serve")
     csub = coded.add_subparsers(dest="coded_command", required=True)
 
     def common(p: argparse.ArgumentParser, out: str) -> None:
@@ -633,7 +665,8 @@ def _add_coded_parser(sub: argparse._SubParsersAction) -> None:
 
     def data_dir(p: argparse.ArgumentParser) -> None:
         p.add_argument("--data-dir", type=_existing_dir, default=None,
-                       help="folder with the MNIST/Fashion IDX files or CIFAR-10 python batches (not for digits)")
+                       help="folder with the MNIST/Fashion IDX files or CIFAR-10 python batches (not for digits; "
+                            "fashion's default: /usr/share/datasets/fashion-mnist, Debian's dataset-fashion-mnist)")
 
     def metrics(p: argparse.ArgumentParser) -> None:
         p.add_argument("--passes", type=_positive, default=1, help="groupings of the test set evaluated (seeded)")
@@ -708,6 +741,7 @@ def _add_coded_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--no-plots", action="store_true")
     s.add_argument("--out", type=_output_dir, default="coded-simulate", help="output folder (default ./coded-simulate)")
     s.set_defaults(func=_coded_simulate)
+    _add_coded_serve_parser(csub, data_dir)
 
 
 def _add_timing_arguments(p: argparse.ArgumentParser, default: str) -> None:

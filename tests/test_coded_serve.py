@@ -1,0 +1,195 @@
+"""torchutil.coded.serve on the CPU, tiny: the mechanics of the measured serving run, not its
+latencies. Every query is answered exactly once and every message comes back once; what was
+answered is F's own prediction, or the code's reconstruction, recomputed here; the code
+reconstructs, mostly the slow worker's queries; the burner really slows its worker; and no
+process is left behind, on the way out of a good run or of a broken one."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from torchutil import coded
+from torchutil.coded import serve
+
+pytest.importorskip("sklearn", reason="the digits data set ships with scikit-learn (the coded extra)")
+pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins processes to cores (Linux)")
+
+
+def children() -> list[int]:
+    """This process's child pids, as the kernel sees them (where /proc says)."""
+    pids = []
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            with open(f"/proc/{os.getpid()}/task/{tid}/children") as f:
+                pids += [int(p) for p in f.read().split()]
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.fixture(scope="module")
+def trained():
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    data = coded.load_dataset("digits")
+    torch.manual_seed(0)
+    # A wide MLP (about 4.3 M multiply-adds, milliseconds a forward): a burst of the burner then
+    # slows it by the share of the core it loses, whatever the scheduler does on a wake-up.
+    f = nn.Sequential(nn.Flatten(), nn.Linear(64, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
+                      nn.Linear(2048, 10))
+    coded.train_base(f, data, epochs=1)
+    torch.manual_seed(1)
+    code = coded.build_code("parity", 2, f, data.shape, data.classes)
+    coded.train_code(code, f, data, epochs=1, loss="mse")
+    yield data, f.eval(), code.eval()
+    torch.set_num_threads(saved)
+
+
+@pytest.fixture(scope="module")
+def report(trained):
+    data, f, code = trained
+    before = set(children())
+    config = serve.ServeConfig(k=2, queries=300, load=0.3, stragglers=(0,), straggler_on_fraction=0.5,
+                               straggler_burst_seconds=0.05, calibration_queries=30, seed=0)
+    r = serve.measure(config, f, code, data.test_x, data.test_y)
+    r.left_behind = [p for p in children() if p not in before] + multiprocessing.active_children()
+    return r
+
+
+def test_every_query_answered_once_and_every_message_back_once(report):
+    n = report.config.queries
+    for policy, run in report.runs.items():
+        assert run.delivered.tolist() == [1] * n, policy
+        sent = np.isfinite(run.send)
+        assert sent.sum() == n + (0 if policy == "none" else n // 2), policy
+        assert (run.received[sent] == 1).all() and (run.received[~sent] == 0).all(), policy
+        lat = run.latencies
+        assert np.isfinite(lat).all() and (lat > 0).all(), policy
+        assert (run.back[sent] >= run.end[sent]).all() and (run.end[sent] >= run.start[sent]).all()
+        assert (run.start[sent] >= run.send[sent]).all()  # one clock for all processes
+    assert report.runs["none"].redundant == 0
+    assert report.runs["replication"].redundant == n // 2  # every copied query completes twice
+
+
+def test_answers_are_f_or_its_reconstruction(trained, report):
+    data, f, code = trained
+    x = data.test_x[torch.from_numpy(report.query_index)]
+    with torch.inference_mode():
+        outputs = torch.cat([f(x[i:i + 1]) for i in range(len(x))])  # batch 1, as the workers ran it
+        own = outputs.argmax(-1).numpy()
+        parity = torch.cat([code.parity(x[g:g + 2][None]) for g in range(0, len(x), 2)])
+        rebuilt = code.reconstruct_each(outputs.view(-1, 2, outputs.shape[-1]), parity).argmax(-1).view(-1).numpy()
+    for policy, run in report.runs.items():
+        direct = run.answered_by < 2
+        assert (run.predicted[direct] == own[direct]).all(), policy
+        assert (run.predicted[~direct] == rebuilt[~direct]).all(), policy
+
+
+def test_the_code_reconstructs_the_slow_workers_queries(report):
+    run = report.runs["coded"]
+    recon = np.flatnonzero(run.answered_by == 2)
+    assert len(recon) > 0
+    assert np.mean(recon % 2 == 0) > 0.5  # worker 0, the one with a burner, more often than not
+    assert (report.runs["none"].answered_by == 0).all()
+    assert (report.runs["replication"].answered_by != 2).all()
+
+
+def test_the_burner_slows_its_worker(report):
+    d = report.details["none"]
+    assert report.burner_on_fraction[0] > 0.2
+    assert d["worker0_service_burst_count"] >= 10 and d["worker0_service_quiet_count"] >= 10
+    assert d["worker0_service_burst_median"] > 1.5 * d["worker0_service_quiet_median"]
+
+
+def test_simulation_beside_it(report):
+    assert [s.policy for s in report.measured] == list(report.config.policies)
+    for measured, replayed in zip(report.measured[:2], report.replayed[:2]):
+        # Replay takes the workers' measured times without the frontend's dispatch and the trip
+        # back, so it can only be earlier, query by query and so in every quantile (the code's
+        # replay takes the median encode and decode times instead of each one's: not asserted).
+        assert measured.policy in ("none", "replication")
+        assert replayed.median <= measured.median and replayed.p99 <= measured.p99
+    assert 0 <= report.details["none"]["served_accuracy"] <= 1
+    assert set(report.to_dict()) >= {"measured", "replayed", "iid", "details", "layout"}
+
+
+def test_no_process_left_behind(report):
+    assert report.left_behind == []
+    for pid in report.layout["worker_pids"] + report.layout["burner_pids"]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+class Exploding(nn.Module):
+    """Serves its warm-up calls, then fails: a worker that dies mid-run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(64, 10)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls > 25:  # after 10 warm-up calls and 5 of calibration: during the first policy
+            raise RuntimeError("worker broke")
+        return self.linear(x.flatten(1))
+
+
+def test_a_broken_worker_stops_the_run_and_leaves_nothing(trained):
+    data, _, code = trained
+    before = set(children())
+    config = serve.ServeConfig(k=2, queries=40, load=0.3, stragglers=(0,), calibration_queries=5, timeout_seconds=20)
+    with pytest.raises(RuntimeError, match="worker"):
+        serve.measure(config, Exploding(), code, data.test_x)
+    assert multiprocessing.active_children() == []
+    assert [p for p in children() if p not in before] == []
+
+
+def test_bad_configs_are_refused_before_any_process(trained):
+    data, f, code = trained
+    for change, names in (({"k": 1}, "k must be"), ({"load": 1.5}, "1.5"), ({"stragglers": (5,)}, "[5]"),
+                          ({"policies": ("fastest",)}, "fastest")):
+        with pytest.raises(ValueError, match="torchutil.coded") as info:
+            serve.measure(serve.ServeConfig(**{**serve.ServeConfig(k=2).__dict__, **change}), f, code, data.test_x)
+        assert names in str(info.value)
+    with pytest.raises(ValueError, match="k = 3"):
+        serve.measure(serve.ServeConfig(k=3), f, code, data.test_x)
+    assert multiprocessing.active_children() == []
+
+
+def test_coded_serve_command(tmp_path, capsys):
+    """`coded serve --run DIR` on a trained digits run: the report's files, no stragglers asked."""
+    import json
+
+    from torchutil.studies.cli import main
+
+    run, out = tmp_path / "run", tmp_path / "serve"
+    assert main(["coded", "train", "--k", "2", "--paradigm", "parity", "--base-epochs", "1", "--epochs", "1",
+                 "--device", "cpu", "--no-progress", "--out", str(run)]) == 0
+    assert main(["coded", "serve", "--run", str(run), "--queries", "60", "--load", "0.2", "--stragglers",
+                 "--out", str(out)]) == 0
+    record = json.loads((out / "serve.json").read_text())
+    assert [m["policy"] for m in record["measured"]] == ["none", "replication", "coded"]
+    assert record["config"]["stragglers"] == [] and record["burner_on_fraction"] == []
+    assert "| coded | 3 |" in (out / "serve.md").read_text()
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_workers_on_the_gpu(trained):
+    """The same mechanics with F on the GPU in every worker (one CUDA context each)."""
+    data, f, code = trained
+    config = serve.ServeConfig(k=2, queries=200, load=0.3, stragglers=(0,), device="cuda", calibration_queries=20)
+    report = serve.measure(config, f, code, data.test_x, data.test_y)
+    for policy, run in report.runs.items():
+        sent = np.isfinite(run.send)
+        assert run.delivered.tolist() == [1] * 200 and (run.received[sent] == 1).all(), policy
+        assert (run.latencies > 0).all(), policy
+    assert report.details["none"]["served_accuracy"] > 0.1
+    assert multiprocessing.active_children() == []
