@@ -4,11 +4,14 @@
 # (default ./gpu-results); every step has its own time limit, so one hang does not cost the rest.
 #
 #   tests    the GPU tests (pytest -m cuda)
-#   repeat   twelve profile calls per configuration: CV of utilization (benchmarks/bench_repeatability.py)
-#   overhead counting and tracing cost, resnet50 fp16 batch 1 (benchmarks/bench_overhead.py)
-#   tracecost where a traced call's cost goes (benchmarks/trace_cost.py)
+#   repeat   twelve default profile calls per configuration in two processes: CV and level
+#            (benchmarks/bench_repeatability.py)
+#   overhead what a call costs against a user's own loops, resnet50 fp16 batch 1 and 32
+#            (benchmarks/bench_overhead.py)
+#   tracecost tracing's cost, and CUPTI after a trace with and without teardown (benchmarks/trace_cost.py)
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
-#   sweep    all 15,625 NATS-Bench cells, default timing (auto), into $OUT/sweep.sqlite
+#   sweep    all 15,625 NATS-Bench cells, default timing (auto) and workers, into $OUT/sweep.sqlite,
+#            and its agreement with docs/results/nas/sweep_auto_a.csv.gz
 #   sweep2   the same over two GPUs with torchrun, into $OUT/sweep2.sqlite
 #   reference utilization of the reference models and the README's Chrome trace
 #   counters  hardware counters (issue #11): their GPU tests, the per-op hardware/nominal FLOP tables
@@ -40,16 +43,21 @@ for phase in "${phases[@]}"; do
     tests)
       # PYTEST_EXTRA: more pytest arguments, one word each (e.g. --ignore=tests/x.py)
       # shellcheck disable=SC2086
-      timeout 420 python3 -m pytest tests -m cuda -q -p no:cacheprovider -rs -s ${PYTEST_EXTRA:-} > "$OUT/pytest_cuda.txt" 2>&1
+      timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest tests -m cuda -q -p no:cacheprovider -rs -s ${PYTEST_EXTRA:-} \
+        > "$OUT/pytest_cuda.txt" 2>&1
       grep -E "passed|failed|error|FAILED" "$OUT/pytest_cuda.txt" | tail -8 ;;
     repeat)
-      timeout 300 python3 benchmarks/bench_repeatability.py --timings eager auto auto+ci \
-        --json "$OUT/repeatability.json" 2>&1 | tee "$OUT/repeatability.txt" | tail -12 ;;
+      # The default call, twelve times per configuration, in two processes (issue #19's table).
+      timeout "${REPEAT_TIMEOUT:-200}" python3 benchmarks/bench_repeatability.py \
+        --json "$OUT/repeatability.json" 2>&1 | grep -v "^  pid" | tee "$OUT/repeatability.txt" | tail -12 ;;
     overhead)
-      timeout 240 python3 benchmarks/bench_overhead.py --model resnet50 --batch 1 --device cuda \
-        --dtype float16 --json "$OUT/overhead_b1.json" 2>&1 | grep -v "^USDT\|^STAGE" | tee "$OUT/overhead.txt" ;;
+      for b in 1 32; do
+        timeout 120 python3 benchmarks/bench_overhead.py --model resnet50 --batch $b --device cuda \
+          --dtype float16 --json "$OUT/overhead_b$b.json" 2>&1 | grep -v "^USDT\|^STAGE\|UserWarning\|_warn_once" \
+          | tee "$OUT/overhead_b$b.txt"
+      done ;;
     tracecost)
-      timeout 180 python3 benchmarks/trace_cost.py 2>&1 | tee "$OUT/trace_cost.txt" | tail -12 ;;
+      timeout 150 python3 benchmarks/trace_cost.py --json "$OUT/trace_cost.json" 2>&1 | tee "$OUT/trace_cost.txt" | tail -14 ;;
     nastrial)
       rm -f /tmp/nastrial.sqlite
       timeout 240 python3 -m torchutil nas evaluate --db /tmp/nastrial.sqlite --indices 0:1000 --no-progress \
@@ -57,9 +65,13 @@ for phase in "${phases[@]}"; do
     sweep)
       # The whole NATS-Bench space in the default (repeatable, auto) timing, one GPU, one
       # process: $OUT/sweep.sqlite. SWEEP_TIMEOUT bounds it (what is left of a 10-minute call).
+      start=$SECONDS
       timeout "${SWEEP_TIMEOUT:-570}" python3 -m torchutil nas evaluate --db "$OUT/sweep.sqlite" --no-progress 2>&1 \
-        | grep -v "CUDA Graph is empty" | tee "$OUT/sweep.txt" | tail -4
-      graph_timed "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt" ;;
+        | grep -v "CUDA Graph is empty" | tee "$OUT/sweep.txt" | tail -5
+      echo "command wall $((SECONDS - start)) s" | tee -a "$OUT/sweep.txt"
+      graph_timed "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt"
+      timeout 60 python3 benchmarks/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "$OUT/sweep.sqlite" \
+        --json "$OUT/agreement.json" 2>&1 | tee -a "$OUT/sweep.txt" | tail -12 ;;
     sweep2)
       # The whole space sharded over two GPUs with torchrun (rank r takes cells i % 2 == r and
       # writes its shard; rank 0 merges them into $OUT/sweep2.sqlite).

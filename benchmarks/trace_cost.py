@@ -1,74 +1,120 @@
-"""Where the cost of a traced profile call goes: wall time per call of torch.ops.util.profile
-with and without kernel tracing, with 0 or 1 traced forwards after the counted one, at two
-iteration counts (so that the per-call constant and the per-forward cost separate), and on a
-model of one tiny kernel (the constant alone). Interleaved rounds, medians.
+"""What kernel tracing costs, and whether CUPTI slows the process after a trace.
+
+CUPTI stays attached to a process after its activities are disabled, and Kineto found training
+10-20 % slower after a profile until cuptiFinalize detached it (pytorch/pytorch#146604). For each
+setting of TORCHUTIL_CUPTI_TEARDOWN (0: CUPTI stays attached, 1: detached after every trace) a
+fresh process measures: 13 plain eager forwards back to back with one synchronization, before any
+trace and after one traced call; then rounds in random order of torch.ops.util.profile traced
+and untraced, eager and in the default (graph) timing, and on a one-kernel model (CUPTI's set-up
+and tear-down alone). Medians over the rounds, with quartiles.
 
     python benchmarks/trace_cost.py --model resnet50 --batch 1
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import random
 import statistics
+import subprocess
+import sys
 import time
 
-import torch
 
-import torchutil  # noqa: F401  (registers the ops)
-from torchutil.models import build_classifier
+def child(args: argparse.Namespace) -> dict:
+    import torch
+
+    import torchutil  # noqa: F401  (registers the ops)
+    from torchutil.models import build_classifier
+
+    dev = torch.device("cuda")
+    model = build_classifier(args.model).eval().to(dev, torch.half).to(memory_format=torch.channels_last)
+    x = torch.randn(args.batch, 3, 224, 224, device=dev, dtype=torch.half).contiguous(memory_format=torch.channels_last)
+    tiny, xt = torch.nn.ReLU(), torch.randn(1, 16, device=dev)
+
+    def timed(fn) -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    def plain():
+        for _ in range(13):
+            model(x)
+
+    def call(m, inp, **kw):
+        return lambda: torch.ops.util.profile(m, inp, peak_flops=1.0, **kw)
+
+    out: dict = {}
+    with torch.inference_mode():
+        for _ in range(3):
+            plain()
+        out["plain before any trace"] = [timed(plain) for _ in range(args.rounds)]
+        call(model, x, timing="eager")()
+        out["plain after one trace"] = [timed(plain) for _ in range(args.rounds)]
+        variants = {
+            "eager traced": call(model, x, timing="eager"),
+            "eager untraced": call(model, x, timing="eager", trace=False),
+            "default traced": call(model, x),
+            "default untraced": call(model, x, trace=False),
+            "tiny traced": call(tiny, xt, warmup=0, iters=1, timing="eager"),
+            "tiny untraced": call(tiny, xt, warmup=0, iters=1, timing="eager", trace=False),
+            "plain (13 forwards)": plain,
+        }
+        for fn in variants.values():
+            fn()
+        samples = {k: [] for k in variants}
+        rng = random.Random(0)
+        for _ in range(args.rounds):
+            order = list(variants)
+            rng.shuffle(order)
+            for k in order:
+                samples[k].append(timed(variants[k]))
+        out.update(samples)
+    out["device"] = torch.cuda.get_device_name(dev)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    dev = torch.device("cuda")
-    model = build_classifier(args.model).eval().to(dev, torch.half).to(memory_format=torch.channels_last)
-    x = torch.randn(args.batch, 3, 224, 224, device=dev, dtype=torch.half).contiguous(memory_format=torch.channels_last)
-    tiny = torch.nn.ReLU()
-    xt = torch.randn(16, device=dev)
-
-    def call(m, inp, iters, **kw):
-        def run():
-            torch.ops.util.profile(m, inp, warmup=3, iters=iters, peak_flops=1.0, **kw)
-        return run
-
-    def plain():
-        model(x)
-
-    variants = {
-        "plain forward": (plain, 1),
-        "untraced, iters 10": (call(model, x, 10, trace=False), 13),
-        "traced 0, iters 10": (call(model, x, 10, trace_forwards=0), 13),
-        "traced 1, iters 10": (call(model, x, 10), 13),
-        "untraced, iters 40": (call(model, x, 40, trace=False), 43),
-        "traced 1, iters 40": (call(model, x, 40), 43),
-        "tiny untraced": (call(tiny, xt, 1, trace=False), 4),
-        "tiny traced 0": (call(tiny, xt, 1, trace_forwards=0), 4),
-    }
-    samples = {k: [] for k in variants}
-    with torch.inference_mode():
-        for fn, _ in variants.values():
-            fn()
-            fn()
-        for _ in range(args.rounds):
-            for k, (fn, _) in variants.items():
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                fn()
-                torch.cuda.synchronize()
-                samples[k].append(time.perf_counter() - t0)
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    plain_s = med["plain forward"]
-    print(f"{args.model} b{args.batch} on {torch.cuda.get_device_name(dev)}: medians of {args.rounds} rounds")
-    print(f"{'variant':<22}{'ms/call':>10}{'x plain per fwd':>17}")
-    for k, (fn, n) in variants.items():
-        print(f"{k:<22}{1e3 * med[k]:>10.3f}{med[k] / n / plain_s:>17.3f}")
-    per_call = med["traced 1, iters 10"] - med["untraced, iters 10"]
-    print(f"tracing adds {1e3 * per_call:.2f} ms per call ({1e3 * (med['traced 0, iters 10'] - med['untraced, iters 10']):.2f} ms "
-          f"with no traced forward); CUPTI set-up and tear-down alone (tiny model): "
-          f"{1e3 * (med['tiny traced 0'] - med['tiny untraced']):.2f} ms")
+    if args.child:
+        print("RESULT " + json.dumps(child(args)))
+        return
+    runs = {}
+    for teardown in ("0", "1"):
+        env = {**os.environ, "TORCHUTIL_CUPTI_TEARDOWN": teardown}
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", *sys.argv[1:]]
+        text = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+        runs[teardown] = json.loads(next(line[7:] for line in text.splitlines() if line.startswith("RESULT ")))
+    print(f"{args.model} b{args.batch} fp16 on {runs['0']['device']}: medians (q1-q3) of {args.rounds} rounds in "
+          "random order, ms per call; one fresh process per setting")
+    names = [k for k in runs["0"] if k != "device"]
+    print(f"{'':<24}" + "".join(f"{'TEARDOWN=' + t:>26}" for t in runs))
+    for k in names:
+        cells = []
+        for run in runs.values():
+            v = run[k]
+            q = statistics.quantiles(v, n=4, method="inclusive")
+            cells.append(f"{1e3 * statistics.median(v):>10.2f} ({1e3 * q[0]:.2f}-{1e3 * q[2]:.2f})")
+        print(f"{k:<24}" + "".join(f"{c:>26}" for c in cells))
+    for t, run in runs.items():
+        med = {k: statistics.median(run[k]) for k in names}
+        print(f"TEARDOWN={t}: after one trace, plain forwards {med['plain after one trace'] / med['plain before any trace']:.3f}x "
+              f"before; tracing adds {1e3 * (med['eager traced'] - med['eager untraced']):.2f} ms eager, "
+              f"{1e3 * (med['default traced'] - med['default untraced']):.2f} ms default, "
+              f"{1e3 * (med['tiny traced'] - med['tiny untraced']):.2f} ms on a one-kernel model; "
+              f"eager traced call / plain loop {med['eager traced'] / med['plain (13 forwards)']:.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "runs": runs}, f, indent=2)
 
 
 if __name__ == "__main__":
