@@ -17,7 +17,8 @@ from torchutil.fields import (FIELDS, KERNEL_FIELDS, OP_FIELDS, ROOFLINE_FIELDS,
                               field, schema)
 from torchutil.folding import FoldedModel, fold
 from torchutil.peaks import peak_flops
-from torchutil.profiler import KernelRow, OpRow, ProfileResult, Profiler, UnknownOp, profile, utilization
+from torchutil.profiler import Profiler, profile, utilization
+from torchutil.result import KernelRow, OpRow, ProfileResult, UnknownOp
 from torchutil.rooflines import (RooflineResult, RooflineRow, memory_bandwidth, roofline,
                                  roofline_utilization)
 
