@@ -7,7 +7,7 @@
     python -m torchutil nas search ...    nas_search.py: simulated REINFORCE with utilization (RQ4/5)
     python -m torchutil coded ...         coded.py: learned codes and parity models (torchutil.coded)
 
-cli.py wires them (and the `profile` command) to `python -m torchutil`; _common.py holds what
+cli/ wires them (and the `profile` command) to `python -m torchutil`, one module per command; _common.py holds what
 they share. The library (torchutil.profile, roofline, fold, models, torchutil.nas,
 torchutil.coded) never imports from here.
 """
