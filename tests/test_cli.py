@@ -251,12 +251,12 @@ def _fake_measure(fail_models):
 def test_survey_exit_status_and_retry_failed(tmp_path, monkeypatch, capsys):
     args = ["survey", "--models", "squeezenet1_1", "--batches", "1", "2", "--device", "cpu", "--no-progress",
             "--out", str(tmp_path)]
-    monkeypatch.setattr(survey, "_measure", _fake_measure({"squeezenet1_1"}))
+    monkeypatch.setattr(survey.run, "_measure", _fake_measure({"squeezenet1_1"}))
     monkeypatch.setattr(survey, "write_outputs", lambda rows, config, plots=True: ["survey.csv"])
     assert main(args) == 1
     assert "2 configuration(s) failed" in capsys.readouterr().err
     assert main(args) == 1  # a rerun skips failures: still failed
-    monkeypatch.setattr(survey, "_measure", _fake_measure(set()))
+    monkeypatch.setattr(survey.run, "_measure", _fake_measure(set()))
     assert main([*args, "--retry-failed"]) == 0
     rows = survey.load_results(str(tmp_path))
     assert [(r["batch"], r["status"]) for r in rows] == [(1, "ok"), (2, "ok")]
@@ -273,7 +273,7 @@ def test_survey_jsonl_repair(tmp_path, monkeypatch):
     (tmp_path / survey.RESULTS).write_text("\n".join(lines))  # no newline after the cut line
     with pytest.warns(UserWarning, match="skipped 4 unusable line"):
         assert survey.load_results(str(tmp_path)) == [good]
-    monkeypatch.setattr(survey, "_measure", _fake_measure(set()))
+    monkeypatch.setattr(survey.run, "_measure", _fake_measure(set()))
     config = survey.SurveyConfig(models=["squeezenet1_1"], batches=[1, 2], dtypes=["float32"], modes=["eager"],
                                  out=str(tmp_path), progress=False)
     with pytest.warns(UserWarning):

@@ -48,7 +48,7 @@ def test_writes_every_output(survey_dir):
         assert (survey_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     rows = json.loads((survey_dir / "survey.json").read_text())
     # cuda_graph cannot run on the CPU: 2 models x 2 batches x float32 x eager.
-    assert sorted(survey._key(r) for r in rows) == sorted(
+    assert sorted(survey.store.key(r) for r in rows) == sorted(
         (m, b, "float32", "eager") for m in MODELS for b in (1, 2))
     assert all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
     for r in rows:
@@ -87,7 +87,7 @@ def test_one_number_format(value, text):
 
 def test_labels_are_spread_apart():
     values = [5.0, 5.0, 5.1, 9.0, 4.95]
-    placed = survey._spread(values, gap=1.0)
+    placed = survey.plots._spread(values, gap=1.0)
     ordered = sorted(placed)
     assert all(b - a >= 1.0 - 1e-12 for a, b in zip(ordered, ordered[1:]))
     assert sorted(range(5), key=placed.__getitem__) == sorted(range(5), key=values.__getitem__)

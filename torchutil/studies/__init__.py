@@ -1,6 +1,6 @@
 """The studies torchutil's command line runs, apart from the library they use.
 
-    python -m torchutil survey ...        survey.py: utilization of many classifiers (RQ1)
+    python -m torchutil survey ...        survey/: utilization of many classifiers (RQ1)
     python -m torchutil fold-bench ...    foldbench.py: original versus FoldedCNN (RQ2)
     python -m torchutil nas evaluate ...  nas_evaluate.py: the NATS-Bench sweep into SQLite
     python -m torchutil nas correlate ... nas_correlate.py: utilization versus accuracy (RQ3)
