@@ -1,6 +1,7 @@
-"""What the study commands share: JSON files without NaN, progress on stderr, how a command
-exits on a user's error, matplotlib figures without pyplot, and the backend flags a measurement
-sets and restores (TF32, cuDNN autotuning)."""
+"""What the study commands share: where and how a network and its input are placed (Setup),
+JSON files without NaN, progress on stderr, how a command exits on a user's error, matplotlib
+figures without pyplot, and the backend flags a measurement sets and restores (TF32, cuDNN
+autotuning)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,19 +9,51 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
 
 from torchutil._json import json_safe
 
-__all__ = ["TORCH_DTYPES", "Progress", "cudnn_autotune", "exit_on_error", "fail", "nas_error",
+__all__ = ["TORCH_DTYPES", "Progress", "Setup", "cudnn_autotune", "exit_on_error", "fail", "nas_error",
            "figure", "tf32_flags", "write_json"]
 
 # The dtypes the survey and fold-bench measure in: "tf32" is float32 with TF32 allowed in
 # cuBLAS and cuDNN (tf32_flags), "float32" the same with TF32 off.
 TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
                 "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where and how a study runs a network and its input: device, dtype, memory format.
+
+        setup = Setup.on("cuda", torch.float16)          # channels_last: on for CUDA
+        model, x = setup.model(net), setup.input(256, 3, 224, 224)
+    """
+
+    device: torch.device
+    dtype: torch.dtype
+    channels_last: bool
+
+    @classmethod
+    def on(cls, device: torch.device | str, dtype: torch.dtype, channels_last: bool | None = None) -> "Setup":
+        """channels_last None: on for CUDA (cuDNN's fast layout for convolutions), off elsewhere."""
+        device = torch.device(device)
+        return cls(device, dtype, device.type == "cuda" if channels_last is None else channels_last)
+
+    def model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """model in eval mode, moved (in place, as nn.Module.to does) to the device, dtype and
+        memory format."""
+        model = model.eval().to(device=self.device, dtype=self.dtype)
+        return model.to(memory_format=torch.channels_last) if self.channels_last else model
+
+    def input(self, *shape: int) -> torch.Tensor:
+        """A standard-normal input of `shape` (4-D with channels_last) on the device, in the dtype
+        and memory format."""
+        x = torch.randn(*shape, device=self.device, dtype=self.dtype)
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
 
 
 def write_json(path: str | os.PathLike[str], value: Any, **kwargs: Any) -> None:

@@ -36,7 +36,7 @@ import torchutil
 from torchutil.fields import FIELDS
 from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
-from torchutil.studies._common import Progress, cudnn_autotune, nas_error
+from torchutil.studies._common import Progress, Setup, cudnn_autotune, nas_error
 
 __all__ = [
     "CONFIG_COLUMNS",
@@ -302,21 +302,19 @@ def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]
     return copied
 
 
+def _setup(config: EvalConfig, device: torch.device) -> Setup:
+    return Setup.on(device, DTYPES[config.dtype], config.channels_last)
+
+
 def _make_input(config: EvalConfig, device: torch.device) -> torch.Tensor:
-    x = torch.randn(nb.input_shape(config.dataset, config.batch), device=device, dtype=DTYPES[config.dtype])
-    return x.contiguous(memory_format=torch.channels_last) if config.channels_last else x
+    return _setup(config, device).input(*nb.input_shape(config.dataset, config.batch))
 
 
 def _build(index: int, config: EvalConfig, device: torch.device) -> nn.Module:
     # Parameters are created (and initialized) on the device: no host copy per arch.
     with device:
         model = nb.network(index, config.dataset)
-    model.eval()
-    if config.dtype != "float32":
-        model = model.to(DTYPES[config.dtype])
-    if config.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    return model
+    return _setup(config, device).model(model)
 
 
 def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: float | None = None,

@@ -8,7 +8,7 @@ import torch
 
 from torchutil.models import DTYPES, build_classifier, classifier_image_size
 from torchutil.profiler import profile
-from torchutil.studies._common import exit_on_error
+from torchutil.studies._common import Setup, exit_on_error
 from torchutil.studies.cli.args import (add_timing_arguments, default_dtype, fraction, known_device, nonnegative,
                                         output_file, pick_device, positive, positive_float, timing)
 
@@ -50,22 +50,17 @@ def run(args: argparse.Namespace) -> int:
     dev = pick_device(args.device)
     on_cuda = dev.type == "cuda"
     dtype_name = args.dtype or default_dtype(dev)
-    dtype = DTYPES[dtype_name]
     batch = args.batch or (32 if on_cuda else 4)
-    channels_last = on_cuda if args.channels_last is None else args.channels_last
+    setup = Setup.on(dev, DTYPES[dtype_name], args.channels_last)
     size = args.image_size or classifier_image_size(args.model)
-
-    model = build_model(args.model).eval().to(device=dev, dtype=dtype)
-    x = torch.randn(batch, 3, size, size, device=dev, dtype=dtype)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
+    model = setup.model(build_model(args.model))
+    x = setup.input(batch, 3, size, size)
 
     where = torch.cuda.get_device_name(dev) if on_cuda else "CPU"
     # With --json - the JSON is stdout's only content; the text goes to stderr.
     text = sys.stderr if args.json == "-" else sys.stdout
     print(f"torchutil: {args.model}, batch {batch}, {dtype_name}, "
-          f"{'channels_last' if channels_last else 'contiguous'}, on {dev} ({where})", file=text)
+          f"{'channels_last' if setup.channels_last else 'contiguous'}, on {dev} ({where})", file=text)
     result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=mode,
                      target_ci=args.target_ci, max_time=args.max_time, peak=args.peak)
     print(result.format(top=args.top), file=text)

@@ -17,7 +17,7 @@ from torchutil.fields import FIELDS
 from torchutil.models import build_classifier, classifier_image_size
 from torchutil.profiler import profile
 from torchutil.rooflines import memory_bandwidth, roofline
-from torchutil.studies._common import TORCH_DTYPES, Progress, tf32_flags
+from torchutil.studies._common import TORCH_DTYPES, Progress, Setup, tf32_flags
 from torchutil.studies.survey.store import OP_KEYS, ResultsFile, key, load_results
 
 __all__ = ["DTYPES", "MODES", "SurveyConfig", "default_models", "imagenet_top1", "run_survey"]
@@ -88,27 +88,22 @@ def imagenet_top1(name: str) -> float | None:
         return None
 
 
-def _channels_last(config: SurveyConfig) -> bool:
-    if config.channels_last is None:
-        return torch.device(config.device).type == "cuda"
-    return config.channels_last
+def _setup(config: SurveyConfig, dtype: str) -> Setup:
+    return Setup.on(config.device, TORCH_DTYPES[dtype], config.channels_last)
 
 
 def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batch: int, dtype: str,
              mode: str, bandwidth: float) -> dict[str, Any]:
-    device = torch.device(config.device)
+    setup = _setup(config, dtype)
     size = config.image_size or classifier_image_size(model_name)
-    channels_last = _channels_last(config)
-    x = torch.randn(batch, 3, size, size, device=device, dtype=TORCH_DTYPES[dtype])
-    if channels_last:
-        x = x.contiguous(memory_format=torch.channels_last)
+    x = setup.input(batch, 3, size, size)
     with tf32_flags(dtype):
         result = profile(model, x, warmup=config.warmup, iters=config.iters,
                          timing=mode, peak=config.peak, counters=config.counters)
     roof = roofline(result, bandwidth=bandwidth)
     return {
         "image_size": size,
-        "channels_last": channels_last,
+        "channels_last": setup.channels_last,
         "summary": dict(zip(FIELDS, result.summary.tolist())),
         "peak_source": result.peak_source,
         "timing_mode": result.timing_mode,
@@ -166,10 +161,7 @@ def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
                     if built is None or built[0] != (model_name, dtype):
                         built = None  # free the last model before building the next
                         try:
-                            m = _build_on(model_name, device).eval().to(device=device, dtype=TORCH_DTYPES[dtype])
-                            if _channels_last(config):
-                                m = m.to(memory_format=torch.channels_last)
-                            built = ((model_name, dtype), m)
+                            built = ((model_name, dtype), _setup(config, dtype).model(_build_on(model_name, device)))
                         except Exception as e:  # noqa: BLE001  (recorded; every batch fails alike)
                             built = ((model_name, dtype), e)
                     if isinstance(built[1], Exception):
