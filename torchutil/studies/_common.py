@@ -16,8 +16,8 @@ import torch
 
 from torchutil._json import json_safe
 
-__all__ = ["TORCH_DTYPES", "Progress", "Setup", "cudnn_autotune", "exit_on_error", "fail", "nas_error",
-           "figure", "tf32_flags", "write_json"]
+__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "cudnn_autotune", "exit_on_error", "fail",
+           "nas_error", "figure", "plots_available", "tf32_flags", "write_json"]
 
 # The dtypes the survey and fold-bench measure in: "tf32" is float32 with TF32 allowed in
 # cuBLAS and cuDNN (tf32_flags), "float32" the same with TF32 off.
@@ -82,9 +82,28 @@ def nas_error(message: str) -> ValueError:
     return ValueError(f"torchutil.nas: {message}")
 
 
+NO_MATPLOTLIB = "no plots: matplotlib is not installed (pip install matplotlib: the plot extra)"
+
+
+def plots_available(wanted: bool = True) -> bool:
+    """Whether a command draws its plots: they are `wanted` (no --no-plots) and matplotlib is
+    importable. The one policy for a missing matplotlib, in every command that plots: the plots
+    are left out, everything else is written, and one note (NO_MATPLOTLIB) on stderr says so."""
+    if not wanted:
+        return False
+    try:
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        print(f"note: {NO_MATPLOTLIB}", file=sys.stderr)
+        return False
+    return True
+
+
 def figure(**kwargs: Any) -> Any:
     """A matplotlib Figure drawn by the Agg canvas, for savefig() only: pyplot is not imported
-    and matplotlib's backend is left as the user set it. ImportError without matplotlib."""
+    and matplotlib's backend is left as the user set it. ImportError without matplotlib: the
+    commands ask plots_available() first."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -4,16 +4,15 @@ UsageError for contradictions argparse cannot see."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 __all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_timing_arguments", "default_dtype",
            "existing_dir", "existing_file", "finite", "fraction", "indices", "known_device", "nonnegative",
-           "nonnegative_float", "number", "output_dir", "output_file", "pick_device", "plots_need_matplotlib",
+           "nonnegative_float", "number", "output_dir", "output_file", "pick_device",
            "positive", "positive_float", "probability", "seeds", "timing"]
 
 
@@ -168,13 +167,3 @@ def add_counters_argument(p: argparse.ArgumentParser) -> None:
                    help="also read the GPU's hardware counters (CUDA; docs/counters.md): hardware FLOPs "
                         "beside the counted ones, throughputs, the PM timeline")
 
-
-@contextlib.contextmanager
-def plots_need_matplotlib() -> Iterator[None]:
-    try:
-        yield
-    except ModuleNotFoundError as e:
-        if e.name != "matplotlib":
-            raise
-        raise SystemExit("torchutil.nas: the plots need matplotlib; pip install matplotlib "
-                         "(or pass --no-plots)") from None

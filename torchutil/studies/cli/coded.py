@@ -10,10 +10,10 @@ from dataclasses import replace
 from typing import Any
 
 from torchutil.models import DTYPES
-from torchutil.studies._common import fail
+from torchutil.studies._common import fail, plots_available
 from torchutil.studies.cli.args import (UsageError, existing_dir, existing_file, fraction, known_device,
                                         nonnegative, nonnegative_float, number, output_dir, output_file,
-                                        pick_device, plots_need_matplotlib, positive, positive_float,
+                                        pick_device, positive, positive_float,
                                         probability)
 
 
@@ -199,7 +199,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         replace(config, load=load).check()  # every load refused before any work
     summaries = sim.sweep(config, args.loads, args.policies)
     print(cs.format_simulation(summaries, config))
-    with plots_need_matplotlib():
-        written = cs.write_simulation(summaries, config, args.out, run=run, plots=not args.no_plots)
+    written = cs.write_simulation(summaries, config, args.out, run=run, plots=plots_available(not args.no_plots))
     print(f"wrote {', '.join(written)} in {args.out}")
     return 0

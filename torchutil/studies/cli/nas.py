@@ -6,10 +6,10 @@ import argparse
 import os
 
 from torchutil.models import DTYPES
-from torchutil.studies._common import fail
+from torchutil.studies._common import fail, plots_available
 from torchutil.studies.cli.args import (accuracy_csv, add_timing_arguments, default_dtype, existing_file, finite,
                                         fraction, indices, known_device, nonnegative, nonnegative_float,
-                                        output_dir, output_file, pick_device, plots_need_matplotlib, positive,
+                                        output_dir, output_file, pick_device, positive,
                                         positive_float, seeds, timing)
 
 
@@ -146,8 +146,7 @@ def run_correlate(args: argparse.Namespace) -> int:
 
     results, joined = co.correlate(args.db, _csv_path(args.csv))
     print(co.format_table(results))
-    with plots_need_matplotlib():
-        written = co.write_outputs(args.out, results, joined, plots=not args.no_plots)
+    written = co.write_outputs(args.out, results, joined, plots=plots_available(not args.no_plots))
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -178,8 +177,7 @@ def run_search(args: argparse.Namespace) -> int:
     print(f"REINFORCE on {space.dataset} accuracy, {int(space.available.sum())} measured archs, "
           f"{len(args.seeds)} seed(s), {args.iterations} iterations:")
     print(se.format_summary(se.summarize(runs, space)))
-    with plots_need_matplotlib():
-        written = se.write_outputs(args.out, runs, space, plots=not args.no_plots)
+    written = se.write_outputs(args.out, runs, space, plots=plots_available(not args.no_plots))
     for path in written:
         print(f"wrote {path}")
     return 0

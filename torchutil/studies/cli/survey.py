@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from torchutil.studies._common import fail
+from torchutil.studies._common import fail, plots_available
 from torchutil.studies.cli.args import (add_counters_argument, known_device, nonnegative, output_dir, pick_device,
                                         positive)
 
@@ -61,11 +61,7 @@ def run(args: argparse.Namespace) -> int:
         rows = survey.run_survey(config)
     for note in config.skipped:
         print(f"note: {note}")
-    try:
-        written = survey.write_outputs(rows, config, plots=True)
-    except ImportError:
-        written = survey.write_outputs(rows, config, plots=False)
-        print("note: no plots: matplotlib is not installed (pip install matplotlib: the plot extra)")
+    written = survey.write_outputs(rows, config, plots=plots_available())
     failed = [r for r in rows if r.get("status") == "error"]
     print(f"survey: {len(rows)} configurations in {args.out} ({len(failed)} failed); wrote "
           + ", ".join(written))
