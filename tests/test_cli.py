@@ -19,6 +19,7 @@ from torchutil.nas import natsbench as nb
 from torchutil.studies import nas_evaluate as ev
 from torchutil.studies import survey
 from torchutil.studies.cli import main
+from cli_status import status_and_err as _status
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -172,20 +173,6 @@ BAD = [
     ("coded simulate --cost {garbage} --out {tmp}/cs", "garbage.sqlite"),
     ("coded simulate --cost {garbage} --service-seconds 1", "contradicts"),
 ]
-
-
-def _status(argv: list[str], capsys) -> tuple[int, str]:
-    """main(argv) as the interpreter would end it: (exit status, stderr). Any exception other
-    than SystemExit propagates, failing the test: it would be a traceback."""
-    try:
-        status = main(argv)
-    except SystemExit as e:
-        if isinstance(e.code, str):  # the interpreter prints the message and exits with 1
-            print(e.code, file=sys.stderr)
-            status = 1
-        else:
-            status = 0 if e.code is None else e.code
-    return status, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("line,names", BAD, ids=[b[0] for b in BAD])

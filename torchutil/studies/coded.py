@@ -14,6 +14,7 @@ writes metrics.json.
 from __future__ import annotations
 
 import csv
+import io
 import os
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
@@ -23,7 +24,7 @@ import torch
 from torchutil.coded import codes, data as coded_data, models, sim
 from torchutil.coded.evaluate import CodedMetrics, evaluate
 from torchutil.coded.train import LOSSES, base_epoch, code_epoch, make_optimizer
-from torchutil.studies._common import Progress, figure, write_json
+from torchutil.studies._common import Progress, atomic_open, figure, save_figure, write_json
 
 __all__ = ["CHECKPOINT", "TrainConfig", "TrainedRun", "cost_table", "evaluate_run", "format_cost",
            "format_metrics", "format_simulation", "load_run", "metrics_record", "plot_simulation",
@@ -127,10 +128,14 @@ def _save_checkpoint(folder: str, run: TrainedRun, optimizers: dict[str, Any]) -
              "base": run.base_model.state_dict(),
              "code": run.code.state_dict() if run.code is not None else {},  # None until F is trained
              **{f"{name}_optimizer": opt.state_dict() for name, opt in optimizers.items()}}
+    # Serialized in memory first: torch.save straight to a full disk fails with two chained
+    # RuntimeErrors that do not say why, where Python's own write names ENOSPC. The file is then
+    # written whole or not at all (a kill or a full disk leaves the previous checkpoint).
+    data = io.BytesIO()
+    torch.save(state, data)
     os.makedirs(folder, exist_ok=True)
-    tmp = _checkpoint_path(folder) + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, _checkpoint_path(folder))  # a kill mid-write leaves the previous checkpoint
+    with atomic_open(_checkpoint_path(folder), "wb") as f:
+        f.write(data.getvalue())
 
 
 def _build(config: TrainConfig, data_dir: str | None, device: torch.device) -> tuple[coded_data.Dataset,
@@ -292,11 +297,11 @@ def format_cost(table: dict[str, Any]) -> str:
 def write_cost(table: dict[str, Any], out: str) -> list[str]:
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "cost.json"), table, indent=2)
-    with open(os.path.join(out, "cost.csv"), "w", newline="") as f:
+    with atomic_open(os.path.join(out, "cost.csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COST_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(table["rows"])
-    with open(os.path.join(out, "cost.md"), "w") as f:
+    with atomic_open(os.path.join(out, "cost.md")) as f:
         f.write(format_cost(table) + "\n")
     return ["cost.json", "cost.csv", "cost.md"]
 
@@ -358,7 +363,7 @@ def plot_simulation(summaries: Sequence[sim.SimSummary], config: sim.SimConfig, 
                  + (f" (p = {config.straggler_probability}, x{config.slowdown})" if config.straggler == "bimodal"
                     else "") + f", F = {1e6 * config.service_seconds:.1f} µs/query")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 def write_simulation(summaries: Sequence[sim.SimSummary], config: sim.SimConfig, out: str, *, run: str | None,
@@ -366,7 +371,7 @@ def write_simulation(summaries: Sequence[sim.SimSummary], config: sim.SimConfig,
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "sim.json"), {"run": run, "config": asdict(config),
                                                "summaries": [s.to_dict() for s in summaries]}, indent=2)
-    with open(os.path.join(out, "sim.md"), "w") as f:
+    with atomic_open(os.path.join(out, "sim.md")) as f:
         f.write(format_simulation(summaries, config) + "\n")
     written = ["sim.json", "sim.md"]
     if plots:

@@ -22,7 +22,7 @@ import torch
 from torchutil.folding import FoldedModel, fold
 from torchutil.models import FOLD_BENCH_MODELS, build
 from torchutil.profiler import profile
-from torchutil.studies._common import TORCH_DTYPES, Setup, cudnn_autotune, tf32_flags, write_json
+from torchutil.studies._common import TORCH_DTYPES, Setup, atomic_open, cudnn_autotune, tf32_flags, write_json
 
 __all__ = ["COLUMNS", "COUNTER_COLUMNS", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
 
@@ -113,7 +113,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def write_outputs(rows: list[dict[str, Any]], out: str) -> list[str]:
     """OUT/fold_bench.csv and OUT/fold_bench.json (NaN written as null)."""
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "fold_bench.csv"), "w", newline="") as f:
+    with atomic_open(os.path.join(out, "fold_bench.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS + [c for c in COUNTER_COLUMNS if any(c in r for r in rows)])
         w.writeheader()
         w.writerows(rows)

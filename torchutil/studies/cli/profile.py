@@ -8,7 +8,7 @@ import torch
 
 from torchutil.models import DTYPES, build_classifier, classifier_image_size
 from torchutil.profiler import profile
-from torchutil.studies._common import Setup, exit_on_error
+from torchutil.studies._common import Setup, atomic_open, exit_on_error
 from torchutil.studies.cli.args import (add_timing_arguments, default_dtype, fraction, known_device, nonnegative,
                                         output_file, pick_device, positive, positive_float, timing)
 
@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json == "-":
         print(result.to_json(indent=2))
     elif args.json:
-        with open(args.json, "w") as f:
-            f.write(result.to_json(indent=2))
+        text = result.to_json(indent=2)
+        with atomic_open(args.json) as f:
+            f.write(text)
         print(f"wrote {args.json}")
     return 0

@@ -7,7 +7,7 @@ import math
 import os
 from typing import Any
 
-from torchutil.studies._common import figure
+from torchutil.studies._common import figure, save_figure
 from torchutil.studies.survey.run import DTYPES, MODES
 from torchutil.studies.survey.store import ok_rows
 
@@ -111,7 +111,7 @@ def write_plots(rows: list[dict[str, Any]], out: str) -> list[str]:
 
     def save(fig: Any, name: str) -> None:
         fig.tight_layout()
-        fig.savefig(os.path.join(out, name), dpi=110)
+        save_figure(fig, os.path.join(out, name), dpi=110)
         written.append(name)
 
     dtypes = _panels(ok)

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from torchutil._version import __version__
+from torchutil.studies._common import atomic_open
 from torchutil.studies.survey.plots import (CAPTIONS, ROOFLINE_CAPTION, format_number, rate, roofline_plot_name,
                                             roofline_row, write_plots)
 from torchutil.studies.survey.run import SurveyConfig
@@ -180,6 +181,6 @@ def write_outputs(rows: list[dict[str, Any]], config: SurveyConfig, plots: bool 
     out = config.out
     written = write_tables(rows, out)
     pngs = write_plots(rows, out) if plots else []
-    with open(os.path.join(out, "report.html"), "w") as f:
+    with atomic_open(os.path.join(out, "report.html")) as f:
         f.write(_report(rows, pngs, config))
     return written + pngs + ["report.html"]

@@ -3,6 +3,7 @@ appended as each finishes (a rerun reads it to resume), and the survey.csv and s
 written from the rows."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import json
@@ -12,7 +13,7 @@ from typing import Any, BinaryIO
 
 from torchutil._json import json_safe
 from torchutil.fields import FIELDS
-from torchutil.studies._common import write_json
+from torchutil.studies._common import atomic_open, named, write_json
 
 __all__ = ["CSV_COLUMNS", "OP_KEYS", "RESULTS", "ResultsFile", "key", "load_results", "ok_rows", "ops_by_name",
            "write_tables"]
@@ -100,26 +101,38 @@ def load_results(out: str) -> list[dict[str, Any]]:
 
 
 class ResultsFile:
-    """OUT/survey.jsonl opened for appending rows (a context manager)."""
+    """OUT/survey.jsonl opened for appending rows (a context manager). A row is a whole line or
+    nothing: a write that fails (a full disk) is cut back off the file and raised as an OSError
+    naming it."""
 
     def __init__(self, out: str) -> None:
         self.path = os.path.join(out, RESULTS)
         self._sink: BinaryIO | None = None
 
     def __enter__(self) -> "ResultsFile":
-        self._sink = open(self.path, "a+b")
+        self._sink = open(self.path, "a+b", buffering=0)  # unbuffered: a failed write is seen at once
         # A last line cut short by a kill must not swallow the first row appended after it.
-        if self._sink.tell():
+        if self._sink.seek(0, os.SEEK_END):
             self._sink.seek(-1, os.SEEK_END)
             if self._sink.read(1) != b"\n":
-                self._sink.write(b"\n")
+                self._write(b"\n")
         return self
 
     def append(self, row: dict[str, Any]) -> None:
-        """One row as one line, flushed at once."""
-        assert self._sink is not None, "ResultsFile.append outside its with-block"
-        self._sink.write((json.dumps(json_safe(row)) + "\n").encode())
-        self._sink.flush()
+        """One row as one line, on disk when this returns."""
+        self._write((json.dumps(json_safe(row)) + "\n").encode())
+
+    def _write(self, data: bytes) -> None:
+        assert self._sink is not None, "ResultsFile written outside its with-block"
+        end = self._sink.seek(0, os.SEEK_END)
+        try:
+            done = 0
+            while done < len(data):
+                done += self._sink.write(data[done:])
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                self._sink.truncate(end)
+            raise named(e, self.path) from None
 
     def __exit__(self, *exc: Any) -> None:
         if self._sink is not None:
@@ -150,7 +163,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 
 def write_tables(rows: list[dict[str, Any]], out: str) -> list[str]:
     """OUT/survey.csv (one line per row, the summary's fields as columns) and OUT/survey.json."""
-    with open(os.path.join(out, "survey.csv"), "w", newline="") as f:
+    with atomic_open(os.path.join(out, "survey.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         w.writeheader()
         for r in rows:

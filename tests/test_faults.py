@@ -1,0 +1,94 @@
+"""Bad input and faults in the study commands (issue #21), each reproduced: the command ends with
+one line naming the problem and a non-zero status, never a traceback, and leaves no partial file.
+
+A full disk is simulated portably by full_disk.fill: open() in one module gives files that take
+a few more bytes, then fail with ENOSPC, as os.write does on a full disk. A read-only file
+system is real where this process may mount a tmpfs (root on Linux), else that test is skipped;
+the portable test beside it checks that readers open read-only and change nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from cli_status import status_and_err
+from full_disk import fill
+from results_db import synthetic_rows, write_db
+
+from torchutil.nas import natsbench as nb
+from torchutil.studies import _common, survey
+from torchutil.studies import coded as cs
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_SPACE = os.strerror(28)  # ENOSPC: "No space left on device"
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def full_db(tmp_path_factory):
+    return write_db(tmp_path_factory.mktemp("db") / "full.sqlite", synthetic_rows(range(nb.num_archs())))
+
+
+# --- a full disk ---------------------------------------------------------------------------------
+
+
+def test_coded_train_on_a_full_disk_keeps_the_last_checkpoint(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("sklearn", reason="the digits data set ships with scikit-learn (the coded extra)")
+    out = tmp_path / "run"
+    train = ["coded", "train", "--device", "cpu", "--no-progress", "--base-epochs", "1", "--out", str(out)]
+    assert status_and_err([*train, "--epochs", "1"], capsys)[0] == 0
+    before = (out / cs.CHECKPOINT).read_bytes()
+    fill(monkeypatch, _common, room=100)  # the next checkpoint finds 100 bytes free
+    status, err = status_and_err([*train, "--epochs", "2"], capsys)
+    assert err.startswith("resuming ")  # its log line, then the error
+    line = _one_line(err.split("\n", 1)[1])
+    assert status == 1 and NO_SPACE in line and str(out / cs.CHECKPOINT) in line, line
+    assert sorted(os.listdir(out)) == [cs.CHECKPOINT, "metrics.json"]  # no checkpoint.pt.tmp
+    assert (out / cs.CHECKPOINT).read_bytes() == before  # the epoch-1 checkpoint, whole
+
+
+def test_survey_on_a_full_disk_leaves_whole_rows(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "survey"
+    argv = ["survey", "--models", "squeezenet1_1", "--batches", "1", "2", "--device", "cpu", "--no-progress",
+            "--out", str(out)]
+    with monkeypatch.context() as full:
+        disk = fill(full, survey.store, room=1 << 30)
+
+        def measure(config, model_name, model, batch, *args):
+            if batch == 2:
+                disk.room = 10  # the second row finds 10 bytes free
+            return {"summary": {"utilization": 0.5}, "ops": [], "bounds": {}, "ridge_intensity": 1.0}
+
+        full.setattr(survey.run, "_measure", measure)
+        status, err = status_and_err(argv, capsys)
+        line = _one_line(err)
+        assert status == 1 and NO_SPACE in line and str(out / survey.RESULTS) in line, line
+        text = (out / survey.RESULTS).read_text()
+        assert text.endswith("\n") and [json.loads(r)["batch"] for r in text.splitlines()] == [1]
+        full.setattr(survey.run, "_measure", lambda *a: {"summary": {"utilization": 0.5}, "ops": [], "bounds": {},
+                                                          "ridge_intensity": 1.0})
+        disk.room = 1 << 30
+        monkeypatch.setattr(survey, "write_outputs", lambda rows, config, plots=True: ["survey.csv"])
+        assert status_and_err(argv, capsys)[0] == 0  # the resume runs the lost row, reading no cut line
+    assert [r["batch"] for r in survey.load_results(str(out))] == [1, 2]
+
+
+def test_profile_json_on_a_full_disk_leaves_no_file(tmp_path, monkeypatch, capsys):
+    fill(monkeypatch, _common, room=0)
+    profile = ["profile", "resnet18", "--device", "cpu", "--batch", "1", "--image-size", "32", "--warmup", "0",
+               "--iters", "1"]
+    kept = tmp_path / "kept.json"
+    kept.write_text("an earlier result")
+    for target in (tmp_path / "new.json", kept):
+        status, err = status_and_err([*profile, "--json", str(target)], capsys)
+        line = err.strip().splitlines()[-1]  # the profile's own text went to stdout
+        assert status == 1 and line == f"torchutil: {NO_SPACE}: {target}", err
+        assert "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["kept.json"] and kept.read_text() == "an earlier result"
