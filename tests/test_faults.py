@@ -92,3 +92,27 @@ def test_profile_json_on_a_full_disk_leaves_no_file(tmp_path, monkeypatch, capsy
         assert status == 1 and line == f"torchutil: {NO_SPACE}: {target}", err
         assert "Traceback" not in err
     assert sorted(os.listdir(tmp_path)) == ["kept.json"] and kept.read_text() == "an earlier result"
+
+
+# --- bad input that ended in a traceback ---------------------------------------------------------
+
+
+def test_coded_train_refuses_a_group_size_that_cannot_fit(tmp_path, capsys):
+    status, err = status_and_err(["coded", "train", "--k", "100000", "--device", "cpu", "--out",
+                                  str(tmp_path / "cm")], capsys)
+    line = _one_line(err)
+    assert status == 1 and "k = 100000" in line and "largest k that fits is" in line, line
+    assert not (tmp_path / "cm").exists()
+
+
+def test_parameter_count_before_building_is_the_built_count():
+    """The refusal's count (on the meta device) against the code built for real."""
+    from torchutil.coded import codes, data, models
+
+    for paradigm, encoder in (("learned", "mlp"), ("learned", "conv"), ("parity", "sum")):
+        config = cs.TrainConfig(k=3, paradigm=paradigm, encoder=encoder).resolved()
+        base = models.build_base_model(config.base, data.SHAPES["digits"], data.CLASSES)
+        code = codes.build_code(paradigm, 3, base, data.SHAPES["digits"], data.CLASSES, encoder)
+        built = sum(p.numel() for p in base.parameters()) + sum(p.numel() for p in code.trainable_parameters())
+        assert cs._parameters(config, 3) == built
+    assert data.load_dataset("digits").shape == data.SHAPES["digits"]

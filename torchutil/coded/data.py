@@ -24,10 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["CLASSES", "DATASETS", "Dataset", "load_dataset", "read_cifar10_batch", "read_idx"]
+__all__ = ["CLASSES", "DATASETS", "SHAPES", "Dataset", "load_dataset", "read_cifar10_batch", "read_idx"]
 
 DATASETS = ("digits", "mnist", "fashion", "cifar10")
 CLASSES = 10  # every one of them has ten classes
+# The shape (C, H, W) of one image of each, known before any file is read.
+SHAPES = {"digits": (1, 8, 8), "mnist": (1, 28, 28), "fashion": (1, 28, 28), "cifar10": (3, 32, 32)}
 # Where torchvision's downloaders put the same files, looked at after the folder itself.
 _SUBFOLDERS = {"mnist": ("MNIST/raw",), "fashion": ("FashionMNIST/raw",), "cifar10": ("cifar-10-batches-py",)}
 _IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),

@@ -152,11 +152,67 @@ def _make_code(config: TrainConfig, data: coded_data.Dataset, base_model: torch.
                             config.encoder).to(device)
 
 
+# What training holds per parameter: the float32 weight, its gradient and Adam's two moments.
+_BYTES_PER_PARAMETER = 16
+
+
+def _parameters(config: TrainConfig, k: int) -> int:
+    """The parameters F and the code of `config` train at group size k, counted on the meta
+    device (nothing is allocated)."""
+    shape = coded_data.SHAPES[config.dataset]
+    with torch.device("meta"):
+        base = models.build_base_model(config.base, shape, coded_data.CLASSES)
+        code = codes.build_code(config.paradigm, k, base, shape, coded_data.CLASSES, config.encoder)
+    return sum(p.numel() for p in base.parameters()) + sum(p.numel() for p in code.trainable_parameters())
+
+
+def _memory(device: torch.device) -> int | None:
+    """Bytes of memory of the device (the host's physical memory for the CPU), None where unknown."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_fits(config: TrainConfig, device: torch.device) -> None:
+    """ValueError before anything is built when the code of config.k cannot fit the device's
+    memory (the MLP encoder grows as k squared: k = 100000 on digits is 44 trillion weights),
+    naming k, what it needs and the largest k that fits."""
+    memory = _memory(device)
+    if memory is None:
+        return
+
+    def need(k: int) -> int:
+        return _BYTES_PER_PARAMETER * _parameters(config, k)
+
+    if need(config.k) <= memory:
+        return
+    # The largest k that fits (the concat encoder takes k = 2 or 4 only).
+    candidates = [2] if config.encoder == "concat" else None
+    low, high = 1, config.k  # need(low) fits (1: none does), need(high) does not
+    while candidates is None and high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if mid >= 2 and need(mid) <= memory else (low, mid)
+    largest = low if candidates is None else max([k for k in candidates if need(k) <= memory], default=1)
+    fits = f"the largest k that fits is {largest}" if largest >= 2 else "no k fits"
+    raise _error(f"k = {config.k} makes {need(config.k) // _BYTES_PER_PARAMETER:,} parameters to train, "
+                 f"{_bytes_text(need(config.k))} with their gradients and Adam's state, more than the "
+                 f"{_bytes_text(memory)} of memory of {device}: {fits} (the papers use k = 2 to 4)")
+
+
+def _bytes_text(n: int) -> str:
+    return f"{n / 1e12:,.1f} TB" if n >= 1e12 else f"{n / 1e9:,.1f} GB"
+
+
 def train_run(config: TrainConfig, out: str, *, device: torch.device | str = "cpu", restart: bool = False,
               progress: bool = True, log: Callable[[str], None] = print) -> TrainedRun:
-    """Trains (or resumes) the run of `config` in folder `out`; a checkpoint after every epoch."""
+    """Trains (or resumes) the run of `config` in folder `out`; a checkpoint after every epoch.
+    A k whose code cannot fit the device's memory is refused before anything is built."""
     config = config.resolved()
     dev = torch.device(device)
+    _check_fits(config, dev)
     state = None
     if os.path.exists(_checkpoint_path(out)) and not restart:
         state = _read_checkpoint(out)
