@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,14 @@ def test_parameter_count_before_building_is_the_built_count():
         built = sum(p.numel() for p in base.parameters()) + sum(p.numel() for p in code.trainable_parameters())
         assert cs._parameters(config, 3) == built
     assert data.load_dataset("digits").shape == data.SHAPES["digits"]
+
+
+def test_a_checkpoint_of_random_bytes_is_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / cs.CHECKPOINT).write_bytes(random.Random(0).randbytes(4096))
+    status, err = status_and_err(["coded", "evaluate", "--run", str(run), "--device", "cpu", "--out",
+                                  str(tmp_path / "ev")], capsys)
+    line = _one_line(err)
+    assert status == 1 and "is not a coded-train checkpoint" in line and "weights_only" not in err, err
+    assert not (tmp_path / "ev").exists()

@@ -112,7 +112,9 @@ def _read_checkpoint(folder: str) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch.load fails in many ways on a file that is not a checkpoint
-        raise _error(f"{path} is not a coded-train checkpoint ({type(e).__name__}: {e})") from None
+        # Only our line: torch's message would go on to advise weights_only=False, which would
+        # run whatever code the file holds.
+        raise _error(f"{path} is not a coded-train checkpoint (torch.load cannot read it: {type(e).__name__})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise _error(f"{path} is not a coded-train checkpoint (format {FORMAT})")
     try:
