@@ -119,6 +119,22 @@ def test_parameter_count_before_building_is_the_built_count():
     assert data.load_dataset("digits").shape == data.SHAPES["digits"]
 
 
+def test_correlate_refuses_a_header_only_accuracy_table(tmp_path, capsys):
+    db = write_db(tmp_path / "small.sqlite", synthetic_rows(range(50)))
+    table = tmp_path / "header.csv"
+    with open(ROOT / "torchutil" / "nas" / "data" / "nb201_accuracy.csv") as f:
+        header, first, second = f.readline(), f.readline(), f.readline()
+    for text, says in ((header, "holds 0 rows"), (header + second, "line 2: index 1 where 0 was due"),
+                       (header.replace("flops_m,", ""), "no column flops_m")):
+        table.write_text(text)
+        status, err = status_and_err(["nas", "correlate", "--db", str(db), "--csv", str(table), "--no-plots",
+                                      "--out", str(tmp_path / "c")], capsys)
+        line = _one_line(err)
+        assert status == 1 and str(table) in line and says in line, line
+    assert not (tmp_path / "c").exists()
+    assert first.startswith("0,")
+
+
 def test_a_checkpoint_of_random_bytes_is_one_line(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()

@@ -254,30 +254,51 @@ class AccuracyRow:
 def load_accuracy_table(path: str | os.PathLike[str] | None = None) -> list[AccuracyRow]:
     """The 15,625 rows of the NATS-Bench accuracy table, in index order.
 
-    path: a CSV with the same columns; default: the table packaged with torchutil (source and
-    license in torchutil/nas/data/README.md).
+    path: a CSV with the same columns, one row per cell in index order; default: the table
+    packaged with torchutil (source and license in torchutil/nas/data/README.md). A table
+    that is not that (a missing column, a row short, out of order or not a number) is refused
+    with a ValueError naming the file and the row.
     """
     if path is None:
         packaged = resources.files("torchutil.nas").joinpath("data", "nb201_accuracy.csv")
         with packaged.open("r", newline="") as f:
-            return _read_table(f)
+            return _read_table(f, "the packaged accuracy table")
     with open(path, newline="") as f:
-        return _read_table(f)
+        return _read_table(f, os.fspath(path))
 
 
-def _read_table(f: Any) -> list[AccuracyRow]:
-    return [
-        AccuracyRow(
-            index=int(r["index"]),
-            arch=parse_arch(r["arch"]),
-            cifar10_test_acc=float(r["cifar10_test_acc"]),
-            cifar100_test_acc=float(r["cifar100_test_acc"]),
-            imagenet16_test_acc=float(r["imagenet16_test_acc"]),
-            flops_m=float(r["flops_m"]),
-            params_m=float(r["params_m"]),
-        )
-        for r in csv.DictReader(f)
-    ]
+_TABLE_COLUMNS = ("index", "arch", "cifar10_test_acc", "cifar100_test_acc", "imagenet16_test_acc", "flops_m",
+                  "params_m")
+
+
+def _read_table(f: Any, name: str) -> list[AccuracyRow]:
+    reader = csv.DictReader(f)
+    missing = [c for c in _TABLE_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise _error(f"{name} is not an accuracy table: no column {', '.join(missing)}")
+    rows = []
+    for r in reader:
+        line = reader.line_num
+        try:
+            row = AccuracyRow(
+                index=int(r["index"]),
+                arch=parse_arch(r["arch"]),
+                cifar10_test_acc=float(r["cifar10_test_acc"]),
+                cifar100_test_acc=float(r["cifar100_test_acc"]),
+                imagenet16_test_acc=float(r["imagenet16_test_acc"]),
+                flops_m=float(r["flops_m"]),
+                params_m=float(r["params_m"]),
+            )
+        except (TypeError, ValueError) as e:  # a short row (None) or a bad number or arch
+            raise _error(f"{name} line {line}: {e}") from None
+        if row.index != len(rows):
+            raise _error(f"{name} line {line}: index {row.index} where {len(rows)} was due (one row per cell, "
+                         "in index order)")
+        rows.append(row)
+    if len(rows) != _NUM_ARCHS:
+        raise _error(f"{name} holds {len(rows):,} rows; an accuracy table has one per cell of the space "
+                     f"({_NUM_ARCHS:,}), in index order")
+    return rows
 
 
 def _dataset(dataset: str) -> tuple[int, int]:
