@@ -135,6 +135,20 @@ def test_correlate_refuses_a_header_only_accuracy_table(tmp_path, capsys):
     assert first.startswith("0,")
 
 
+# --- bad input that exited 0 ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ask,names", [(["--modes", "cuda_graph"], "cuda_graph"),
+                                       (["--modes", "eager", "auto"], "auto"),
+                                       (["--dtypes", "float32", "tf32"], "tf32")])
+def test_survey_refuses_cuda_only_modes_and_dtypes_on_the_cpu(ask, names, tmp_path, capsys):
+    status, err = status_and_err(["survey", "--models", "squeezenet1_1", "--batches", "1", "--device", "cpu",
+                                  "--no-progress", "--out", str(tmp_path / "sv"), *ask], capsys)
+    line = _one_line(err)
+    assert status == 1 and names in line and "cpu" in line, line
+    assert not (tmp_path / "sv").exists()
+
+
 def test_a_checkpoint_of_random_bytes_is_one_line(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()

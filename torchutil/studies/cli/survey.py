@@ -59,8 +59,6 @@ def run(args: argparse.Namespace) -> int:
             raise fail(f"--report-only: no results in {os.path.join(args.out, survey.RESULTS)}")
     else:
         rows = survey.run_survey(config)
-    for note in config.skipped:
-        print(f"note: {note}")
     written = survey.write_outputs(rows, config, plots=plots_available())
     failed = [r for r in rows if r.get("status") == "error"]
     print(f"survey: {len(rows)} configurations in {args.out} ({len(failed)} failed); wrote "

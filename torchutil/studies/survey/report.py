@@ -134,7 +134,6 @@ def _report(rows: list[dict[str, Any]], plots: list[str], config: SurveyConfig) 
             else:
                 cells.append(f"<td>{e(str(v))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    notes = "".join(f"<li>{e(n)}</li>" for n in config.skipped)
     err = "".join(f"<li>{e(r['model'])} b{r['batch']} {r['dtype']} {r['mode']}: {e(r.get('error', ''))}</li>"
                   for r in errors)
     roofline_section = (f"<details><summary>Rooflines: {len(rooflines)} models (click to open)</summary>"
@@ -161,7 +160,6 @@ input {{ font-size: 14px; padding: 3px 6px; width: 24em; }}
 {_header(rows, config)}
 <p>Utilization = achieved FLOP/s ÷ peak FLOP/s of the dtype in use (FLOPs = 2 × multiply-accumulates,
 counted by torchutil); every percentage below is of that peak.</p>
-{f"<ul>{notes}</ul>" if notes else ""}
 <h2>Plots</h2>
 <div class="grid">{main}</div>
 {roofline_section}

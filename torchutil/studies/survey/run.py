@@ -6,7 +6,7 @@ import datetime
 import itertools
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -47,21 +47,24 @@ class SurveyConfig:
     # Hardware counters per configuration (torchutil.profile's counters=; None: none). The
     # summary then holds the hw_* / pm_* fields, and the row its counters_status.
     counters: list[str] | None = None
-    skipped: list[str] = field(default_factory=list)  # filled by plan(): what cannot run here
+
+    def check(self) -> None:
+        """ValueError naming what this device cannot run: tf32 and the timing modes but eager
+        run on CUDA only (on a CPU there is no TF32, no CUDA graph, and auto would time eagerly)."""
+        if torch.device(self.device).type == "cuda":
+            return
+        modes = [m for m in self.modes if m != "eager"]
+        if modes:
+            raise ValueError(f"torchutil: survey --modes {' '.join(modes)}: only eager timing runs on "
+                             f"{self.device} (cuda_graph and auto time CUDA-graph replays, a CUDA feature)")
+        if "tf32" in self.dtypes:
+            raise ValueError(f"torchutil: survey --dtypes tf32: TF32 is a CUDA tensor-core format; on "
+                             f"{self.device} use float32")
 
     def plan(self) -> list[tuple[str, int, str, str]]:
-        """The (model, batch, dtype, mode) configurations this device can run, in run order."""
-        on_cuda = torch.device(self.device).type == "cuda"
-        todo = []
-        for model, batch, dtype, mode in itertools.product(self.models, self.batches, self.dtypes, self.modes):
-            if not on_cuda and (mode != "eager" or dtype == "tf32"):
-                what = {"eager": "tf32", "cuda_graph": "CUDA-graph mode"}.get(mode, f"timing {mode}")
-                note = f"{what} runs on CUDA only: skipped on {self.device}"
-                if note not in self.skipped:
-                    self.skipped.append(note)
-                continue
-            todo.append((model, batch, dtype, mode))
-        return todo
+        """The (model, batch, dtype, mode) configurations, in run order; check() first."""
+        self.check()
+        return list(itertools.product(self.models, self.batches, self.dtypes, self.modes))
 
 
 def default_models() -> list[str]:
@@ -131,6 +134,7 @@ def _build_on(name: str, device: torch.device) -> torch.nn.Module:
 def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
     """Runs every configuration of `config` not yet in OUT/survey.jsonl, appending each as it
     finishes, and returns all rows (old and new). Models are built once per (model, dtype)."""
+    config.check()  # before anything is written
     os.makedirs(config.out, exist_ok=True)
     rows = load_results(config.out)
     done = {key(r) for r in rows if r["status"] == "ok" or not config.retry_failed}
