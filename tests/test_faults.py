@@ -21,6 +21,7 @@ from results_db import synthetic_rows, write_db
 from torchutil.nas import natsbench as nb
 from torchutil.studies import _common, survey
 from torchutil.studies import coded as cs
+from torchutil.studies import nas_evaluate as ev
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_SPACE = os.strerror(28)  # ENOSPC: "No space left on device"
@@ -147,6 +148,16 @@ def test_survey_refuses_cuda_only_modes_and_dtypes_on_the_cpu(ask, names, tmp_pa
     line = _one_line(err)
     assert status == 1 and names in line and "cpu" in line, line
     assert not (tmp_path / "sv").exists()
+
+
+def test_merge_refuses_a_db_into_itself(tmp_path, capsys, monkeypatch):
+    db = write_db(tmp_path / "a.sqlite", synthetic_rows(range(20)))
+    monkeypatch.chdir(tmp_path)
+    for source in (str(db), "./a.sqlite"):
+        status, err = status_and_err(["nas", "merge", "--db", str(db), source], capsys)
+        line = _one_line(err)
+        assert status == 2 and "merged into itself" in line and source in line, line
+    assert len(ev.read_rows(db)) == 20
 
 
 def test_a_checkpoint_of_random_bytes_is_one_line(tmp_path, capsys):

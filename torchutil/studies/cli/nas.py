@@ -7,7 +7,7 @@ import os
 
 from torchutil.models import DTYPES
 from torchutil.studies._common import fail, plots_available
-from torchutil.studies.cli.args import (accuracy_csv, add_timing_arguments, default_dtype, existing_file, finite,
+from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_timing_arguments, default_dtype, existing_file, finite,
                                         fraction, indices, known_device, nonnegative, nonnegative_float,
                                         output_dir, output_file, pick_device, positive,
                                         positive_float, seeds, timing)
@@ -131,6 +131,8 @@ def run_merge(args: argparse.Namespace) -> int:
     if not shards:
         raise fail(f"no shards given and none found next to {args.db}")
     for shard in shards:
+        if os.path.exists(args.db) and os.path.samefile(shard, args.db):
+            raise UsageError(f"{shard} is the db merged into (--db {args.db}); a db cannot be merged into itself")
         ev.check_db(shard)  # every source readable before anything is written
     copied = ev.merge(args.db, shards)
     print(f"merged {copied} rows from {len(shards)} shard(s) into {args.db}")
