@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,6 +137,86 @@ def test_correlate_refuses_a_header_only_accuracy_table(tmp_path, capsys):
         assert status == 1 and str(table) in line and says in line, line
     assert not (tmp_path / "c").exists()
     assert first.startswith("0,")
+
+
+# --- valid data refused --------------------------------------------------------------------------
+
+
+def test_readers_open_read_only_and_change_nothing(tmp_path, capsys):
+    db = write_db(tmp_path / "r.sqlite", synthetic_rows(range(50)))
+    with sqlite3.connect(db) as con:  # a db as another tool keeps it: rollback journal, no WAL
+        con.execute("PRAGMA journal_mode=DELETE")
+    con.close()
+    before = db.read_bytes()
+    assert len(ev.read_rows(db)) == 50
+    ev.check_db(db)
+    assert status_and_err(["nas", "correlate", "--db", str(db), "--no-plots", "--out", str(tmp_path / "c")],
+                          capsys)[0] == 0
+    assert db.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["c", "r.sqlite"]
+    reader = ev.connect(db, create=False)
+    with pytest.raises(ValueError, match="readonly") as info:
+        with ev.db_errors(db):
+            reader.execute("DELETE FROM results")
+    reader.close()
+    assert "is it a results db" not in str(info.value)
+
+
+def test_readers_leave_an_old_schema_as_it_is(tmp_path):
+    db = tmp_path / "old.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE results (idx INTEGER, dataset TEXT, batch INTEGER, dtype TEXT, device TEXT, "
+                "mode TEXT, arch TEXT, device_name TEXT, utilization REAL)")
+    con.execute("INSERT INTO results VALUES (0, 'cifar10', 256, 'float16', 'cuda', 'auto', 'a', 'gpu', 0.5)")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    (row,) = ev.read_rows(db)
+    assert row["utilization"] == 0.5 and row["inputs_per_second"] != row["inputs_per_second"]  # NaN
+    assert db.read_bytes() == before
+
+
+def _mount_tmpfs(folder: Path) -> bool:
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return False
+    folder.mkdir()
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(folder)],
+                          capture_output=True).returncode == 0
+
+
+def test_a_db_on_a_read_only_file_system(full_db, tmp_path, capsys):
+    ro = tmp_path / "ro"
+    if not _mount_tmpfs(ro):
+        pytest.skip("cannot mount a tmpfs here (needs root on Linux); "
+                    "test_readers_open_read_only_and_change_nothing covers the rest")
+    try:
+        write_db(ro / "results.sqlite", ev.read_rows(full_db))  # a WAL db, as nas evaluate leaves it
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        db = str(ro / "results.sqlite")
+        for argv in (["nas", "correlate", "--db", db, "--no-plots", "--out", str(tmp_path / "c")],
+                     ["nas", "search", "--db", db, "--seeds", "1", "--iterations", "5", "--no-plots",
+                      "--out", str(tmp_path / "s")]):
+            status, err = status_and_err(argv, capsys)
+            assert status == 0, err
+        assert (tmp_path / "c" / "correlations.csv").is_file() and (tmp_path / "s" / "summary.csv").is_file()
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+def test_the_hint_follows_only_a_file_that_is_not_a_db(tmp_path):
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"SQLite format 3\0" + b"\x13" * 40)
+    with pytest.raises(ValueError, match="is it a results db of nas evaluate"):
+        ev.read_rows(garbage)
+    # A full disk, as sqlite meets it (SQLITE_FULL): the db may grow no more pages.
+    db = tmp_path / "full.sqlite"
+    con = ev.connect(db)
+    pages = con.execute("PRAGMA page_count").fetchone()[0]
+    con.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(ValueError, match="full") as info:
+        with ev.db_errors(db):
+            ev.insert_rows(con, synthetic_rows(range(2000)))
+    con.close()
+    assert str(db) in str(info.value) and "is it a results db" not in str(info.value)
 
 
 # --- bad input that exited 0 ---------------------------------------------------------------------

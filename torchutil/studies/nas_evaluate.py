@@ -180,14 +180,22 @@ def shard_path(db: str | os.PathLike[str], rank: int) -> Path:
     return db.with_name(f"{db.stem}.rank{rank}{db.suffix or '.sqlite'}")
 
 
+# sqlite's primary result codes that mean "this file is not a (whole) SQLite db": only these
+# get the hint that the file may be something else. A full disk (SQLITE_FULL), a read-only
+# file system (SQLITE_READONLY, SQLITE_CANTOPEN) or a lock say so themselves.
+_NOT_A_DB = {11: "SQLITE_CORRUPT", 26: "SQLITE_NOTADB"}
+
+
 @contextlib.contextmanager
 def db_errors(db: str | os.PathLike[str] | sqlite3.Connection) -> Iterator[None]:
-    """sqlite3 errors inside become torchutil errors that name the db file."""
+    """sqlite3 errors inside become torchutil errors that name the db file, with the hint "is
+    it a results db of nas evaluate?" where the file is not a SQLite db or is damaged."""
     try:
         yield
     except sqlite3.Error as e:
         name = _db_name(db)
-        hint = "; is it a results db of nas evaluate?" if isinstance(e, sqlite3.DatabaseError) else ""
+        code = getattr(e, "sqlite_errorcode", None)
+        hint = "; is it a results db of nas evaluate?" if code is not None and code & 0xFF in _NOT_A_DB else ""
         raise nas_error(f"{name}: {e}{hint}") from e
 
 
@@ -210,12 +218,16 @@ def _check_schema(con: sqlite3.Connection, db: str | os.PathLike[str]) -> None:
                             "db of nas evaluate")
 
 
+# --- opening a db -------------------------------------------------------------------------------
+
+
 def connect(db: str | os.PathLike[str], create: bool = True) -> sqlite3.Connection:
-    """Opens a results database (creating it if needed and `create`; else a missing file is an
-    error and nothing is created). Refuses a SQLite file of something else and a file that is
-    not SQLite, naming it. The db is in WAL mode: a committed row survives a kill, cheaply."""
-    if not create and not Path(db).is_file():
-        raise nas_error(f"no results db at {db}; run `nas evaluate --db {db}` first")
+    """Opens a results database for a sweep (creating it if needed), or with create=False for
+    reading only: a missing file is then an error, nothing is created or changed, and a db on a
+    read-only file system opens. Refuses a SQLite file of something else and a file that is
+    not SQLite, naming it. A sweep's db is in WAL mode: a committed row survives a kill, cheaply."""
+    if not create:
+        return _open_readonly(db)
     with db_errors(db):
         con = sqlite3.connect(str(db), timeout=60)
         try:
@@ -237,8 +249,31 @@ def connect(db: str | os.PathLike[str], create: bool = True) -> sqlite3.Connecti
     return con
 
 
+def _open_readonly(db: str | os.PathLike[str]) -> sqlite3.Connection:
+    """A read-only connection (sqlite URI mode=ro). A WAL db whose folder cannot be written (a
+    read-only file system: its -shm file cannot be made) is opened as immutable, which nobody
+    can be writing there."""
+    if not Path(db).is_file():
+        raise nas_error(f"no results db at {db}; run `nas evaluate --db {db}` first")
+    uri = f"{Path(db).resolve().as_uri()}?mode=ro"
+    with db_errors(db):
+        for query in ("", "&immutable=1"):
+            con = sqlite3.connect(uri + query, uri=True, timeout=60)
+            try:
+                _check_schema(con, db)
+                return con
+            except sqlite3.OperationalError as e:
+                con.close()
+                if query or getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_CANTOPEN:
+                    raise
+            except BaseException:
+                con.close()
+                raise
+    raise AssertionError("unreachable")
+
+
 def check_db(db: str | os.PathLike[str]) -> None:
-    """An error naming db unless it is a readable results db (it is not created)."""
+    """An error naming db unless it is a readable results db (nothing is created or changed)."""
     connect(db, create=False).close()
 
 
@@ -252,13 +287,14 @@ def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
 
 def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> list[dict[str, Any]]:
     """Rows of a results db as dicts (NULL -> NaN for metrics), filtered by key columns
-    given as keywords (dataset="cifar10", batch=256, ...; None means any)."""
+    given as keywords (dataset="cifar10", batch=256, ...; None means any). The db is opened
+    read-only."""
+    where = {k: v for k, v in where.items() if v is not None}
+    for k in where:
+        if k not in KEY_COLUMNS:
+            raise nas_error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
     con = db if isinstance(db, sqlite3.Connection) else connect(db, create=False)
     try:
-        where = {k: v for k, v in where.items() if v is not None}
-        for k in where:
-            if k not in KEY_COLUMNS:
-                raise nas_error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
         with db_errors(db):
             return _read(con, where)
     finally:
@@ -267,9 +303,13 @@ def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> 
 
 
 def _read(con: sqlite3.Connection, where: dict[str, Any]) -> list[dict[str, Any]]:
+    # A db written before a metric column existed lacks it: NULL (NaN) there, nothing altered.
+    have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+    if not have:  # an empty SQLite file: no table yet, no rows
+        return []
+    select = ", ".join(c if c in have else f"NULL AS {c}" for c in _COLUMNS)
     clause = " AND ".join(f"{k}=?" for k in where) or "1"
-    cur = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM results WHERE {clause} ORDER BY idx",
-                      tuple(where.values()))
+    cur = con.execute(f"SELECT {select} FROM results WHERE {clause} ORDER BY idx", tuple(where.values()))
     rows = []
     for values in cur:
         row = dict(zip(_COLUMNS, values))
