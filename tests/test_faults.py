@@ -8,6 +8,8 @@ the portable test beside it checks that readers open read-only and change nothin
 """
 from __future__ import annotations
 
+import csv
+import gzip
 import json
 import os
 import random
@@ -252,3 +254,44 @@ def test_a_checkpoint_of_random_bytes_is_one_line(tmp_path, capsys):
     line = _one_line(err)
     assert status == 1 and "is not a coded-train checkpoint" in line and "weights_only" not in err, err
     assert not (tmp_path / "ev").exists()
+
+
+# --- the packaged H200 sweep ---------------------------------------------------------------------
+
+
+def test_packaged_sweep_is_the_committed_one():
+    packaged = ROOT / "torchutil" / "nas" / "data" / ev.BUILTIN_DBS["h200-auto"]
+    assert packaged.read_bytes() == (ROOT / "docs" / "results" / "nas" / "sweep_auto_a.csv.gz").read_bytes()
+    with gzip.open(packaged, "rt") as f:
+        assert len(f.read().splitlines()) == nb.num_archs() + 1
+
+
+def test_correlate_on_the_packaged_sweep_reproduces_the_published_table(tmp_path, capsys):
+    """Oracle: docs/results/nas/correlations.csv, computed from the same sweep rebuilt as a
+    SQLite db by benchmarks/sweep_csv_to_db.py (docs/results/nas/README.md)."""
+    status, err = status_and_err(["nas", "correlate", "--db", "builtin:h200-auto", "--no-plots", "--out",
+                                  str(tmp_path)], capsys)
+    assert status == 0, err
+
+    def table(path):
+        with open(path) as f:
+            return {(r["config"], r["subset"], r["accuracy_dataset"], r["metric"]): r for r in csv.DictReader(f)}
+
+    ours, published = table(tmp_path / "correlations.csv"), table(ROOT / "docs/results/nas/correlations.csv")
+    assert ours.keys() == published.keys() and len(ours) > 20
+    for key, r in published.items():
+        assert ours[key]["n"] == r["n"]
+        for stat in ("spearman", "kendall"):
+            assert float(ours[key][stat]) == pytest.approx(float(r[stat]), abs=1e-12), (key, stat)
+
+
+def test_search_on_the_packaged_sweep(tmp_path, capsys):
+    status, err = status_and_err(["nas", "search", "--db", "builtin:h200-auto", "--seeds", "1", "--iterations",
+                                  "10", "--no-plots", "--out", str(tmp_path)], capsys)
+    assert status == 0, err
+    with open(tmp_path / "summary.csv") as f:
+        assert len(list(csv.DictReader(f))) == 6
+    status, err = status_and_err(["nas", "search", "--db", "builtin:h100"], capsys)
+    assert status == 2 and "builtin:h200-auto" in err
+    status, err = status_and_err(["nas", "correlate", "--db", str(tmp_path / "none.sqlite")], capsys)
+    assert status == 2 and "none.sqlite" in err and "builtin:h200-auto" in err

@@ -39,6 +39,7 @@ from torchutil.nas import natsbench as nb
 from torchutil.studies._common import Progress, Setup, cudnn_autotune, nas_error
 
 __all__ = [
+    "BUILTIN_DBS",
     "CONFIG_COLUMNS",
     "KEY_COLUMNS",
     "METRIC_COLUMNS",
@@ -51,6 +52,7 @@ __all__ = [
     "evaluate_arch",
     "finished_indices",
     "insert_rows",
+    "is_builtin",
     "iter_shards",
     "merge",
     "parse_indices",
@@ -218,6 +220,39 @@ def _check_schema(con: sqlite3.Connection, db: str | os.PathLike[str]) -> None:
                             "db of nas evaluate")
 
 
+# --- the packaged sweep ---------------------------------------------------------------------------
+
+BUILTIN = "builtin:"
+# Sweeps packaged with torchutil (torchutil/nas/data/README.md), read in place as CSV, for
+# `nas correlate --db builtin:NAME` and `nas search --db builtin:NAME` without a GPU or a sweep.
+# h200-auto: docs/results/nas/sweep_auto_a.csv.gz, all 15,625 cells, CIFAR-10 networks at
+# batch 256, float16, channels_last, timing auto, on an NVIDIA H200 (2026-12-01).
+BUILTIN_DBS = {"h200-auto": "sweep_h200_auto.csv.gz"}
+
+
+def is_builtin(db: Any) -> bool:
+    """True for "builtin:NAME", a packaged sweep (BUILTIN_DBS)."""
+    return isinstance(db, str) and db.startswith(BUILTIN)
+
+
+def _builtin_rows(db: str) -> list[dict[str, Any]]:
+    import csv
+    import gzip
+    from importlib import resources
+
+    name = db.removeprefix(BUILTIN)
+    if name not in BUILTIN_DBS:
+        raise nas_error(f"no packaged sweep {db!r}; they are {', '.join(BUILTIN + n for n in BUILTIN_DBS)}")
+    def metric(text: str | None) -> float:  # a column the sweep predates: NaN, as NULL in a db
+        return math.nan if text in (None, "") else float(text)
+
+    with resources.files("torchutil.nas").joinpath("data", BUILTIN_DBS[name]).open("rb") as raw, \
+            gzip.open(raw, "rt", newline="") as f:
+        return [{**{c: r[c] for c in (*KEY_COLUMNS, "arch", "device_name")}, "idx": int(r["idx"]),
+                 "batch": int(r["batch"]), **{c: metric(r.get(c)) for c in METRIC_COLUMNS}}
+                for r in csv.DictReader(f)]
+
+
 # --- opening a db -------------------------------------------------------------------------------
 
 
@@ -254,7 +289,8 @@ def _open_readonly(db: str | os.PathLike[str]) -> sqlite3.Connection:
     read-only file system: its -shm file cannot be made) is opened as immutable, which nobody
     can be writing there."""
     if not Path(db).is_file():
-        raise nas_error(f"no results db at {db}; run `nas evaluate --db {db}` first")
+        raise nas_error(f"no results db at {db}; run `nas evaluate --db {db}` first, or read the packaged H200 "
+                        f"sweep: --db {BUILTIN}h200-auto")
     uri = f"{Path(db).resolve().as_uri()}?mode=ro"
     with db_errors(db):
         for query in ("", "&immutable=1"):
@@ -273,8 +309,12 @@ def _open_readonly(db: str | os.PathLike[str]) -> sqlite3.Connection:
 
 
 def check_db(db: str | os.PathLike[str]) -> None:
-    """An error naming db unless it is a readable results db (nothing is created or changed)."""
-    connect(db, create=False).close()
+    """An error naming db unless it is a readable results db or a packaged sweep (nothing is
+    created or changed)."""
+    if is_builtin(db):
+        _builtin_rows(str(db))
+    else:
+        connect(db, create=False).close()
 
 
 def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
@@ -286,13 +326,15 @@ def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
 
 
 def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> list[dict[str, Any]]:
-    """Rows of a results db as dicts (NULL -> NaN for metrics), filtered by key columns
-    given as keywords (dataset="cifar10", batch=256, ...; None means any). The db is opened
-    read-only."""
+    """Rows of a results db (or of a packaged sweep, "builtin:NAME") as dicts (NULL -> NaN for
+    metrics), filtered by key columns given as keywords (dataset="cifar10", batch=256, ...;
+    None means any). The db is opened read-only."""
     where = {k: v for k, v in where.items() if v is not None}
     for k in where:
         if k not in KEY_COLUMNS:
             raise nas_error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
+    if is_builtin(db):
+        return [r for r in _builtin_rows(str(db)) if all(r[k] == v for k, v in where.items())]
     con = db if isinstance(db, sqlite3.Connection) else connect(db, create=False)
     try:
         with db_errors(db):

@@ -13,7 +13,7 @@ import torch
 __all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_timing_arguments", "default_dtype",
            "existing_dir", "existing_file", "finite", "fraction", "indices", "known_device", "nonnegative",
            "nonnegative_float", "number", "output_dir", "output_file", "pick_device",
-           "positive", "positive_float", "probability", "seeds", "timing"]
+           "positive", "positive_float", "probability", "results_db", "seeds", "timing"]
 
 
 class UsageError(Exception):
@@ -114,6 +114,24 @@ def _existing(is_kind: Callable[[str], bool], noun: str) -> Callable[[str], str]
 
 existing_file = _existing(os.path.isfile, "file")
 existing_dir = _existing(os.path.isdir, "folder")
+
+
+def results_db(text: str) -> str:
+    """A results db file of nas evaluate, or a packaged sweep: builtin:NAME."""
+    from torchutil.studies.nas_evaluate import BUILTIN, BUILTIN_DBS
+
+    if text.startswith(BUILTIN):
+        if text.removeprefix(BUILTIN) not in BUILTIN_DBS:
+            raise argparse.ArgumentTypeError(f"no packaged sweep {text!r}; they are "
+                                             + ", ".join(BUILTIN + n for n in BUILTIN_DBS))
+        return text
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"no such file: {text} (a db of nas evaluate; without a sweep of your "
+                                         f"own, {BUILTIN}h200-auto reads the packaged H200 sweep)")
+    return existing_file(text)
+
+
+results_db.__name__ = "results db"
 
 
 def accuracy_csv(text: str) -> str:

@@ -10,7 +10,7 @@ from torchutil.studies._common import fail, plots_available
 from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_timing_arguments, default_dtype, existing_file, finite,
                                         fraction, indices, known_device, nonnegative, nonnegative_float,
                                         output_dir, output_file, pick_device, positive,
-                                        positive_float, seeds, timing)
+                                        positive_float, results_db, seeds, timing)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,14 +48,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = nsub.add_parser("correlate", help="Spearman / Kendall of utilization (and throughput, FLOPs, "
                                           "params) with accuracy")
-    p.add_argument("--db", type=existing_file, default="results.sqlite", help="a db written by nas evaluate")
+    p.add_argument("--db", type=results_db, default="results.sqlite",
+                   help="a db written by nas evaluate, or builtin:h200-auto: the packaged H200 sweep")
     p.add_argument("--csv", type=accuracy_csv, default="packaged", help="accuracy table (default: the packaged one)")
     p.add_argument("--out", type=output_dir, default="nas-correlate", help="output folder (default ./nas-correlate)")
     p.add_argument("--no-plots", action="store_true")
     p.set_defaults(func=run_correlate)
 
     p = nsub.add_parser("search", help="simulated REINFORCE NAS with utilization reward and filtering")
-    p.add_argument("--db", type=existing_file, default="results.sqlite", help="a db written by nas evaluate")
+    p.add_argument("--db", type=results_db, default="results.sqlite",
+                   help="a db written by nas evaluate, or builtin:h200-auto: the packaged H200 sweep")
     p.add_argument("--csv", type=accuracy_csv, default="packaged", help="accuracy table (default: the packaged one)")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100", "ImageNet16-120"],
                    help="whose accuracy is the reward")
@@ -163,7 +165,8 @@ def run_search(args: argparse.Namespace) -> int:
     if measured < total:
         # The policy samples the whole space: a partial sweep would end in resampling loops.
         raise fail(f"{args.db} holds {measured:,} of the {total:,} cells for this config; nas search samples "
-                   f"the whole space: finish the sweep first (nas evaluate --db {args.db} resumes where it stopped)")
+                   f"the whole space: finish the sweep first (nas evaluate --db {args.db} resumes where it stopped), "
+                   "or search the packaged H200 sweep: --db builtin:h200-auto")
     strategies = se.default_strategies(args.reward_metric, args.weight)
     if args.strategies:
         wanted = args.strategies.split(",")
