@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 
 import pytest
@@ -190,7 +191,7 @@ def test_to_json_of_meta_result_has_no_nan(net):
 
 def test_format(result):
     text = result.format()
-    assert "device cpu" in text
+    assert re.search(r"^device +cpu,", text, re.MULTILINE)
     assert "timing eager" in text
     assert "aten::convolution" in text
     assert f"{MATRIX / 1e9:.3f}" in text
@@ -286,6 +287,24 @@ def test_profiler_matches_profile():
     assert block.iterations == 1
     assert block.batch_size == 2
     assert block.inputs_per_second == pytest.approx(2 / block.seconds, rel=1e-12)
+
+
+def test_profiler_block_summary_labels_the_block(net):
+    """Three forwards inside one Profiler block: the figures are the block's totals (oracle: the
+    closed-form FLOPs of three forwards), and every rendering of the summary says "/ block" and
+    "one timed block", never "/ forward" or a median (issue #21: it said FLOPs / forward)."""
+    with torch.inference_mode(), torchutil.Profiler(net, batch_size=2, peak_flops=PEAK) as prof:
+        for _ in range(3):
+            net(X)
+    block = prof.result
+    assert (block.matrix_flops, block.vector_flops) == (3 * MATRIX, 3 * VECTOR)
+    assert block.timing_mode == "wall" and block.repetition == "one timed block"
+    for text in (repr(block), block.format(), block._repr_html_()):
+        assert "FLOPs / block" in text and "time / block" in text and "one timed block" in text, text
+        assert "/ forward" not in text and "median" not in text and "per forward" not in text, text
+    profiled = torchutil.profile(net, X, warmup=0, iters=2, peak_flops=PEAK)
+    for text in (repr(profiled), profiled.format(), profiled._repr_html_()):
+        assert "FLOPs / forward" in text and "median of 2" in text and "block" not in text, text
 
 
 def test_profiler_without_model_counts_functional_code():

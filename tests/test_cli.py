@@ -19,6 +19,7 @@ from torchutil.nas import natsbench as nb
 from torchutil.studies import nas_evaluate as ev
 from torchutil.studies import survey
 from torchutil.studies.cli import main
+from cli_status import status_and_err as _status
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -179,20 +180,6 @@ BAD = [
 ]
 
 
-def _status(argv: list[str], capsys) -> tuple[int, str]:
-    """main(argv) as the interpreter would end it: (exit status, stderr). Any exception other
-    than SystemExit propagates, failing the test: it would be a traceback."""
-    try:
-        status = main(argv)
-    except SystemExit as e:
-        if isinstance(e.code, str):  # the interpreter prints the message and exits with 1
-            print(e.code, file=sys.stderr)
-            status = 1
-        else:
-            status = 0 if e.code is None else e.code
-    return status, capsys.readouterr().err
-
-
 @pytest.mark.parametrize("line,names", BAD, ids=[b[0] for b in BAD])
 def test_bad_command_line(line, names, files, capsys):
     argv = [word.format(**files) for word in line.split()]
@@ -256,12 +243,12 @@ def _fake_measure(fail_models):
 def test_survey_exit_status_and_retry_failed(tmp_path, monkeypatch, capsys):
     args = ["survey", "--models", "squeezenet1_1", "--batches", "1", "2", "--device", "cpu", "--no-progress",
             "--out", str(tmp_path)]
-    monkeypatch.setattr(survey, "_measure", _fake_measure({"squeezenet1_1"}))
+    monkeypatch.setattr(survey.run, "_measure", _fake_measure({"squeezenet1_1"}))
     monkeypatch.setattr(survey, "write_outputs", lambda rows, config, plots=True: ["survey.csv"])
     assert main(args) == 1
     assert "2 configuration(s) failed" in capsys.readouterr().err
     assert main(args) == 1  # a rerun skips failures: still failed
-    monkeypatch.setattr(survey, "_measure", _fake_measure(set()))
+    monkeypatch.setattr(survey.run, "_measure", _fake_measure(set()))
     assert main([*args, "--retry-failed"]) == 0
     rows = survey.load_results(str(tmp_path))
     assert [(r["batch"], r["status"]) for r in rows] == [(1, "ok"), (2, "ok")]
@@ -278,7 +265,7 @@ def test_survey_jsonl_repair(tmp_path, monkeypatch):
     (tmp_path / survey.RESULTS).write_text("\n".join(lines))  # no newline after the cut line
     with pytest.warns(UserWarning, match="skipped 4 unusable line"):
         assert survey.load_results(str(tmp_path)) == [good]
-    monkeypatch.setattr(survey, "_measure", _fake_measure(set()))
+    monkeypatch.setattr(survey.run, "_measure", _fake_measure(set()))
     config = survey.SurveyConfig(models=["squeezenet1_1"], batches=[1, 2], dtypes=["float32"], modes=["eager"],
                                  out=str(tmp_path), progress=False)
     with pytest.warns(UserWarning):

@@ -80,3 +80,26 @@ def test_readme_documents_every_field():
     for table in ("summary", "ops", "kernels", "texts"):
         for name in _names(table):
             assert re.search(rf"`{name}`", text), f"README does not document {table} field {name!r}"
+
+
+def test_schema_is_read_once_per_table(monkeypatch):
+    """Building results asks C++ for each table's schema once per process, not once per row
+    or per result (torchutil.fields.schema is cached)."""
+    from torchutil import fields
+
+    real = torch.ops.util._schema
+    reads: list[str] = []
+
+    def counting(table):
+        reads.append(table)
+        return real(table)
+
+    getattr(fields.schema, "cache_clear", lambda: None)()  # start from nothing read
+    monkeypatch.setattr(torch.ops.util, "_schema", counting)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    for _ in range(3):
+        r = torchutil.profile(model, torch.randn(2, 8), warmup=0, iters=1)
+        with torchutil.Profiler(model, batch_size=2):
+            model(torch.randn(2, 8))
+    assert r.ops and reads  # the results were built, and from the schema
+    assert sorted(reads) == sorted(set(reads)), f"a table's schema was read more than once: {reads}"

@@ -88,3 +88,4 @@ def test_wheel_metadata(tmp_path):
     assert entry_points["console_scripts"]["torchutil"] == "torchutil.studies.cli:main"
     assert any(n.startswith("torchutil/_C") and n.endswith(".so") for n in names)
     assert "torchutil/nas/data/nb201_accuracy.csv" in names
+    assert "torchutil/nas/data/sweep_h200_auto.csv.gz" in names  # nas correlate/search --db builtin:h200-auto

@@ -13,7 +13,7 @@ import socket
 import numpy as np
 import pytest
 import torch
-from results_db import write_db
+from results_db import synthetic_rows as _synthetic_rows, write_db
 
 from torchutil import FIELDS
 from torchutil.nas import natsbench as nb
@@ -26,23 +26,6 @@ from torchutil.studies import nas_search as se
 from torchutil.studies.cli import main
 
 FAST = dict(dataset="ImageNet16-120", batch=1, dtype="float32", device="cpu", warmup=0, iters=1)
-
-
-def _synthetic_rows(indices, seed=0, **key):
-    """Rows of a plausible measurement: utilization grows with the cell's MACs, throughput falls."""
-    rng = np.random.default_rng(seed)
-    table = nb.load_accuracy_table()
-    config = {"dataset": "cifar10", "batch": 256, "dtype": "float16", "device": "cuda", "mode": "eager", **key}
-    rows = []
-    for i in indices:
-        r = table[i]
-        row = {"idx": i, **config, "arch": str(r.arch), "device_name": "synthetic"}
-        row.update({c: math.nan for c in ev.METRIC_COLUMNS})
-        row.update(utilization=1e-3 * (1 + r.flops_m / 25) * (0.9 + 0.2 * rng.random()),
-                   inputs_per_second=1e5 / (1 + r.flops_m / 20) * (0.8 + 0.4 * rng.random()),
-                   flops=2e6 * r.flops_m, params=1e6 * r.params_m, eval_seconds=0.03)
-        rows.append(row)
-    return rows
 
 
 @pytest.fixture(scope="module")

@@ -73,3 +73,22 @@ def test_backend_flags_are_restored_even_after_an_error():
             assert flags() != before
             raise RuntimeError("inside")
     assert flags() == before
+
+
+def test_setup_places_model_and_input_alike():
+    """Setup: one place for what the profile command, the survey, fold-bench and nas evaluate
+    each did by hand (eval mode, device, dtype, channels_last on CUDA by default)."""
+    from torchutil.studies._common import Setup
+
+    assert Setup.on("cpu", torch.float32).channels_last is False
+    assert Setup.on("cuda", torch.float16).channels_last is True  # the CUDA default (no GPU needed)
+    assert Setup.on("cuda", torch.float16, channels_last=False).channels_last is False
+    setup = Setup.on("cpu", torch.float64, channels_last=True)
+    model = setup.model(torch.nn.Conv2d(3, 4, 3).train())
+    x = setup.input(2, 3, 8, 8)
+    assert not model.training and model.weight.dtype == torch.float64 and x.dtype == torch.float64
+    assert x.shape == (2, 3, 8, 8) and x.is_contiguous(memory_format=torch.channels_last)
+    assert model.weight.is_contiguous(memory_format=torch.channels_last)
+    assert model(x).is_contiguous(memory_format=torch.channels_last)
+    plain = Setup.on("cpu", torch.float32).input(2, 3, 8, 8)
+    assert plain.is_contiguous() and not plain.is_contiguous(memory_format=torch.channels_last)

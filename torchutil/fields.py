@@ -7,6 +7,7 @@ rows from them, so a field added in C++ appears here without a Python edit.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable, Sequence
 
@@ -28,9 +29,11 @@ class FieldSpec:
     doc: str
 
 
+@functools.cache
 def schema(table: str) -> tuple[FieldSpec, ...]:
     """The fields of a result table, in column order: "summary", "ops", "kernels",
-    "unknown_ops", "roofline" or "texts"."""
+    "unknown_ops", "roofline" or "texts". Read from C++ once per table and process (the
+    schema is compiled in), so building a result's rows asks nothing of C++."""
     names, kinds, docs = torch.ops.util._schema(table)
     return tuple(FieldSpec(n, k, d) for n, k, d in zip(names, kinds, docs))
 

@@ -13,7 +13,7 @@ import torch
 
 from torchutil import _ops  # noqa: F401  (registers the ops)
 from torchutil.fields import build_rows, row_class
-from torchutil.profiler import ProfileResult
+from torchutil.result import ProfileResult
 
 __all__ = ["BANDWIDTH_SOURCES", "RooflineResult", "RooflineRow", "memory_bandwidth", "roofline",
            "roofline_utilization"]

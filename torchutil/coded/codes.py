@@ -16,6 +16,7 @@ zeroed, [G, k, classes], and F_P(P).
 from __future__ import annotations
 
 import copy
+import math
 from typing import Sequence
 
 import torch
@@ -50,7 +51,7 @@ class MLPEncoder(nn.Module):
         super().__init__()
         check_k(k)
         self.shape = tuple(shape)
-        d = int(torch.tensor(self.shape).prod())
+        d = math.prod(self.shape)
         self.net = nn.Sequential(nn.Linear(k * d, k * d), nn.ReLU(), nn.Linear(k * d, d))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

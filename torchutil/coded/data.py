@@ -27,11 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["CLASSES", "DATASETS", "DEFAULT_DIRS", "Dataset", "default_data_dir", "load_dataset", "read_cifar10_batch",
-           "read_idx"]
+__all__ = ["CLASSES", "DATASETS", "DEFAULT_DIRS", "SHAPES", "Dataset", "default_data_dir", "load_dataset",
+           "read_cifar10_batch", "read_idx"]
 
 DATASETS = ("digits", "mnist", "fashion", "cifar10")
 CLASSES = 10  # every one of them has ten classes
+# The shape (C, H, W) of one image of each, known before any file is read.
+SHAPES = {"digits": (1, 8, 8), "mnist": (1, 28, 28), "fashion": (1, 28, 28), "cifar10": (3, 32, 32)}
 # Folders looked in when no data_dir is given: where a system package puts the files.
 DEFAULT_DIRS = {"fashion": ("/usr/share/datasets/fashion-mnist",), "mnist": (), "cifar10": ()}
 _PACKAGES = {"fashion": "apt-get install dataset-fashion-mnist"}

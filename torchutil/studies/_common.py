@@ -1,21 +1,24 @@
-"""What the study commands share: JSON files without NaN, progress on stderr, how a command
-exits on a user's error, matplotlib figures without pyplot, and the backend flags a measurement
-sets and restores (TF32, cuDNN autotuning)."""
+"""What the study commands share: where and how a network and its input are placed (Setup),
+output files written whole or not at all (atomic_open), JSON files without NaN, progress on stderr, how a command exits on a user's error, matplotlib
+figures without pyplot, and the backend flags a measurement sets and restores (TF32, cuDNN
+autotuning)."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import sys
 import time
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, Iterator
 
 import torch
 
 from torchutil._json import json_safe
 
-__all__ = ["TORCH_DTYPES", "Progress", "cudnn_autotune", "exit_on_error", "fail", "nas_error",
-           "figure", "tf32_flags", "write_json"]
+__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "atomic_open", "cudnn_autotune", "exit_on_error",
+           "fail", "nas_error", "figure", "named", "plots_available", "save_figure", "tf32_flags", "write_json"]
 
 # The dtypes the survey and fold-bench measure in: "tf32" is float32 with TF32 allowed in
 # cuBLAS and cuDNN (tf32_flags), "float32" the same with TF32 off.
@@ -23,10 +26,74 @@ TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "float16": torc
                 "bfloat16": torch.bfloat16}
 
 
+@dataclass(frozen=True)
+class Setup:
+    """Where and how a study runs a network and its input: device, dtype, memory format.
+
+        setup = Setup.on("cuda", torch.float16)          # channels_last: on for CUDA
+        model, x = setup.model(net), setup.input(256, 3, 224, 224)
+    """
+
+    device: torch.device
+    dtype: torch.dtype
+    channels_last: bool
+
+    @classmethod
+    def on(cls, device: torch.device | str, dtype: torch.dtype, channels_last: bool | None = None) -> "Setup":
+        """channels_last None: on for CUDA (cuDNN's fast layout for convolutions), off elsewhere."""
+        device = torch.device(device)
+        return cls(device, dtype, device.type == "cuda" if channels_last is None else channels_last)
+
+    def model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """model in eval mode, moved (in place, as nn.Module.to does) to the device, dtype and
+        memory format."""
+        model = model.eval().to(device=self.device, dtype=self.dtype)
+        return model.to(memory_format=torch.channels_last) if self.channels_last else model
+
+    def input(self, *shape: int) -> torch.Tensor:
+        """A standard-normal input of `shape` (4-D with channels_last) on the device, in the dtype
+        and memory format."""
+        x = torch.randn(*shape, device=self.device, dtype=self.dtype)
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
+
+
+def named(e: OSError, path: str | os.PathLike[str]) -> OSError:
+    """e as an OSError that names `path` (a failed write names no file: "No space left on
+    device"), which the command line turns into one line: "torchutil: <why>: <path>"."""
+    if e.filename is not None or e.errno is None:
+        return e
+    return OSError(e.errno, e.strerror, os.fspath(path))
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
+    """open(path, mode) for writing a whole file: it is written as `path`.tmp and renamed over
+    `path` (os.replace) only when the block ends without an error, so a reader never sees half
+    a file and a failure (a full disk, a kill) leaves the earlier file or none; the temporary
+    file is removed and an OSError names `path`. Special files (/dev/stdout, a pipe) are
+    written in place."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, mode, **kwargs) as f:
+            yield f
+        return
+    tmp = f"{os.fspath(path)}.tmp"
+    try:
+        with open(tmp, mode, **kwargs) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        if isinstance(e, OSError):
+            raise named(e, path) from None
+        raise
+
+
 def write_json(path: str | os.PathLike[str], value: Any, **kwargs: Any) -> None:
-    """json.dumps(value, **kwargs) into `path`, non-finite floats written as null."""
-    with open(path, "w") as f:
-        f.write(json.dumps(json_safe(value), **kwargs))
+    """json.dumps(value, **kwargs) into `path` (atomic_open), non-finite floats written as null."""
+    text = json.dumps(json_safe(value), **kwargs)
+    with atomic_open(path) as f:
+        f.write(text)
 
 
 def fail(message: str) -> SystemExit:
@@ -49,9 +116,36 @@ def nas_error(message: str) -> ValueError:
     return ValueError(f"torchutil.nas: {message}")
 
 
+NO_MATPLOTLIB = "no plots: matplotlib is not installed (pip install matplotlib: the plot extra)"
+
+
+def plots_available(wanted: bool = True) -> bool:
+    """Whether a command draws its plots: they are `wanted` (no --no-plots) and matplotlib is
+    importable. The one policy for a missing matplotlib, in every command that plots: the plots
+    are left out, everything else is written, and one note (NO_MATPLOTLIB) on stderr says so."""
+    if not wanted:
+        return False
+    try:
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        print(f"note: {NO_MATPLOTLIB}", file=sys.stderr)
+        return False
+    return True
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], **kwargs: Any) -> None:
+    """fig.savefig(path, **kwargs) as a whole file (atomic_open): drawn in memory, then written."""
+    image = io.BytesIO()
+    fig.savefig(image, format=os.path.splitext(os.fspath(path))[1].lstrip(".") or "png", **kwargs)
+    with atomic_open(path, "wb") as f:
+        f.write(image.getvalue())
+
+
 def figure(**kwargs: Any) -> Any:
     """A matplotlib Figure drawn by the Agg canvas, for savefig() only: pyplot is not imported
-    and matplotlib's backend is left as the user set it. ImportError without matplotlib."""
+    and matplotlib's backend is left as the user set it. ImportError without matplotlib: the
+    commands ask plots_available() first."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

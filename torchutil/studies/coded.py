@@ -14,6 +14,7 @@ writes metrics.json.
 from __future__ import annotations
 
 import csv
+import io
 import os
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
@@ -23,7 +24,7 @@ import torch
 from torchutil.coded import codes, data as coded_data, models, sim
 from torchutil.coded.evaluate import CodedMetrics, evaluate
 from torchutil.coded.train import LOSSES, base_epoch, code_epoch, make_optimizer
-from torchutil.studies._common import Progress, figure, write_json
+from torchutil.studies._common import Progress, atomic_open, figure, save_figure, write_json
 
 __all__ = ["CHECKPOINT", "TrainConfig", "TrainedRun", "cost_table", "evaluate_run", "format_cost",
            "format_metrics", "format_simulation", "load_run", "metrics_record", "plot_simulation",
@@ -111,7 +112,9 @@ def _read_checkpoint(folder: str) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch.load fails in many ways on a file that is not a checkpoint
-        raise _error(f"{path} is not a coded-train checkpoint ({type(e).__name__}: {e})") from None
+        # Only our line: torch's message would go on to advise weights_only=False, which would
+        # run whatever code the file holds.
+        raise _error(f"{path} is not a coded-train checkpoint (torch.load cannot read it: {type(e).__name__})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise _error(f"{path} is not a coded-train checkpoint (format {FORMAT})")
     try:
@@ -127,10 +130,14 @@ def _save_checkpoint(folder: str, run: TrainedRun, optimizers: dict[str, Any]) -
              "base": run.base_model.state_dict(),
              "code": run.code.state_dict() if run.code is not None else {},  # None until F is trained
              **{f"{name}_optimizer": opt.state_dict() for name, opt in optimizers.items()}}
+    # Serialized in memory first: torch.save straight to a full disk fails with two chained
+    # RuntimeErrors that do not say why, where Python's own write names ENOSPC. The file is then
+    # written whole or not at all (a kill or a full disk leaves the previous checkpoint).
+    data = io.BytesIO()
+    torch.save(state, data)
     os.makedirs(folder, exist_ok=True)
-    tmp = _checkpoint_path(folder) + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, _checkpoint_path(folder))  # a kill mid-write leaves the previous checkpoint
+    with atomic_open(_checkpoint_path(folder), "wb") as f:
+        f.write(data.getvalue())
 
 
 def _build(config: TrainConfig, data_dir: str | None, device: torch.device) -> tuple[coded_data.Dataset,
@@ -147,11 +154,67 @@ def _make_code(config: TrainConfig, data: coded_data.Dataset, base_model: torch.
                             config.encoder).to(device)
 
 
+# What training holds per parameter: the float32 weight, its gradient and Adam's two moments.
+_BYTES_PER_PARAMETER = 16
+
+
+def _parameters(config: TrainConfig, k: int) -> int:
+    """The parameters F and the code of `config` train at group size k, counted on the meta
+    device (nothing is allocated)."""
+    shape = coded_data.SHAPES[config.dataset]
+    with torch.device("meta"):
+        base = models.build_base_model(config.base, shape, coded_data.CLASSES)
+        code = codes.build_code(config.paradigm, k, base, shape, coded_data.CLASSES, config.encoder)
+    return sum(p.numel() for p in base.parameters()) + sum(p.numel() for p in code.trainable_parameters())
+
+
+def _memory(device: torch.device) -> int | None:
+    """Bytes of memory of the device (the host's physical memory for the CPU), None where unknown."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_fits(config: TrainConfig, device: torch.device) -> None:
+    """ValueError before anything is built when the code of config.k cannot fit the device's
+    memory (the MLP encoder grows as k squared: k = 100000 on digits is 44 trillion weights),
+    naming k, what it needs and the largest k that fits."""
+    memory = _memory(device)
+    if memory is None:
+        return
+
+    def need(k: int) -> int:
+        return _BYTES_PER_PARAMETER * _parameters(config, k)
+
+    if need(config.k) <= memory:
+        return
+    # The largest k that fits (the concat encoder takes k = 2 or 4 only).
+    candidates = [2] if config.encoder == "concat" else None
+    low, high = 1, config.k  # need(low) fits (1: none does), need(high) does not
+    while candidates is None and high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if mid >= 2 and need(mid) <= memory else (low, mid)
+    largest = low if candidates is None else max([k for k in candidates if need(k) <= memory], default=1)
+    fits = f"the largest k that fits is {largest}" if largest >= 2 else "no k fits"
+    raise _error(f"k = {config.k} makes {need(config.k) // _BYTES_PER_PARAMETER:,} parameters to train, "
+                 f"{_bytes_text(need(config.k))} with their gradients and Adam's state, more than the "
+                 f"{_bytes_text(memory)} of memory of {device}: {fits} (the papers use k = 2 to 4)")
+
+
+def _bytes_text(n: int) -> str:
+    return f"{n / 1e12:,.1f} TB" if n >= 1e12 else f"{n / 1e9:,.1f} GB"
+
+
 def train_run(config: TrainConfig, out: str, *, device: torch.device | str = "cpu", restart: bool = False,
               progress: bool = True, log: Callable[[str], None] = print) -> TrainedRun:
-    """Trains (or resumes) the run of `config` in folder `out`; a checkpoint after every epoch."""
+    """Trains (or resumes) the run of `config` in folder `out`; a checkpoint after every epoch.
+    A k whose code cannot fit the device's memory is refused before anything is built."""
     config = config.resolved()
     dev = torch.device(device)
+    _check_fits(config, dev)
     state = None
     if os.path.exists(_checkpoint_path(out)) and not restart:
         state = _read_checkpoint(out)
@@ -292,11 +355,11 @@ def format_cost(table: dict[str, Any]) -> str:
 def write_cost(table: dict[str, Any], out: str) -> list[str]:
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "cost.json"), table, indent=2)
-    with open(os.path.join(out, "cost.csv"), "w", newline="") as f:
+    with atomic_open(os.path.join(out, "cost.csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COST_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(table["rows"])
-    with open(os.path.join(out, "cost.md"), "w") as f:
+    with atomic_open(os.path.join(out, "cost.md")) as f:
         f.write(format_cost(table) + "\n")
     return ["cost.json", "cost.csv", "cost.md"]
 
@@ -358,7 +421,7 @@ def plot_simulation(summaries: Sequence[sim.SimSummary], config: sim.SimConfig, 
                  + (f" (p = {config.straggler_probability}, x{config.slowdown})" if config.straggler == "bimodal"
                     else "") + f", F = {1e6 * config.service_seconds:.1f} µs/query")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 def write_simulation(summaries: Sequence[sim.SimSummary], config: sim.SimConfig, out: str, *, run: str | None,
@@ -366,7 +429,7 @@ def write_simulation(summaries: Sequence[sim.SimSummary], config: sim.SimConfig,
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "sim.json"), {"run": run, "config": asdict(config),
                                                "summaries": [s.to_dict() for s in summaries]}, indent=2)
-    with open(os.path.join(out, "sim.md"), "w") as f:
+    with atomic_open(os.path.join(out, "sim.md")) as f:
         f.write(format_simulation(summaries, config) + "\n")
     written = ["sim.json", "sim.md"]
     if plots:

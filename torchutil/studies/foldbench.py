@@ -22,7 +22,7 @@ import torch
 from torchutil.folding import FoldedModel, fold
 from torchutil.models import FOLD_BENCH_MODELS, build
 from torchutil.profiler import profile
-from torchutil.studies._common import TORCH_DTYPES, cudnn_autotune, tf32_flags, write_json
+from torchutil.studies._common import TORCH_DTYPES, Setup, atomic_open, cudnn_autotune, tf32_flags, write_json
 
 __all__ = ["COLUMNS", "COUNTER_COLUMNS", "format_table", "fuse_batchnorm", "run_fold_bench", "write_outputs"]
 
@@ -52,8 +52,7 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
     if any(f < 1 for f in factors) or batch < max((1, *factors)):
         raise ValueError(f"torchutil: need folding factors >= 1 and batch >= every factor, got "
                          f"factors {list(factors)} and batch {batch}")
-    if channels_last is None:
-        channels_last = dev.type == "cuda"
+    setup = Setup.on(dev, TORCH_DTYPES[dtype], channels_last)
     rows = []
     for name in models:
         original, size, _classes = build(name)
@@ -62,12 +61,9 @@ def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Se
             model = original if f == 1 else fold(original, f, multiple_of).eval()
             if fuse_bn:
                 model = fuse_batchnorm(model)
-            model = model.to(device=dev, dtype=TORCH_DTYPES[dtype])
+            model = setup.model(model)
             n = batch - batch % f
-            x = torch.randn(n, 3, size, size, device=dev, dtype=TORCH_DTYPES[dtype])
-            if channels_last:
-                model = model.to(memory_format=torch.channels_last)
-                x = x.contiguous(memory_format=torch.channels_last)
+            x = setup.input(n, 3, size, size)
             with tf32_flags(dtype), cudnn_autotune(cudnn_benchmark):
                 r = profile(model, x, warmup=warmup, iters=iters, cuda_graph=cuda_graph, counters=counters)
             row = {
@@ -117,7 +113,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def write_outputs(rows: list[dict[str, Any]], out: str) -> list[str]:
     """OUT/fold_bench.csv and OUT/fold_bench.json (NaN written as null)."""
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "fold_bench.csv"), "w", newline="") as f:
+    with atomic_open(os.path.join(out, "fold_bench.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS + [c for c in COUNTER_COLUMNS if any(c in r for r in rows)])
         w.writeheader()
         w.writerows(rows)

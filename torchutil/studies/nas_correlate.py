@@ -20,7 +20,7 @@ import numpy as np
 
 from torchutil.nas import natsbench as nb
 from torchutil.nas.stats import kendall_test, spearman_test
-from torchutil.studies._common import figure, nas_error, write_json
+from torchutil.studies._common import atomic_open, figure, nas_error, save_figure, write_json
 from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
 __all__ = ["ACCURACY_DATASETS", "METRICS", "correlate", "format_table", "write_outputs"]
@@ -102,7 +102,7 @@ def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "correlations.csv", out / "correlations.json"]
-    with open(written[0], "w", newline="") as f:
+    with atomic_open(written[0], "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(results[0]))
         w.writeheader()
         w.writerows(results)
@@ -129,6 +129,6 @@ def write_outputs(out: str | os.PathLike[str], results: Sequence[dict[str, Any]]
         fig.suptitle(f"{_config_name(config)} (red: no input-output path)", fontsize=9)
         fig.tight_layout()
         path = out / f"scatter_{_config_name(config).replace(' ', '_')}.png"
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path, dpi=110)
         written.append(path)
     return written

@@ -39,9 +39,10 @@ import torchutil
 from torchutil.fields import FIELDS
 from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
-from torchutil.studies._common import Progress, cudnn_autotune, nas_error
+from torchutil.studies._common import Progress, Setup, cudnn_autotune, nas_error
 
 __all__ = [
+    "BUILTIN_DBS",
     "CONFIG_COLUMNS",
     "KEY_COLUMNS",
     "METRIC_COLUMNS",
@@ -57,6 +58,7 @@ __all__ = [
     "finished_indices",
     "gpu_lock_path",
     "insert_rows",
+    "is_builtin",
     "iter_shards",
     "merge",
     "parse_indices",
@@ -187,14 +189,22 @@ def shard_path(db: str | os.PathLike[str], rank: int) -> Path:
     return db.with_name(f"{db.stem}.rank{rank}{db.suffix or '.sqlite'}")
 
 
+# sqlite's primary result codes that mean "this file is not a (whole) SQLite db": only these
+# get the hint that the file may be something else. A full disk (SQLITE_FULL), a read-only
+# file system (SQLITE_READONLY, SQLITE_CANTOPEN) or a lock say so themselves.
+_NOT_A_DB = {11: "SQLITE_CORRUPT", 26: "SQLITE_NOTADB"}
+
+
 @contextlib.contextmanager
 def db_errors(db: str | os.PathLike[str] | sqlite3.Connection) -> Iterator[None]:
-    """sqlite3 errors inside become torchutil errors that name the db file."""
+    """sqlite3 errors inside become torchutil errors that name the db file, with the hint "is
+    it a results db of nas evaluate?" where the file is not a SQLite db or is damaged."""
     try:
         yield
     except sqlite3.Error as e:
         name = _db_name(db)
-        hint = "; is it a results db of nas evaluate?" if isinstance(e, sqlite3.DatabaseError) else ""
+        code = getattr(e, "sqlite_errorcode", None)
+        hint = "; is it a results db of nas evaluate?" if code is not None and code & 0xFF in _NOT_A_DB else ""
         raise nas_error(f"{name}: {e}{hint}") from e
 
 
@@ -217,12 +227,49 @@ def _check_schema(con: sqlite3.Connection, db: str | os.PathLike[str]) -> None:
                             "db of nas evaluate")
 
 
+# --- the packaged sweep ---------------------------------------------------------------------------
+
+BUILTIN = "builtin:"
+# Sweeps packaged with torchutil (torchutil/nas/data/README.md), read in place as CSV, for
+# `nas correlate --db builtin:NAME` and `nas search --db builtin:NAME` without a GPU or a sweep.
+# h200-auto: docs/results/nas/sweep_auto_a.csv.gz, all 15,625 cells, CIFAR-10 networks at
+# batch 256, float16, channels_last, timing auto, on an NVIDIA H200 (2026-12-01).
+BUILTIN_DBS = {"h200-auto": "sweep_h200_auto.csv.gz"}
+
+
+def is_builtin(db: Any) -> bool:
+    """True for "builtin:NAME", a packaged sweep (BUILTIN_DBS)."""
+    return isinstance(db, str) and db.startswith(BUILTIN)
+
+
+def _builtin_rows(db: str) -> list[dict[str, Any]]:
+    import csv
+    import gzip
+    from importlib import resources
+
+    name = db.removeprefix(BUILTIN)
+    if name not in BUILTIN_DBS:
+        raise nas_error(f"no packaged sweep {db!r}; they are {', '.join(BUILTIN + n for n in BUILTIN_DBS)}")
+    def metric(text: str | None) -> float:  # a column the sweep predates: NaN, as NULL in a db
+        return math.nan if text in (None, "") else float(text)
+
+    with resources.files("torchutil.nas").joinpath("data", BUILTIN_DBS[name]).open("rb") as raw, \
+            gzip.open(raw, "rt", newline="") as f:
+        return [{**{c: r[c] for c in (*KEY_COLUMNS, "arch", "device_name")}, "idx": int(r["idx"]),
+                 "batch": int(r["batch"]), **{c: metric(r.get(c)) for c in METRIC_COLUMNS}}
+                for r in csv.DictReader(f)]
+
+
+# --- opening a db -------------------------------------------------------------------------------
+
+
 def connect(db: str | os.PathLike[str], create: bool = True) -> sqlite3.Connection:
-    """Opens a results database (creating it if needed and `create`; else a missing file is an
-    error and nothing is created). Refuses a SQLite file of something else and a file that is
-    not SQLite, naming it. The db is in WAL mode: a committed row survives a kill, cheaply."""
-    if not create and not Path(db).is_file():
-        raise nas_error(f"no results db at {db}; run `nas evaluate --db {db}` first")
+    """Opens a results database for a sweep (creating it if needed), or with create=False for
+    reading only: a missing file is then an error, nothing is created or changed, and a db on a
+    read-only file system opens. Refuses a SQLite file of something else and a file that is
+    not SQLite, naming it. A sweep's db is in WAL mode: a committed row survives a kill, cheaply."""
+    if not create:
+        return _open_readonly(db)
     with db_errors(db):
         con = sqlite3.connect(str(db), timeout=60)
         try:
@@ -244,9 +291,37 @@ def connect(db: str | os.PathLike[str], create: bool = True) -> sqlite3.Connecti
     return con
 
 
+def _open_readonly(db: str | os.PathLike[str]) -> sqlite3.Connection:
+    """A read-only connection (sqlite URI mode=ro). A WAL db whose folder cannot be written (a
+    read-only file system: its -shm file cannot be made) is opened as immutable, which nobody
+    can be writing there."""
+    if not Path(db).is_file():
+        raise nas_error(f"no results db at {db}; run `nas evaluate --db {db}` first, or read the packaged H200 "
+                        f"sweep: --db {BUILTIN}h200-auto")
+    uri = f"{Path(db).resolve().as_uri()}?mode=ro"
+    with db_errors(db):
+        for query in ("", "&immutable=1"):
+            con = sqlite3.connect(uri + query, uri=True, timeout=60)
+            try:
+                _check_schema(con, db)
+                return con
+            except sqlite3.OperationalError as e:
+                con.close()
+                if query or getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_CANTOPEN:
+                    raise
+            except BaseException:
+                con.close()
+                raise
+    raise AssertionError("unreachable")
+
+
 def check_db(db: str | os.PathLike[str]) -> None:
-    """An error naming db unless it is a readable results db (it is not created)."""
-    connect(db, create=False).close()
+    """An error naming db unless it is a readable results db or a packaged sweep (nothing is
+    created or changed)."""
+    if is_builtin(db):
+        _builtin_rows(str(db))
+    else:
+        connect(db, create=False).close()
 
 
 def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
@@ -258,14 +333,17 @@ def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
 
 
 def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> list[dict[str, Any]]:
-    """Rows of a results db as dicts (NULL -> NaN for metrics), filtered by key columns
-    given as keywords (dataset="cifar10", batch=256, ...; None means any)."""
+    """Rows of a results db (or of a packaged sweep, "builtin:NAME") as dicts (NULL -> NaN for
+    metrics), filtered by key columns given as keywords (dataset="cifar10", batch=256, ...;
+    None means any). The db is opened read-only."""
+    where = {k: v for k, v in where.items() if v is not None}
+    for k in where:
+        if k not in KEY_COLUMNS:
+            raise nas_error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
+    if is_builtin(db):
+        return [r for r in _builtin_rows(str(db)) if all(r[k] == v for k, v in where.items())]
     con = db if isinstance(db, sqlite3.Connection) else connect(db, create=False)
     try:
-        where = {k: v for k, v in where.items() if v is not None}
-        for k in where:
-            if k not in KEY_COLUMNS:
-                raise nas_error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
         with db_errors(db):
             return _read(con, where)
     finally:
@@ -274,9 +352,13 @@ def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> 
 
 
 def _read(con: sqlite3.Connection, where: dict[str, Any]) -> list[dict[str, Any]]:
+    # A db written before a metric column existed lacks it: NULL (NaN) there, nothing altered.
+    have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+    if not have:  # an empty SQLite file: no table yet, no rows
+        return []
+    select = ", ".join(c if c in have else f"NULL AS {c}" for c in _COLUMNS)
     clause = " AND ".join(f"{k}=?" for k in where) or "1"
-    cur = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM results WHERE {clause} ORDER BY idx",
-                      tuple(where.values()))
+    cur = con.execute(f"SELECT {select} FROM results WHERE {clause} ORDER BY idx", tuple(where.values()))
     rows = []
     for values in cur:
         row = dict(zip(_COLUMNS, values))
@@ -309,21 +391,19 @@ def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]
     return copied
 
 
+def _setup(config: EvalConfig, device: torch.device) -> Setup:
+    return Setup.on(device, DTYPES[config.dtype], config.channels_last)
+
+
 def _make_input(config: EvalConfig, device: torch.device) -> torch.Tensor:
-    x = torch.randn(nb.input_shape(config.dataset, config.batch), device=device, dtype=DTYPES[config.dtype])
-    return x.contiguous(memory_format=torch.channels_last) if config.channels_last else x
+    return _setup(config, device).input(*nb.input_shape(config.dataset, config.batch))
 
 
 def _build(index: int, config: EvalConfig, device: torch.device) -> nn.Module:
     # Parameters are created (and initialized) on the device: no host copy per arch.
     with device:
         model = nb.network(index, config.dataset)
-    model.eval()
-    if config.dtype != "float32":
-        model = model.to(DTYPES[config.dtype])
-    if config.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    return model
+    return _setup(config, device).model(model)
 
 
 # The C++ phases of a profile call (its phase_* summary fields) that a sweep reports.

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from torchutil.nas import natsbench as nb
-from torchutil.studies._common import figure, nas_error, write_json
+from torchutil.studies._common import atomic_open, figure, nas_error, save_figure, write_json
 from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
 __all__ = [
@@ -340,17 +340,17 @@ def write_outputs(out: str | os.PathLike[str], runs: Sequence[SearchRun], space:
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(runs, space)
     written = [out / "runs.csv", out / "summary.csv", out / "summary.json", out / "pareto.csv"]
-    with open(written[0], "w", newline="") as f:
+    with atomic_open(written[0], "w", newline="") as f:
         rows = [r.to_dict() for r in runs]
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    with open(written[1], "w", newline="") as f:
+    with atomic_open(written[1], "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=[k for k in summary[0] if k != "pareto_front"])
         w.writeheader()
         w.writerows({k: v for k, v in s.items() if k != "pareto_front"} for s in summary)
     write_json(written[2], {"dataset": space.dataset, "strategies": summary}, indent=2)
-    with open(written[3], "w", newline="") as f:
+    with atomic_open(written[3], "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["strategy", "index", "arch", "accuracy", "throughput", "utilization"])
         for s in summary:
@@ -390,7 +390,7 @@ def write_outputs(out: str | os.PathLike[str], runs: Sequence[SearchRun], space:
         fig.suptitle("Pareto front (accuracy vs throughput) of the archs each strategy evaluated; "
                      "grey lines: the other strategies' fronts", fontsize=10)
         fig.tight_layout()
-        fig.savefig(out / "pareto.png", dpi=120)
+        save_figure(fig, out / "pareto.png", dpi=120)
         fig = figure(figsize=(7, 4))
         ax = fig.subplots()
         names = [s["strategy"] for s in summary]
@@ -399,7 +399,7 @@ def write_outputs(out: str | os.PathLike[str], runs: Sequence[SearchRun], space:
         ax.set_title("Simulated search cost per strategy", fontsize=10)
         ax.tick_params(axis="x", rotation=30, labelsize=7)
         fig.tight_layout()
-        fig.savefig(out / "search_cost.png", dpi=120)
+        save_figure(fig, out / "search_cost.png", dpi=120)
         written += [out / "pareto.png", out / "search_cost.png"]
     return written
 

@@ -1,0 +1,188 @@
+"""What the study commands' parsers share: argument types (a bad value is refused by argparse,
+with the argument's name), the device and dtype defaults, the timing and counter options, and
+UsageError for contradictions argparse cannot see."""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import Any, Callable
+
+import torch
+
+__all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_timing_arguments", "default_dtype",
+           "existing_dir", "existing_file", "finite", "fraction", "indices", "known_device", "nonnegative",
+           "nonnegative_float", "number", "output_dir", "output_file", "pick_device",
+           "positive", "positive_float", "probability", "results_db", "seeds", "timing"]
+
+
+class UsageError(Exception):
+    """A contradiction between arguments that argparse cannot see: exit 2, like its own errors."""
+
+
+def number(kind: type, low: float, what: str, strict: bool = False) -> Callable[[str], Any]:
+    """An argparse type: `kind` (int or float) >= low (> low when strict)."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(value) or not (value > low if strict else value >= low):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+    parse.__name__ = what  # argparse names the type by it in "invalid ... value"
+    return parse
+
+
+positive = number(int, 1, "an integer >= 1")
+nonnegative = number(int, 0, "an integer >= 0")
+positive_float = number(float, 0.0, "a number > 0", strict=True)
+nonnegative_float = number(float, 0.0, "a number >= 0")
+finite = number(float, -math.inf, "a finite number")
+
+
+def probability(text: str) -> float:
+    value = nonnegative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1), got {text}")
+    return value
+
+
+def known_device(text: str) -> str:
+    """auto, cpu, cuda or cuda:N, and only a device this machine has."""
+    if text == "auto":
+        return text
+    try:
+        dev = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}; use auto, cpu, cuda or cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"torchutil runs on cpu or cuda, got {text!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise argparse.ArgumentTypeError(f"{text}: CUDA is not available on this machine")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise argparse.ArgumentTypeError(f"{text}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return text
+
+
+def _nearest_existing(path: str) -> str:
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def output_file(text: str) -> str:
+    """A file the command can create or overwrite ('-': stdout), checked before any work."""
+    if text == "-":
+        return text
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a directory")
+    parent = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {parent} is not a writable directory")
+    return text
+
+
+def output_dir(text: str) -> str:
+    """A folder that exists or can be made, checked before any work."""
+    existing = _nearest_existing(text)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK):
+        what = "is not a directory" if not os.path.isdir(existing) else "is not writable"
+        raise argparse.ArgumentTypeError(f"cannot write into {text}: {existing} {what}")
+    return text
+
+
+def _existing(is_kind: Callable[[str], bool], noun: str) -> Callable[[str], str]:
+    """An argparse type: a path that exists and is a `noun` (is_kind: os.path.isfile, isdir)."""
+    def parse(text: str) -> str:
+        if not is_kind(text):
+            raise argparse.ArgumentTypeError(f"no such {noun}: {text}" if not os.path.exists(text)
+                                             else f"{text} is not a {noun}")
+        return text
+    parse.__name__ = f"existing {noun}"
+    return parse
+
+
+existing_file = _existing(os.path.isfile, "file")
+existing_dir = _existing(os.path.isdir, "folder")
+
+
+def results_db(text: str) -> str:
+    """A results db file of nas evaluate, or a packaged sweep: builtin:NAME."""
+    from torchutil.studies.nas_evaluate import BUILTIN, BUILTIN_DBS
+
+    if text.startswith(BUILTIN):
+        if text.removeprefix(BUILTIN) not in BUILTIN_DBS:
+            raise argparse.ArgumentTypeError(f"no packaged sweep {text!r}; they are "
+                                             + ", ".join(BUILTIN + n for n in BUILTIN_DBS))
+        return text
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"no such file: {text} (a db of nas evaluate; without a sweep of your "
+                                         f"own, {BUILTIN}h200-auto reads the packaged H200 sweep)")
+    return existing_file(text)
+
+
+results_db.__name__ = "results db"
+
+
+def accuracy_csv(text: str) -> str:
+    return text if text == "packaged" else existing_file(text)
+
+
+def indices(text: str) -> list[int]:
+    from torchutil.studies.nas_evaluate import parse_indices
+
+    try:
+        return parse_indices(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("torchutil.nas: ")) from None
+
+
+def seeds(text: str) -> list[int]:
+    """'10' -> seeds 0..9; '3,5,8' -> those seeds."""
+    if "," in text:
+        values = [nonnegative(s) for s in text.split(",")]
+        if len(set(values)) != len(values):
+            raise argparse.ArgumentTypeError(f"repeated seeds in {text!r}")
+        return values
+    return list(range(positive(text)))
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def default_dtype(dev: torch.device) -> str:
+    return "float16" if dev.type == "cuda" else "float32"
+
+
+def add_timing_arguments(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--timing", choices=["eager", "cuda_graph", "auto"], default=None,
+                   help=f"how forwards are timed: eager, CUDA-graph replays, or auto (replays where the "
+                        f"forward captures, else eager); default {default}")
+    p.add_argument("--cuda-graph", action="store_true", help="same as --timing cuda_graph")
+
+
+def timing(args: argparse.Namespace, default: str | None = None) -> str | None:
+    """--timing / --cuda-graph; None leaves the library's default (auto on CUDA, eager elsewhere)."""
+    if args.cuda_graph and args.timing not in (None, "cuda_graph"):
+        raise UsageError(f"--cuda-graph contradicts --timing {args.timing}")
+    return "cuda_graph" if args.cuda_graph else (args.timing or default)
+
+
+def add_counters_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--counters", nargs="+", choices=["flops", "throughput", "timeline", "all"], default=None,
+                   help="also read the GPU's hardware counters (CUDA; docs/counters.md): hardware FLOPs "
+                        "beside the counted ones, throughputs, the PM timeline")
+

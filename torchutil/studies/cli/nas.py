@@ -1,0 +1,194 @@
+"""torchutil nas {evaluate,merge,correlate,search}: the NATS-Bench studies
+(torchutil/studies/nas_evaluate.py, nas_correlate.py, nas_search.py)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from torchutil.models import DTYPES
+from torchutil.studies._common import fail, plots_available
+from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_timing_arguments, default_dtype, existing_file, finite,
+                                        fraction, indices, known_device, nonnegative, nonnegative_float,
+                                        output_dir, output_file, pick_device, positive,
+                                        positive_float, results_db, seeds, timing)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    nas = sub.add_parser("nas", help="NATS-Bench studies: evaluate the space, correlate, search")
+    nsub = nas.add_subparsers(dest="nas_command", required=True)
+
+    p = nsub.add_parser("evaluate", help="profile every arch (or a slice) into a SQLite db; resumable; "
+                                         "shards over ranks under torchrun")
+    p.add_argument("--db", type=output_file, default="results.sqlite", help="SQLite db (shards: <stem>.rank<r>.sqlite)")
+    p.add_argument("--indices", type=indices, default=None,
+                   help="'0:100' (cells 0..99), '5', '1,7,9:12' (default: all 15,625)")
+    p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100", "ImageNet16-120"],
+                   help="the network's input size and classes")
+    p.add_argument("--batch", type=positive, default=None, help="default 256 on CUDA, 8 on CPU")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default float16 on CUDA, float32 on CPU")
+    p.add_argument("--device", type=known_device, default="auto", help="auto, cpu, cuda (under torchrun: cuda:LOCAL_RANK)")
+    p.add_argument("--warmup", type=nonnegative, default=1)
+    p.add_argument("--iters", type=positive, default=3)
+    add_timing_arguments(p, default="auto")
+    p.add_argument("--trace", action="store_true", help="record kernels with CUPTI (kernel-time columns)")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                   help="default on for CUDA")
+    p.add_argument("--cudnn-benchmark", action="store_true", help="torch.backends.cudnn.benchmark = True")
+    p.add_argument("--commit-every", type=positive, default=1,
+                   help="archs per SQLite transaction (default 1: a kill loses only the arch in flight)")
+    p.add_argument("--rebuild", action="store_true",
+                   help="build every network afresh (default: swap edge ops in one prebuilt network)")
+    p.add_argument("--workers", type=positive, default=None,
+                   help="processes per GPU: each builds and captures cells on the host while one at a time "
+                        "replays on the GPU (default on CUDA: half the cores, at most 8; 1 elsewhere)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run_evaluate)
+
+    p = nsub.add_parser("merge", help="merge shard dbs into one")
+    p.add_argument("--db", type=output_file, default="results.sqlite")
+    p.add_argument("shards", nargs="*", type=existing_file, help="default: <db stem>.rank*.sqlite next to --db")
+    p.set_defaults(func=run_merge)
+
+    p = nsub.add_parser("correlate", help="Spearman / Kendall of utilization (and throughput, FLOPs, "
+                                          "params) with accuracy")
+    p.add_argument("--db", type=results_db, default="results.sqlite",
+                   help="a db written by nas evaluate, or builtin:h200-auto: the packaged H200 sweep")
+    p.add_argument("--csv", type=accuracy_csv, default="packaged", help="accuracy table (default: the packaged one)")
+    p.add_argument("--out", type=output_dir, default="nas-correlate", help="output folder (default ./nas-correlate)")
+    p.add_argument("--no-plots", action="store_true")
+    p.set_defaults(func=run_correlate)
+
+    p = nsub.add_parser("search", help="simulated REINFORCE NAS with utilization reward and filtering")
+    p.add_argument("--db", type=results_db, default="results.sqlite",
+                   help="a db written by nas evaluate, or builtin:h200-auto: the packaged H200 sweep")
+    p.add_argument("--csv", type=accuracy_csv, default="packaged", help="accuracy table (default: the packaged one)")
+    p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100", "ImageNet16-120"],
+                   help="whose accuracy is the reward")
+    p.add_argument("--measured-dataset", default=None, choices=["cifar10", "cifar100", "ImageNet16-120"],
+                   help="pick the db's measurement config: dataset")
+    p.add_argument("--batch", type=positive, default=None, help="... batch")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="... dtype")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="... device type")
+    p.add_argument("--mode", choices=["auto", "cuda_graph", "eager"], default=None, help="... mode")
+    p.add_argument("--seeds", type=seeds, default="10", help="N (seeds 0..N-1) or a list '3,5,8'")
+    p.add_argument("--iterations", type=positive, default=200, help="policy samples per search")
+    p.add_argument("--time-budget", type=positive_float, default=None, help="simulated seconds per search")
+    p.add_argument("--lr", type=positive_float, default=0.01)
+    p.add_argument("--momentum", type=nonnegative_float, default=0.9, help="of the baseline's moving average")
+    p.add_argument("--reward-metric", default="utilization", choices=["utilization", "throughput"])
+    p.add_argument("--weight", type=finite, default=0.1, help="of the normalized metric in the reward")
+    p.add_argument("--strategies", default=None, help="comma list of names (default: all 6)")
+    p.add_argument("--threshold", type=finite, default=None,
+                   help="threshold filter's utilization (default: the space's --quantile quantile)")
+    p.add_argument("--quantile", type=fraction, default=0.25)
+    p.add_argument("--quantile-warmup", type=nonnegative, default=10, help="candidates measured before filtering")
+    p.add_argument("--penalty", type=finite, default=0.0, help="reward of a filtered candidate")
+    p.add_argument("--eval-base-seconds", type=nonnegative_float, default=600.0, help="cost model: per full evaluation")
+    p.add_argument("--eval-seconds-per-mmac", type=nonnegative_float, default=30.0, help="cost model: per MMAC")
+    p.add_argument("--measure-seconds", type=nonnegative_float, default=None,
+                   help="cost model: per utilization measurement (default: the db's eval_seconds)")
+    p.add_argument("--out", type=output_dir, default="nas-search", help="output folder (default ./nas-search)")
+    p.add_argument("--no-plots", action="store_true")
+    p.set_defaults(func=run_search)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from torchutil.studies import nas_evaluate as ev
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device = pick_device(args.device)
+    on_cuda = device.type == "cuda"
+    config = ev.EvalConfig(
+        dataset=args.dataset, batch=args.batch or (256 if on_cuda else 8),
+        dtype=args.dtype or default_dtype(device), device=str(device),
+        warmup=args.warmup, iters=args.iters, timing=timing(args, default="auto"), trace=args.trace,
+        channels_last=on_cuda if args.channels_last is None else args.channels_last)
+    indices = args.indices if args.indices is not None else ev.parse_indices(None)
+    # Default: on CUDA half the host's cores (at most 8) over the processes of this host.
+    workers = args.workers or max(1, ev.default_workers(device) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    kwargs = dict(commit_every=args.commit_every, cudnn_benchmark=args.cudnn_benchmark,
+                  progress=not args.no_progress, rebuild=args.rebuild, workers=workers)
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl" if on_cuda else "gloo")
+        try:
+            stats = ev.distributed_sweep(config, indices, args.db, **kwargs)
+        finally:
+            dist.destroy_process_group()
+    else:
+        stats = ev.sweep(config, indices, args.db, **kwargs)
+    who = f"rank {stats.rank}/{stats.world_size}: " if stats.world_size > 1 else ""
+    print(f"{who}{config.dataset} batch {config.batch} {config.dtype} on {config.device} ({config.mode}"
+          f"{', traced' if config.trace else ''}): evaluated {stats.evaluated} archs, skipped "
+          f"{stats.skipped} already in the db, in {stats.seconds:.1f} s")
+    if stats.evaluated:
+        print(f"{who}{1e3 * stats.seconds_per_arch:.2f} ms per arch over {stats.workers} worker(s); projected "
+              f"full space (15,625 archs over {stats.world_size} rank(s)): "
+              f"{stats.projected_full_space_seconds / 60:.1f} min")
+        print(f"{who}{stats.stage_line()}")
+    if stats.rank == 0:
+        print(f"results in {args.db}")
+    return 0
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    from torchutil.studies import nas_evaluate as ev
+
+    shards = args.shards or list(ev.iter_shards(args.db))
+    if not shards:
+        raise fail(f"no shards given and none found next to {args.db}")
+    for shard in shards:
+        if os.path.exists(args.db) and os.path.samefile(shard, args.db):
+            raise UsageError(f"{shard} is the db merged into (--db {args.db}); a db cannot be merged into itself")
+        ev.check_db(shard)  # every source readable before anything is written
+    copied = ev.merge(args.db, shards)
+    print(f"merged {copied} rows from {len(shards)} shard(s) into {args.db}")
+    return 0
+
+
+def _csv_path(text: str) -> str | None:
+    return None if text == "packaged" else text
+
+
+def run_correlate(args: argparse.Namespace) -> int:
+    from torchutil.studies import nas_correlate as co
+
+    results, joined = co.correlate(args.db, _csv_path(args.csv))
+    print(co.format_table(results))
+    written = co.write_outputs(args.out, results, joined, plots=plots_available(not args.no_plots))
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from torchutil.studies import nas_search as se
+
+    space = se.SearchSpace.from_db(args.db, args.dataset, _csv_path(args.csv), dataset=args.measured_dataset,
+                                   batch=args.batch, dtype=args.dtype, device=args.device, mode=args.mode)
+    measured, total = int(space.available.sum()), space.available.size
+    if measured < total:
+        # The policy samples the whole space: a partial sweep would end in resampling loops.
+        raise fail(f"{args.db} holds {measured:,} of the {total:,} cells for this config; nas search samples "
+                   f"the whole space: finish the sweep first (nas evaluate --db {args.db} resumes where it stopped), "
+                   "or search the packaged H200 sweep: --db builtin:h200-auto")
+    strategies = se.default_strategies(args.reward_metric, args.weight)
+    if args.strategies:
+        wanted = args.strategies.split(",")
+        unknown = set(wanted) - {s.name for s in strategies}
+        if unknown:
+            raise fail(f"unknown strategies {sorted(unknown)}; they are " + ", ".join(s.name for s in strategies))
+        strategies = [s for s in strategies if s.name in wanted]
+    cost = se.CostModel(args.eval_base_seconds, args.eval_seconds_per_mmac, args.measure_seconds)
+    runs = se.run_strategies(space, strategies, args.seeds, iterations=args.iterations,
+                             time_budget=args.time_budget, lr=args.lr, momentum=args.momentum,
+                             threshold=args.threshold, quantile=args.quantile,
+                             quantile_warmup=args.quantile_warmup, penalty=args.penalty, cost=cost)
+    print(f"REINFORCE on {space.dataset} accuracy, {int(space.available.sum())} measured archs, "
+          f"{len(args.seeds)} seed(s), {args.iterations} iterations:")
+    print(se.format_summary(se.summarize(runs, space)))
+    written = se.write_outputs(args.out, runs, space, plots=plots_available(not args.no_plots))
+    for path in written:
+        print(f"wrote {path}")
+    return 0
