@@ -2,7 +2,7 @@
                torchutil nas {evaluate,merge,correlate,search} [options]
                torchutil survey [options]      (torchutil/studies/survey)
                torchutil fold-bench [options]  (torchutil/studies/foldbench.py)
-               torchutil coded {train,evaluate,cost,simulate} [options]  (torchutil/studies/coded.py)
+               torchutil coded {train,evaluate,cost,simulate,serve} [options]  (torchutil/studies/coded.py)
 
 Each command's parser and what it runs are one module here, with its add_parser(subparsers):
 profile.py, nas.py, survey.py, fold_bench.py, coded.py; args.py holds the argument types they

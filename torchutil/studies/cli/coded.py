@@ -1,4 +1,4 @@
-"""torchutil coded {train,evaluate,cost,simulate}: learned coded computation
+"""torchutil coded {train,evaluate,cost,simulate,serve}: learned coded computation
 (torchutil/studies/coded.py)."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from torchutil.coded import codes, data, models, sim
     from torchutil.coded.train import LOSSES
 
-    coded = sub.add_parser("coded", help="learned coded computation: train, evaluate, cost, simulate")
+    coded = sub.add_parser("coded", help="learned coded computation: train, evaluate, cost, simulate, serve")
     csub = coded.add_subparsers(dest="coded_command", required=True)
 
     def common(p: argparse.ArgumentParser, out: str) -> None:
@@ -30,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     def data_dir(p: argparse.ArgumentParser) -> None:
         p.add_argument("--data-dir", type=existing_dir, default=None,
-                       help="folder with the MNIST/Fashion IDX files or CIFAR-10 python batches (not for digits)")
+                       help="folder with the MNIST/Fashion IDX files or CIFAR-10 python batches (not for digits; "
+                            "fashion's default: /usr/share/datasets/fashion-mnist, Debian's dataset-fashion-mnist)")
 
     def metrics(p: argparse.ArgumentParser) -> None:
         p.add_argument("--passes", type=positive, default=1, help="groupings of the test set evaluated (seeded)")
@@ -105,6 +106,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--no-plots", action="store_true")
     s.add_argument("--out", type=output_dir, default="coded-simulate", help="output folder (default ./coded-simulate)")
     s.set_defaults(func=run_simulate)
+
+    v = csub.add_parser("serve", help="measured tail latency: frontend + k + 1 worker processes, real stragglers")
+    v.add_argument("--run", type=existing_dir, default="coded-train", help="a coded train output folder")
+    data_dir(v)
+    v.add_argument("--queries", type=positive, default=5000, help="queries per policy (default 5000)")
+    v.add_argument("--load", type=fraction, default=0.5, help="arrival rate / the data workers' idle capacity")
+    v.add_argument("--stragglers", type=nonnegative, nargs="*", default=[0],
+                   help="workers whose core gets a CPU-burning process (default: worker 0; none: no stragglers)")
+    v.add_argument("--straggler-on-fraction", type=fraction, default=0.2, help="share of time a burner burns")
+    v.add_argument("--straggler-burst", type=positive_float, default=0.02, help="mean seconds of one burst")
+    v.add_argument("--worker-nice", type=nonnegative, default=19, help="the workers' nice value (0..19)")
+    v.add_argument("--serve-device", default="cpu", help="where the workers run F: cpu (default) or cuda")
+    v.add_argument("--seed", type=nonnegative, default=0)
+    v.add_argument("--out", type=output_dir, default="coded-serve", help="output folder (default ./coded-serve)")
+    v.set_defaults(func=run_serve)
 
 
 def _group_size(text: str) -> int:
@@ -201,4 +217,19 @@ def run_simulate(args: argparse.Namespace) -> int:
     print(cs.format_simulation(summaries, config))
     written = cs.write_simulation(summaries, config, args.out, run=run, plots=plots_available(not args.no_plots))
     print(f"wrote {', '.join(written)} in {args.out}")
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from torchutil.coded import serve
+    from torchutil.studies import coded as cs
+
+    run = cs.load_run(args.run, data_dir=args.data_dir)
+    config = serve.ServeConfig(k=run.config.k, queries=args.queries, load=args.load, stragglers=tuple(args.stragglers),
+                               straggler_on_fraction=args.straggler_on_fraction,
+                               straggler_burst_seconds=args.straggler_burst, worker_nice=args.worker_nice,
+                               device=args.serve_device, seed=args.seed)
+    report = serve.measure(config, run.base_model, run.code, run.data.test_x, run.data.test_y)
+    print(serve.format_report(report))
+    print(f"wrote {', '.join(serve.write_report(report, args.out))} in {args.out}")
     return 0
