@@ -10,6 +10,7 @@
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and workers, on GPU 0, into $OUT/sweep.sqlite
 #   sweep1   the same: the one-GPU baseline of sweepN on this machine, kept in $SWEEP_DIR
+#            (h200-work/sweeps: a later call on the warm machine finds it)
 #   sweepN   (sweep2, sweep4, sweep8) the same over N GPUs with torchrun; runs sweep1 first where
 #            $SWEEP_DIR has none; wall time, scaling against sweep1, graph-timed cells, agreement
 #            with sweep1 (sweep_agreement.py, sweep_scaling.py); $OUT/sweepN.txt, .csv.gz, JSON.
@@ -39,10 +40,10 @@ graph_timed() {
   python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" "$1"
 }
 
-# The sweeps of sweepN live here between device calls (a call's $OUT starts empty; /tmp stays
-# while the machine is warm): sweep<N>.sqlite and, for a sweep that finished in one go,
-# sweep<N>.seconds, its wall time.
-SWEEP_DIR=${SWEEP_DIR:-/tmp/torchutil-sweeps}
+# The sweeps of sweepN live here between device calls (a call's $OUT starts empty; the
+# git-ignored h200-work/ stays while the machine is warm): sweep<N>.sqlite and, for a sweep that
+# finished in one go, sweep<N>.seconds, its wall time.
+SWEEP_DIR=${SWEEP_DIR:-h200-work/sweeps}
 SWEEP_ARGS=()
 if [ "${SWEEP_QUICK:-0}" = 1 ]; then
   SWEEP_ARGS=(--device cpu --indices 0:48 --dataset ImageNet16-120 --batch 1 --warmup 0 --iters 1)
