@@ -233,7 +233,10 @@ def run_agents(procs: Processes, folders: list[Path], cells: int, max_restarts: 
 
 
 def _kill_after_a_commit(procs: Processes, folders: list[Path], rank: int) -> dict[str, Any] | None:
-    shard = next((s for f in folders if _rows(s := f / f"r.rank{rank}.sqlite")), None)
+    # Only a shard in WAL mode (its -wal file exists) is read: a reader of it then never blocks
+    # the rank's writes (before, it would hold up the rank's switch to WAL and its first commits).
+    shards = [f / f"r.rank{rank}.sqlite" for f in folders]
+    shard = next((s for s in shards if Path(f"{s}-wal").exists() and _rows(s)), None)
     pid = procs.workers().get(rank) if shard is not None else None
     if pid is None:
         return None
