@@ -119,3 +119,17 @@ def test_a_foreign_file_named_like_a_shard_is_named_and_nothing_is_touched(tmp_p
     assert _files(tmp_path) == ["results.rank3.sqlite"]  # no db made, no probe left, the file kept
     with sqlite3.connect(foreign) as con:
         assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["notes"]
+
+
+@pytest.mark.parametrize("env, warned", [
+    ({"TORCHELASTIC_MAX_RESTARTS": "1", "GROUP_WORLD_SIZE": "2", "TORCHELASTIC_USE_AGENT_STORE": "True"}, True),
+    ({"TORCHELASTIC_MAX_RESTARTS": "1", "GROUP_WORLD_SIZE": "2", "TORCHELASTIC_USE_AGENT_STORE": "False"}, False),
+    ({"TORCHELASTIC_MAX_RESTARTS": "1", "GROUP_WORLD_SIZE": "1", "TORCHELASTIC_USE_AGENT_STORE": "True"}, False),
+    ({"TORCHELASTIC_MAX_RESTARTS": "0", "GROUP_WORLD_SIZE": "2", "TORCHELASTIC_USE_AGENT_STORE": "True"}, False),
+])
+def test_torchrun_restarts_across_hosts_with_the_shared_store_are_warned_of(monkeypatch, capsys, env, warned):
+    # What torchrun's agent sets for its workers (elastic/agent/server/local_elastic_agent.py).
+    for k, v in {**env, "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+    nas_distributed._warn_of_elastic_restarts_across_hosts()
+    assert ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in capsys.readouterr().err) is warned
