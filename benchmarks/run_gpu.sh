@@ -12,7 +12,12 @@
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and workers, into $OUT/sweep.sqlite,
 #            and its agreement with docs/results/nas/sweep_auto_a.csv.gz
-#   sweep2   the same over two GPUs with torchrun, into $OUT/sweep2.sqlite
+#   sweep1   the same: the one-GPU baseline of sweepN on this machine, kept in $SWEEP_DIR
+#            (h200-work/sweeps: a later call on the warm machine finds it)
+#   sweepN   (sweep2, sweep4, sweep8) the same over N GPUs with torchrun; runs sweep1 first where
+#            $SWEEP_DIR has none; wall time, scaling against sweep1, graph-timed cells, agreement
+#            with sweep1 (sweep_agreement.py, sweep_scaling.py); $OUT/sweepN.txt, .csv.gz, JSON.
+#            SWEEP_QUICK=1: a CPU rehearsal of the same steps (48 cells, batch 1)
 #   reference utilization of the reference models and the README's Chrome trace
 #   counters  hardware counters (issue #11): their GPU tests, the per-op hardware/nominal FLOP tables
 #            and their costs; four files in $OUT/counters/ (COUNTERS_SKIP="tables ncu": costs only)
@@ -28,11 +33,57 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# NVLink multicast stays off on the lent machines (device/KINDS.md), also for torchrun's workers.
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}
+export NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-1}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/gpu.txt"
 
 # How many cells of a sweep db were timed as CUDA-graph replays.
 graph_timed() {
   python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print('cells, graph-timed:', c.execute('select count(*), sum(cuda_graph) from results').fetchone())" "$1"
+}
+
+# The sweeps of sweepN live here between device calls (a call's $OUT starts empty; the
+# git-ignored h200-work/ stays while the machine is warm): sweep<N>.sqlite and, for a sweep that
+# finished in one go, sweep<N>.seconds, its wall time.
+SWEEP_DIR=${SWEEP_DIR:-h200-work/sweeps}
+SWEEP_ARGS=()
+if [ "${SWEEP_QUICK:-0}" = 1 ]; then
+  SWEEP_ARGS=(--device cpu --indices 0:48 --dataset ImageNet16-120 --batch 1 --warmup 0 --iters 1)
+  SWEEP_DIR=$SWEEP_DIR/quick
+fi
+mkdir -p "$SWEEP_DIR"
+
+# sweep_gpus N: a fresh sweep of the whole space (SWEEP_QUICK: a slice on the CPU) over N GPUs,
+# one process each (N=1: GPU 0, no torchrun), default timing and workers, into $SWEEP_DIR.
+sweep_gpus() {
+  local n=$1 db="$SWEEP_DIR/sweep$1.sqlite" have start rc wall
+  if [ "${SWEEP_QUICK:-0}" != 1 ]; then
+    have=$(python3 -c "import torch; print(torch.cuda.device_count())")
+    if [ "$have" -lt "$n" ]; then
+      echo "sweep$n: this machine has $have GPU(s)" | tee -a "$OUT/sweep$n.txt"
+      return 1
+    fi
+  fi
+  # Fresh, so that its wall time is one sweep's.
+  rm -f "$db" "$db-wal" "$db-shm" "$SWEEP_DIR/sweep$n".rank* "$SWEEP_DIR/sweep$n".worker* "$SWEEP_DIR/sweep$n.seconds"
+  start=$(date +%s.%N)
+  if [ "$n" = 1 ]; then
+    CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} timeout "${SWEEP_TIMEOUT:-570}" \
+      python3 -m torchutil nas evaluate --db "$db" --no-progress ${SWEEP_ARGS[@]+"${SWEEP_ARGS[@]}"} 2>&1
+  else
+    # --standalone: the rendezvous on this host, at a free port; the ranks talk over gloo.
+    GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-lo} timeout "${SWEEP_TIMEOUT:-570}" \
+      python3 -m torch.distributed.run --standalone --nproc-per-node "$n" \
+      -m torchutil nas evaluate --db "$db" --no-progress ${SWEEP_ARGS[@]+"${SWEEP_ARGS[@]}"} 2>&1
+  fi | grep -v "CUDA Graph is empty" > "$OUT/sweep$n.txt"
+  rc=${PIPESTATUS[0]}
+  wall=$(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$start")
+  grep -v "^\[rank\|^  \|^Traceback" "$OUT/sweep$n.txt" | tail -12
+  [ "$rc" = 0 ] && echo "$wall" > "$SWEEP_DIR/sweep$n.seconds"
+  echo "sweep$n: $n GPU(s), exit $rc, command wall $wall s; $(graph_timed "$db")" | tee -a "$OUT/sweep$n.txt"
+  python3 benchmarks/sweep_db_to_csv.py "$db" "$OUT/sweep$n.csv.gz"
+  return "$rc"
 }
 
 phases=("$@")
@@ -72,15 +123,6 @@ for phase in "${phases[@]}"; do
       graph_timed "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt"
       timeout 60 python3 benchmarks/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "$OUT/sweep.sqlite" \
         --json "$OUT/agreement.json" 2>&1 | tee -a "$OUT/sweep.txt" | tail -12 ;;
-    sweep2)
-      # The whole space sharded over two GPUs with torchrun (rank r takes cells i % 2 == r and
-      # writes its shard; rank 0 merges them into $OUT/sweep2.sqlite).
-      start=$SECONDS
-      timeout "${SWEEP_TIMEOUT:-570}" torchrun --nproc-per-node 2 -m torchutil nas evaluate --db "$OUT/sweep2.sqlite" \
-        --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tee "$OUT/sweep2.txt" | tail -6
-      echo "two GPUs: command wall $((SECONDS - start)) s" | tee -a "$OUT/sweep2.txt"
-      rm -f "$OUT"/sweep2.rank*.sqlite*
-      graph_timed "$OUT/sweep2.sqlite" | tee -a "$OUT/sweep2.txt" ;;
     sweep3k)
       # Cells 0..2999 in one process: more graph captures than a whole GPU's memory of freed
       # graph pools (the 2,068th failed before the fix in cuda/CudaSupport.cpp).
@@ -88,6 +130,20 @@ for phase in "${phases[@]}"; do
       timeout 200 python3 -m torchutil nas evaluate --db /tmp/sweep3k.sqlite --indices 0:3000 --no-progress 2>&1 \
         | grep -v "CUDA Graph is empty" | tee "$OUT/sweep3k.txt" | tail -3
       graph_timed /tmp/sweep3k.sqlite ;;
+    sweep1)
+      sweep_gpus 1 ;;
+    sweep[0-9]*)
+      # The whole space sharded over N GPUs with torchrun (rank r takes the cells i % N == r into
+      # its shard; rank 0 gathers the shards into $SWEEP_DIR/sweepN.sqlite), against sweep1.
+      n=${phase#sweep}
+      if [ ! -s "$SWEEP_DIR/sweep1.seconds" ]; then
+        sweep_gpus 1 || { echo "sweep$n: no one-GPU baseline"; continue; }
+      fi
+      sweep_gpus "$n" || continue
+      python3 benchmarks/sweep_agreement.py "$SWEEP_DIR/sweep1.sqlite" "$SWEEP_DIR/sweep$n.sqlite" \
+        --json "$OUT/agreement_sweep1_sweep$n.json" | tee -a "$OUT/sweep$n.txt"
+      python3 benchmarks/sweep_scaling.py "$SWEEP_DIR" "$n" "$OUT/agreement_sweep1_sweep$n.json" \
+        --json "$OUT/scaling_sweep$n.json" | tee -a "$OUT/sweep$n.txt" ;;
     reference)
       timeout 300 python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
     counters)

@@ -317,7 +317,7 @@ def test_evaluate_killed_loses_at_most_the_cell_in_flight(tmp_path):
     p = _cli(*args, "--indices", f"0:{kept + 2}")
     out, err = p.communicate(timeout=240)
     assert p.returncode == 0, err
-    assert f"resuming {db}: {kept:,} of these {kept + 2:,} cells are there" in err
+    assert f"resuming {db}: {kept:,} of these {kept + 2:,} cells are measured already" in err
     assert "evaluated 2 archs" in out and _count(db) == kept + 2
 
 

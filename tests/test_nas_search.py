@@ -1,6 +1,6 @@
-"""The NAS studies on CPU: the sweep into SQLite (resume, shards, merge, a 2-process gloo run),
-rank correlations against hand-computed values, the correlate and search commands on a
-synthetic db, and torchutil.nas.reward.
+"""The NAS studies on CPU: the sweep into SQLite (resume, shards, merge; the sweep over ranks is
+in test_nas_distributed.py), rank correlations against hand-computed values, the correlate and
+search commands on a synthetic db, and torchutil.nas.reward.
 
 Oracles: hand-computed Spearman / Kendall tau-b values with ties (and scipy where installed),
 natsbench.network for the pooled networks, the definition of Pareto dominance.
@@ -8,7 +8,6 @@ natsbench.network for the pooled networks, the definition of Pareto dominance.
 from __future__ import annotations
 
 import math
-import socket
 
 import numpy as np
 import pytest
@@ -92,38 +91,6 @@ def test_merge_shards(tmp_path, capsys):
     assert len(ev.read_rows(db)) == 10
     with pytest.raises(ValueError, match="no results db at .*missing.sqlite"):
         ev.merge(db, [tmp_path / "missing.sqlite"])
-
-
-def _free_loopback_port() -> int | None:
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-    except OSError:
-        return None
-
-
-def _sharded_worker(rank: int, world: int, port: int, db: str) -> None:
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try:
-        ev.distributed_sweep(ev.EvalConfig(**FAST), list(range(4)), db, progress=False)
-    finally:
-        dist.destroy_process_group()
-
-
-def test_sharded_sweep_two_processes(tmp_path):
-    port = _free_loopback_port()
-    if port is None:
-        pytest.skip("cannot bind a loopback port")
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
-    db = tmp_path / "results.sqlite"
-    torch.multiprocessing.spawn(_sharded_worker, args=(2, port, str(db)), nprocs=2, join=True)
-    for rank in range(2):
-        assert [r["idx"] for r in ev.read_rows(ev.shard_path(db, rank))] == [rank, rank + 2]
-    assert [r["idx"] for r in ev.read_rows(db)] == [0, 1, 2, 3]
 
 
 # --- rank correlations -------------------------------------------------------------------------

@@ -1,7 +1,7 @@
-"""benchmarks/sweep_db_to_csv.py, sweep_csv_to_db.py and sweep_agreement.py: a sweep db survives
-the round trip through the committed CSV form, and the agreement figures are those of
-closed-form cases (a sweep against itself, against a copy scaled by a known factor, against a
-reversed ranking)."""
+"""benchmarks/sweep_db_to_csv.py, sweep_csv_to_db.py, sweep_agreement.py and sweep_scaling.py: a
+sweep db survives the round trip through the committed CSV form, and the agreement and scaling
+figures are those of closed-form cases (a sweep against itself, against a copy scaled by a known
+factor, against a reversed ranking; half the wall time on two GPUs)."""
 from __future__ import annotations
 
 import json
@@ -80,3 +80,20 @@ def test_agreement_of_two_timing_modes_needs_by_index(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode != 0 and "no cell is in both sweeps" in out.stderr
     assert "10 cells in both" in _run("benchmarks/sweep_agreement.py", a, e, "--by-index")
+
+
+def test_scaling_of_a_sweep_over_gpus_against_one(tmp_path):
+    # Closed-form case: the same cells, half the wall time on 2 GPUs, 10 % more utilization on
+    # one: scaling 2.0x (met), agreement's level +10 % (not met).
+    write_db(tmp_path / "sweep1.sqlite", _rows(40))
+    write_db(tmp_path / "sweep2.sqlite", _rows(40, scale=1.1))
+    (tmp_path / "sweep1.seconds").write_text("100.0\n")
+    (tmp_path / "sweep2.seconds").write_text("50.0\n")
+    _run("benchmarks/sweep_agreement.py", tmp_path / "sweep1.sqlite", tmp_path / "sweep2.sqlite",
+         "--json", tmp_path / "agreement.json")
+    out = _run("benchmarks/sweep_scaling.py", tmp_path, 2, tmp_path / "agreement.json", "--json", tmp_path / "s.json")
+    r = json.loads((tmp_path / "s.json").read_text())
+    assert r["scaling"] == 2.0 and r["scaling_met"] and r["cells_1"] == r["cells_n"] == [40, 40]
+    assert r["median_level_difference"] == pytest.approx(0.1) and not r["agreement_met"]
+    assert "scaling 2.00x (100 % of linear; target >= 1.90x): met" in out
+    assert "median level +10.00 %" in out and "NOT met" in out

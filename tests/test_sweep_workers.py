@@ -45,3 +45,11 @@ def test_a_failing_worker_is_named_and_the_sweep_stops(tmp_path):
 def test_workers_on_the_cpu_are_refused(tmp_path):
     with pytest.raises(Exception, match=r"workers > 1 needs a CUDA device.*got cpu"):
         ev.sweep(ev.EvalConfig(device="cpu", batch=2), range(2), tmp_path / "r.sqlite", workers=2, progress=False)
+
+
+@pytest.mark.parametrize("cores, ranks, expected", [
+    (16, 1, 8), (16, 2, 4), (32, 2, 8), (128, 8, 8), (64, 1, 8), (4, 8, 1), (None, 1, 1)])
+def test_default_workers_share_half_the_cores_among_the_hosts_gpus(monkeypatch, cores, ranks, expected):
+    monkeypatch.setattr(ev.os, "cpu_count", lambda: cores)
+    assert ev.default_workers("cuda", ranks) == expected
+    assert ev.default_workers("cpu", ranks) == 1

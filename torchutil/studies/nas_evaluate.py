@@ -5,8 +5,8 @@
 
 One row per (index, dataset, batch, dtype, device, mode) in the table `results`; a rerun skips
 the rows that are there. Under torchrun each rank takes the indices i with i % world_size ==
-rank, runs on cuda:local_rank and writes its own shard `<db stem>.rank<r>.sqlite`; after a
-barrier rank 0 merges the shards into the db (`nas merge` does the same by hand).
+rank, runs on cuda:local_rank and writes its own shard `<db stem>.rank<r>.sqlite`, which rank 0
+gathers into the db at the end (nas_distributed.py; `nas merge` merges shards by hand).
 
 What one arch costs: its network, one torch.ops.util.profile call (warmup forwards, one
 counted forward, `iters` timed forwards; the summary tensor only, no per-op tables, no kernel
@@ -24,6 +24,7 @@ import functools
 import math
 import os
 import queue
+import re
 import sqlite3
 import sys
 import tempfile
@@ -53,7 +54,6 @@ __all__ = [
     "connect",
     "db_errors",
     "default_workers",
-    "distributed_sweep",
     "evaluate_arch",
     "finished_indices",
     "gpu_lock_path",
@@ -61,10 +61,13 @@ __all__ = [
     "is_builtin",
     "iter_shards",
     "merge",
+    "merge_workers",
     "parse_indices",
     "read_rows",
+    "remove_db",
     "shard_indices",
     "shard_path",
+    "shard_pattern",
     "sweep",
     "worker_path",
 ]
@@ -488,13 +491,14 @@ class SweepStats:
         return "ms per arch: " + ", ".join(parts) + who
 
 
-def default_workers(device: torch.device | str) -> int:
-    """Processes a sweep runs on one device: on CUDA half the host's cores, at most 8 (each
-    builds and captures its cells on the host while one of them at a time replays on the GPU);
-    elsewhere 1 (CPU timings would share the cores they measure)."""
+def default_workers(device: torch.device | str, ranks_on_host: int = 1) -> int:
+    """Processes a sweep runs on one device: on CUDA half the host's cores shared by the
+    `ranks_on_host` ranks (one per GPU) of this host, at most 8 a GPU (each builds and captures
+    its cells on the host while one of them at a time replays on the GPU); elsewhere 1 (CPU
+    timings would share the cores they measure)."""
     if torch.device(device).type != "cuda":
         return 1
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
+    return max(1, min(8, (os.cpu_count() or 2) // 2 // max(ranks_on_host, 1)))
 
 
 def gpu_lock_path(device: torch.device) -> str:
@@ -510,15 +514,20 @@ def worker_path(db: str | os.PathLike[str], worker: int) -> Path:
     return db.with_name(f"{db.stem}.worker{worker}{db.suffix or '.sqlite'}")
 
 
-def _merge_workers(db: str | os.PathLike[str]) -> None:
+def merge_workers(db: str | os.PathLike[str]) -> None:
     """Merges the worker dbs of an earlier run (a kill leaves them) into db, then removes them."""
     db = Path(db)
     shards = sorted(db.parent.glob(f"{db.stem}.worker*{db.suffix or '.sqlite'}"))
     if shards:
         merge(db, shards)
         for shard in shards:
-            for extra in ("", "-wal", "-shm"):
-                Path(f"{shard}{extra}").unlink(missing_ok=True)
+            remove_db(shard)
+
+
+def remove_db(db: str | os.PathLike[str]) -> None:
+    """Removes a db file with its WAL and shared-memory files (those a killed writer leaves)."""
+    for extra in ("", "-wal", "-shm"):
+        Path(f"{db}{extra}").unlink(missing_ok=True)
 
 
 def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *,
@@ -543,14 +552,14 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
         raise nas_error(f"workers must be >= 1, got {workers}")
     mine = shard_indices(indices, rank, world_size)
     with db_errors(db):
-        _merge_workers(db)
+        merge_workers(db)
     with contextlib.closing(connect(db)) as con:
         with db_errors(db):
             done = finished_indices(con, config) | set(skip)
     todo = [i for i in mine if i not in done]
     if todo and len(todo) < len(mine):
         sys.stderr.write(f"nas evaluate: resuming {db}: {len(mine) - len(todo):,} of these {len(mine):,} cells "
-                         f"are there; evaluating the other {len(todo):,}, from cell {todo[0]}\n")
+                         f"are measured already; evaluating the other {len(todo):,}, from cell {todo[0]}\n")
     workers = min(workers, max(len(todo), 1))
     desc = f"nas evaluate rank {rank}" if world_size > 1 else "nas evaluate"
     bar = Progress(len(todo), desc, "arch", enabled=progress, every=10.0)
@@ -705,7 +714,7 @@ def _run_workers(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[
                 p.terminate()
             p.join(timeout=30)
         with db_errors(db):
-            _merge_workers(db)
+            merge_workers(db)
     while bar.done < counter.value:
         bar.update()
     if errors:
@@ -714,34 +723,16 @@ def _run_workers(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[
     return counter.value, stages
 
 
-def distributed_sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str],
-                      **kwargs: Any) -> SweepStats:
-    """sweep() on every rank of an initialized torch.distributed group: each rank writes its
-    shard (shard_path(db, rank)) on cuda:local_rank (the configured device elsewhere); after a
-    barrier rank 0 merges all shards into db. Indices db already holds are skipped."""
-    import torch.distributed as dist
-
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if torch.device(config.device).type == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", rank % max(torch.cuda.device_count(), 1)))
-        config = EvalConfig(**{**asdict(config), "device": f"cuda:{local}"})
-    # Rows already merged into db (an earlier run) are not measured again.
-    done: set[int] = set()
-    if Path(db).exists():
-        con = connect(db)
-        try:
-            done = finished_indices(con, config)
-        finally:
-            con.close()
-    stats = sweep(config, indices, shard_path(db, rank), rank=rank, world_size=world, skip=done, **kwargs)
-    dist.barrier()
-    if rank == 0:
-        merge(db, [shard_path(db, r) for r in range(world)])
-    dist.barrier()
-    return stats
+def shard_pattern(db: str | os.PathLike[str]) -> re.Pattern[str]:
+    """The file names of db's shards and of their workers' dbs (results.rank3.sqlite,
+    results.rank3.worker1.sqlite): group 1 is the rank, group 2 the worker part or None."""
+    db = Path(db)
+    return re.compile(rf"{re.escape(db.stem)}\.rank(\d+)(\.worker\d+)?{re.escape(db.suffix or '.sqlite')}")
 
 
 def iter_shards(db: str | os.PathLike[str]) -> Iterator[Path]:
-    """The shard files of db that exist (results.rank*.sqlite next to results.sqlite)."""
-    db = Path(db)
-    yield from sorted(db.parent.glob(f"{db.stem}.rank*{db.suffix or '.sqlite'}"))
+    """The shard files of db that exist (results.rank<r>.sqlite next to results.sqlite; not the
+    worker dbs of a shard), by rank."""
+    db, pattern = Path(db), shard_pattern(db)
+    found = {int(m[1]): p for p in db.parent.iterdir() if (m := pattern.fullmatch(p.name)) and m[2] is None}
+    yield from (found[r] for r in sorted(found))

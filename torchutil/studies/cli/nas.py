@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="build every network afresh (default: swap edge ops in one prebuilt network)")
     p.add_argument("--workers", type=positive, default=None,
                    help="processes per GPU: each builds and captures cells on the host while one at a time "
-                        "replays on the GPU (default on CUDA: half the cores, at most 8; 1 elsewhere)")
+                        "replays on the GPU (default on CUDA: half the cores over this host's GPUs, at most 8 a GPU; "
+                        "1 elsewhere)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_evaluate)
 
@@ -104,16 +105,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
         warmup=args.warmup, iters=args.iters, timing=timing(args, default="auto"), trace=args.trace,
         channels_last=on_cuda if args.channels_last is None else args.channels_last)
     indices = args.indices if args.indices is not None else ev.parse_indices(None)
-    # Default: on CUDA half the host's cores (at most 8) over the processes of this host.
-    workers = args.workers or max(1, ev.default_workers(device) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    # Default: on CUDA half the host's cores over the ranks of this host, at most 8 a GPU.
+    workers = args.workers or ev.default_workers(device, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     kwargs = dict(commit_every=args.commit_every, cudnn_benchmark=args.cudnn_benchmark,
                   progress=not args.no_progress, rebuild=args.rebuild, workers=workers)
     if world > 1:
         import torch.distributed as dist
 
+        from torchutil.studies.nas_distributed import distributed_sweep
+
         dist.init_process_group("nccl" if on_cuda else "gloo")
         try:
-            stats = ev.distributed_sweep(config, indices, args.db, **kwargs)
+            stats = distributed_sweep(config, indices, args.db, **kwargs)
         finally:
             dist.destroy_process_group()
     else:
