@@ -86,11 +86,12 @@ fi
 echo "install: building torchutil (pip install --no-build-isolation -e .; log: build/install.log)"
 mkdir -p build
 set +e
+# (pip -v indents the build's output by two spaces.)
 "$PYTHON" -m pip install -v --no-build-isolation -e . 2>&1 | tee build/install.log | sed -nuE \
-  -e 's#^(\[[0-9]+/[0-9]+\]) .* -c [^ ]*/(csrc/[^ ]+\.cpp) .*#install:   \1 \2#p' \
-  -e 's#^.* -shared .* -o [^ ]*/(_C[^ /]*\.so)( .*)?$#install:   linking torchutil/\1#p' \
-  -e '/^ninja: no work to do/s/^/install:   /p' \
-  -e '/^torchutil: /s/^/install: /p'
+  -e 's#^ *(\[[0-9]+/[0-9]+\]) .* -c [^ ]*/(csrc/[^ ]+\.cpp) .*#install:   \1 \2#p' \
+  -e 's#^ *[^ ]+ .* -shared .* -o [^ ]*/(_C[^ /]*\.so)( .*)?$#install:   linking torchutil/\1#p' \
+  -e 's#^ *(ninja: no work to do\.)#install:   \1#p' \
+  -e 's#^ *(torchutil: .*)#install: \1#p'
 rc=${PIPESTATUS[0]}
 set -e
 if [ "$rc" -ne 0 ]; then
