@@ -62,9 +62,12 @@ def _import_torch():
         raise SystemExit(f"torchutil: this isolated build environment fetched its own torch {torch.__version__} "
                          f"({os.path.dirname(torch.__file__)}), not the torch the extension will run with; "
                          f"build in the environment that has your torch: {REBUILD}")
-    # pip's and build's hook runners (pyproject_hooks) name the backend in the environment.
+    # pip's and build's hook runners (pyproject_hooks) name the backend in the environment;
+    # pip's isolated environment is a PYTHONPATH overlay, build's a venv.
     if {"PEP517_BUILD_BACKEND", "_PYPROJECT_HOOKS_BUILD_BACKEND"} & set(os.environ):
-        raise SystemExit(f"torchutil: the build environment ({sys.prefix}) has no torch: an isolated build "
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        where = next((os.path.dirname(p) for p in paths if "build-env-" in p), sys.prefix)
+        raise SystemExit(f"torchutil: the build environment ({where}) has no torch: an isolated build "
                          "(pip install . without --no-build-isolation, python -m build without --no-isolation) "
                          "sees only the build requirements, which name no torch, since the extension must be "
                          f"compiled against the torch it will run with. With torch installed: {REBUILD}")
