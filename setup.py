@@ -85,7 +85,8 @@ def _sources(with_cuda, with_cupti):
 
 
 def _headers():
-    """Every header of csrc/: the sdist ships them, and a changed one rebuilds the extension."""
+    """Every header of csrc/, as the extension's depends: the sdist ships them (ninja follows the
+    includes itself, through the compiler's depfiles)."""
     return _relative(glob.glob(os.path.join(ROOT, "csrc", "*", "*.h")))
 
 
