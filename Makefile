@@ -1,13 +1,12 @@
 # The two commands of the README.
-.PHONY: demo test install
+.PHONY: demo test
 
-# Installs everything and profiles the default model (resnet50) on the best device present.
-demo: install
+# Installs what the demo needs, builds torchutil, and profiles the default model (resnet50) on
+# the best device present.
+demo:
+	./scripts/install.sh demo
 	python3 -m torchutil profile
 
-# Installs everything and runs all tests (GoogleTest through CTest, then pytest).
+# Installs what the tests need as well, and runs all tests (GoogleTest through CTest, then pytest).
 test:
 	./scripts/test.sh
-
-install:
-	./scripts/install.sh

@@ -7,52 +7,87 @@ The extension is compiled against one torch's C++ ABI and runs under that torch 
 wheel requires torch==<the version it was built with> and `import torchutil` checks the full
 version (local suffix like +cu130 included). An isolated build (`pip install .` without
 --no-build-isolation) would build against a torch fetched into a throwaway environment, not the
-one the extension will run under: it stops at once with the fix.
+one the extension will run under: it stops at once with the fix. The sdist needs no torch: it is
+the same archive for every torch (`python -m build --sdist`, isolated or not).
 
 CUDA support (CUDA-graph timing, device properties) is compiled in when torch has CUDA and the
 CUDA toolkit headers of the same major version are found (CUDA_HOME); CUPTI kernel tracing when
 cupti.h is found too. Neither is required: without them the build is CPU-only, and
 torchutil.build_info() says what was compiled in. Set TORCHUTIL_CUDA=0 to build without CUDA.
+
+Every source is compiled once into build/ext (ninja: a second build of an unchanged tree compiles
+nothing), and build/ext/torchutil.cmake records what was compiled and how: CMakeLists.txt links
+the GoogleTest suite against those same objects.
 """
 import glob
 import os
 import re
 import sys
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 REBUILD = "pip install --no-build-isolation ."
+ROOT = os.path.dirname(os.path.abspath(__file__))
+# One build folder for every build of this tree (pip's editable install would take a new
+# temporary one each time, and recompile everything), so ninja reuses what is up to date.
+BUILD_TEMP = os.path.join(ROOT, "build", "ext")
+# csrc's folders; cuda and cupti are compiled only where the build has CUDA/CUPTI.
+CSRC_DIRS = ("core", "libtorch", "ops", "python", "cuda", "cupti")
+# The commands that build the extension or write a wheel's metadata (its torch pin).
+BUILDING_COMMANDS = {"build", "build_ext", "bdist", "bdist_wheel", "bdist_egg", "dist_info", "editable_wheel",
+                     "install", "develop"}
+
+
+def _makes_only_the_sdist():
+    """True when setup.py runs to make the sdist or its metadata: PEP 517's
+    get_requires_for_build_sdist runs `setup.py egg_info`, build_sdist runs `setup.py sdist`, in an
+    isolated environment that has no torch. The sdist is the same for every torch, so these need
+    none; every command that builds (or writes a wheel's metadata) uses the environment's torch."""
+    words = [a for a in sys.argv[1:] if not a.startswith("-")]
+    return bool(words) and words[0] in ("egg_info", "sdist") and not BUILDING_COMMANDS & set(words)
 
 
 def _import_torch():
-    """The environment's torch. SystemExit with the one-line fix without torch, or in an isolated
-    build: pip's and `python -m build`'s PEP 517 build environments (pip-build-env-*/,
-    build-env-*/) see no torch, or a second one fetched into them."""
+    """The environment's torch. SystemExit with one line naming what is missing and the fix:
+    without torch, or in an isolated build (pip's and `python -m build`'s PEP 517 build
+    environments, pip-build-env-*/ and build-env-*/, see only the build requirements, which name
+    no torch; or a second torch fetched into them)."""
     try:
         import torch
     except ModuleNotFoundError:
         torch = None
-    paths = [sys.prefix, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
-    isolated = "PEP517_BUILD_BACKEND" in os.environ and any("build-env-" in p for p in paths)
     if torch is not None and "build-env-" not in torch.__file__:
         return torch
-    if torch is not None or isolated:
-        found = f"torch {torch.__version__} in it" if torch else "no torch in it"
-        raise SystemExit(f"torchutil: an isolated build environment ({found}) cannot build the extension for "
-                         f"the torch it will run with; install torch, then: {REBUILD}")
-    raise SystemExit(f"torchutil: torch is not installed; install torch (https://pytorch.org), then: {REBUILD}")
+    if torch is not None:
+        raise SystemExit(f"torchutil: this isolated build environment fetched its own torch {torch.__version__} "
+                         f"({os.path.dirname(torch.__file__)}), not the torch the extension will run with; "
+                         f"build in the environment that has your torch: {REBUILD}")
+    # pip's and build's hook runners (pyproject_hooks) name the backend in the environment;
+    # pip's isolated environment is a PYTHONPATH overlay, build's a venv.
+    if {"PEP517_BUILD_BACKEND", "_PYPROJECT_HOOKS_BUILD_BACKEND"} & set(os.environ):
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        where = next((os.path.dirname(p) for p in paths if "build-env-" in p), sys.prefix)
+        raise SystemExit(f"torchutil: the build environment ({where}) has no torch: an isolated build "
+                         "(pip install . without --no-build-isolation, python -m build without --no-isolation) "
+                         "sees only the build requirements, which name no torch, since the extension must be "
+                         f"compiled against the torch it will run with. With torch installed: {REBUILD}")
+    raise SystemExit(f"torchutil: torch is not installed in {sys.executable}; install torch (https://pytorch.org), "
+                     f"then: {REBUILD}")
 
 
-torch = _import_torch()
+def _relative(paths):
+    return sorted(os.path.relpath(p, ROOT) for p in paths)
 
-# torch.utils.cpp_extension guesses CUDA_HOME from the nvcc on PATH; where that nvcc is a link
-# outside the toolkit (/usr/local/bin/nvcc), point it at the toolkit itself.
-if "CUDA_HOME" not in os.environ and os.path.exists("/usr/local/cuda/include/cuda_runtime_api.h"):
-    os.environ["CUDA_HOME"] = "/usr/local/cuda"
 
-from torch.utils import cpp_extension  # noqa: E402  (reads CUDA_HOME on import)
+def _sources(with_cuda, with_cupti):
+    dirs = [d for d in CSRC_DIRS if (d != "cuda" or with_cuda) and (d != "cupti" or with_cupti)]
+    return _relative(f for d in dirs for f in glob.glob(os.path.join(ROOT, "csrc", d, "*.cpp")))
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
+
+def _headers():
+    """Every header of csrc/, as the extension's depends: the sdist ships them (ninja follows the
+    includes itself, through the compiler's depfiles)."""
+    return _relative(glob.glob(os.path.join(ROOT, "csrc", "*", "*.h")))
 
 
 def _version():
@@ -124,15 +159,6 @@ def _cupti():
     return None
 
 
-def _sources(with_cuda, with_cupti):
-    patterns = ["csrc/core/*.cpp", "csrc/libtorch/*.cpp", "csrc/ops/*.cpp", "csrc/python/*.cpp"]
-    if with_cuda:
-        patterns.append("csrc/cuda/*.cpp")
-    if with_cupti:
-        patterns.append("csrc/cupti/*.cpp")
-    return sorted(f for p in patterns for f in glob.glob(os.path.join(ROOT, p)))
-
-
 def _extension():
     with_cuda, why = _cuda_wanted()
     print(f"torchutil: CUDA support {'on' if with_cuda else 'off'} ({why})")
@@ -141,11 +167,15 @@ def _extension():
           + (f" (cupti.h in {cupti[0]})" if cupti else ""))
     define_macros = [("TORCHUTIL_TORCH_VERSION", f'"{torch.__version__}"')]
     # libtorch is built with NDEBUG, and some of its classes (at::RecordFunction) change layout
-    # without it: the extension must match or it reads the wrong fields.
-    cxx_flags = ["-O2", "-DNDEBUG", "-fvisibility=hidden"]
+    # without it: the extension must match or it reads the wrong fields. -g0: Python's own
+    # CFLAGS may carry -g (pyenv's do), and debug info for torch's headers doubles a file's
+    # compile time and makes its object 20x larger. -std=c++20: what torch's headers need
+    # (cpp_extension adds it where no -std is given; named here for the CMake record).
+    cxx_flags = ["-O2", "-DNDEBUG", "-fvisibility=hidden", "-g0", "-std=c++20"]
     kwargs = dict(
         name="torchutil._C",
-        sources=[os.path.relpath(s, ROOT) for s in _sources(with_cuda, cupti is not None)],
+        sources=_sources(with_cuda, cupti is not None),
+        depends=_headers(),
         include_dirs=[os.path.join(ROOT, "csrc")],
         define_macros=define_macros,
         extra_compile_args={"cxx": cxx_flags},
@@ -168,6 +198,76 @@ def _torch_requirement():
     return f"torch=={torch.__version__.split('+')[0]}"
 
 
+def _cmake_list(name, values):
+    """A CMake set() of values as bracket arguments (no escaping: flags carry quotes)."""
+    return f"set({name}" + "".join(f"\n    [=[{v}]=]" for v in values) + ")\n"
+
+
+def _write_cmake_record(build_ext, ext):
+    """<build_temp>/torchutil.cmake: the objects this build compiled and the flags and libraries
+    it compiled and linked them with. CMakeLists.txt links the GoogleTests against these objects,
+    so CTest tests what ships and nothing in csrc/ is compiled twice. Rewritten only when it
+    changes (CMake re-reads it then)."""
+    objects = build_ext.compiler.object_filenames(ext.sources, output_dir=build_ext.build_temp)
+    missing = [o for o in objects if not os.path.exists(o)]
+    if missing:
+        raise SystemExit(f"torchutil: the build left no {missing[0]}; setuptools or torch now names objects "
+                         "differently than setup.py expects (_write_cmake_record)")
+    flags = ext.extra_compile_args["cxx"]
+    link_dirs = ext.library_dirs + [a[2:] for a in ext.extra_link_args if a.startswith("-L")]
+    text = "# Written by setup.py (build_ext) for CMakeLists.txt: what torchutil._C was built from.\n" + "".join([
+        _cmake_list("TORCHUTIL_EXT_PYTHON", [sys.executable]),
+        _cmake_list("TORCHUTIL_EXT_TORCH_VERSION", [torch.__version__]),
+        _cmake_list("TORCHUTIL_EXT_OBJECTS", [os.path.abspath(o) for o in objects]),
+        _cmake_list("TORCHUTIL_EXT_INCLUDE_DIRS", [os.path.abspath(d) for d in ext.include_dirs]),
+        _cmake_list("TORCHUTIL_EXT_DEFINITIONS", [n if v is None else f"{n}={v}" for n, v in ext.define_macros]),
+        _cmake_list("TORCHUTIL_EXT_COMPILE_OPTIONS", flags),
+        _cmake_list("TORCHUTIL_EXT_LINK_DIRS", link_dirs),
+        # libtorch_python is for a module loaded by Python; the tests are programs of their own.
+        _cmake_list("TORCHUTIL_EXT_LIBRARIES", [lib for lib in ext.libraries if lib != "torch_python"]),
+        _cmake_list("TORCHUTIL_EXT_LINK_OPTIONS", ext.extra_link_args),
+    ])
+    path = os.path.join(build_ext.build_temp, "torchutil.cmake")
+    if not os.path.exists(path) or open(path).read() != text:
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def _build_ext_class():
+    class BuildExt(cpp_extension.BuildExtension.with_options(use_ninja=True)):
+        """torch's BuildExtension (ninja), compiling into one folder per tree, BUILD_TEMP, and
+        leaving the record CMakeLists.txt reads."""
+
+        def finalize_options(self):
+            if self.build_temp is None:  # not given on the command line
+                self.build_temp = BUILD_TEMP
+            super().finalize_options()
+
+        def build_extension(self, ext):
+            # With ninja, BuildExtension always hands the sources to ninja (it sets force), which
+            # recompiles what changed, headers included (the compiler's depfiles), and nothing else.
+            super().build_extension(ext)
+            _write_cmake_record(self, ext)
+
+    return BuildExt
+
+
+if _makes_only_the_sdist():
+    # Every source and header, whichever of them a build compiles; the wheel pins the torch it
+    # is built with (and setuptools marks Requires-Dist dynamic in the sdist's PKG-INFO).
+    ext_module = Extension("torchutil._C", sources=_sources(True, True), depends=_headers(), language="c++")
+    torch_requirement, cmdclass = "torch", {}
+else:
+    torch = _import_torch()
+    # torch.utils.cpp_extension guesses CUDA_HOME from the nvcc on PATH; where that nvcc is a
+    # link outside the toolkit (/usr/local/bin/nvcc), point it at the toolkit itself.
+    if "CUDA_HOME" not in os.environ and os.path.exists("/usr/local/cuda/include/cuda_runtime_api.h"):
+        os.environ["CUDA_HOME"] = "/usr/local/cuda"
+    from torch.utils import cpp_extension  # (reads CUDA_HOME on import)
+
+    ext_module, torch_requirement = _extension(), _torch_requirement()
+    cmdclass = {"build_ext": _build_ext_class()}
+
 setup(
     # The import name stays torchutil; "torchutil" on PyPI is an unrelated project.
     name="torch-utilization",
@@ -182,8 +282,10 @@ setup(
     package_data={"torchutil": ["py.typed"], "torchutil.nas": ["data/*.csv", "data/*.csv.gz", "data/*.md"]},
     include_package_data=False,
     python_requires=">=3.10",
+    license_expression="BSD-3-Clause",
+    license_files=["LICENSE"],
     # numpy: torchutil.nas (rank statistics) and the NAS studies.
-    install_requires=[_torch_requirement(), "numpy"],
+    install_requires=[torch_requirement, "numpy"],
     extras_require={
         # torchvision's classifiers: the command line's model names (profile, survey), the
         # fold benchmark's resnet18_cifar. An extra, not a requirement: pip would replace an
@@ -203,6 +305,6 @@ setup(
         "transformers": ["transformers>=5"],
     },
     entry_points={"console_scripts": ["torchutil = torchutil.studies.cli:main"]},
-    ext_modules=[_extension()],
-    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+    ext_modules=[ext_module],
+    cmdclass=cmdclass,
 )

@@ -1,26 +1,56 @@
 #!/usr/bin/env bash
 # Installs what torchutil needs on a fresh Debian/Ubuntu machine and builds it in place
 # (editable install, so the tests and the examples see the built extension).
-#   system: a C++ compiler, CMake, Ninja, GoogleTest (libgtest-dev), clang-format (the C++
-#           format check of scripts/test.sh), chromium (the survey test screenshots its HTML
-#           report)
-#   Python: torch + torchvision (only if torch is missing; TORCHUTIL_TORCH_SPEC overrides
-#           which), pytest, ruff (the lint step of scripts/test.sh), matplotlib (the survey's
-#           plots; optional for users), scikit-learn (the digits data of torchutil.coded;
-#           optional for users)
+#   scripts/install.sh demo   what `make demo` needs: a C++ compiler, ninja, torch and
+#                             torchvision, setuptools; then the build
+#   scripts/install.sh test   that, and what only `make test` needs (the lists below)
+# Each step is skipped where its package is there already; the build compiles only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 TORCH_SPEC=${TORCHUTIL_TORCH_SPEC:-"torch==2.14.1 torchvision==0.29.1"}
+what=${1:-demo}
+case "$what" in
+  demo | test) ;;
+  *) echo "install: say what for: scripts/install.sh demo|test (got '$what')" >&2; exit 2 ;;
+esac
 
+# System packages (apt), one per line as "<command or file that shows it is there>:<package>";
+# alternatives for the first part are separated by '|'. More packages go into these lists.
+demo_apt=(
+  "g++:g++"                               # the C++ compiler
+  "ninja:ninja-build"                     # setup.py's build: parallel, and nothing recompiled twice
+)
+test_apt=(
+  "cmake:cmake"                           # the GoogleTest suite's build (CMakeLists.txt)
+  "/usr/include/gtest/gtest.h:libgtest-dev"
+  "clang-format:clang-format"             # the C++ layout check of scripts/test.sh
+  "chromium|chromium-browser:chromium"    # the survey test screenshots its HTML report
+)
+# Python packages for the tests, one per line as "<module>:<pip requirement>". The demo needs
+# torch and torchvision (TORCH_SPEC), setuptools and numpy only.
+test_pip=(
+  "pytest:pytest"
+  "ruff:ruff"                             # the lint step of scripts/test.sh
+  "matplotlib:matplotlib"                 # the survey's plots (optional for users: the plot extra)
+  "sklearn:scikit-learn"                  # the digits data of torchutil.coded (the coded extra)
+)
+
+have() {  # have 'cmd|/file|...': one of them is a command on PATH or an existing file
+  local alternatives=() one
+  IFS='|' read -ra alternatives <<< "$1"
+  for one in "${alternatives[@]}"; do
+    if [[ "$one" == /* ]]; then [ -e "$one" ] && return 0; else command -v "$one" >/dev/null && return 0; fi
+  done
+  return 1
+}
+
+apt_wanted=("${demo_apt[@]}")
+[ "$what" = test ] && apt_wanted+=("${test_apt[@]}")
 missing=()
-command -v g++ >/dev/null || missing+=(g++)
-command -v cmake >/dev/null || missing+=(cmake)
-command -v ninja >/dev/null || missing+=(ninja-build)
-[ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
-command -v clang-format >/dev/null || missing+=(clang-format)
-# The survey test renders report.html in a headless browser.
-command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
+for entry in "${apt_wanted[@]}"; do
+  have "${entry%%:*}" || missing+=("${entry##*:}")
+done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install: apt-get install ${missing[*]}"
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
@@ -33,15 +63,16 @@ if ! "$PYTHON" -c "import torch, torchvision" 2>/dev/null; then
   # shellcheck disable=SC2086
   "$PYTHON" -m pip install -q $TORCH_SPEC
 fi
-"$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
-"$PYTHON" -m ruff --version >/dev/null 2>&1 || "$PYTHON" -m pip install -q ruff
-# Optional for users (the `plot` extra), needed by the survey tests: its PNG plots.
-"$PYTHON" -c "import matplotlib" 2>/dev/null || "$PYTHON" -m pip install -q matplotlib
-# Optional for users (the `coded` extra), needed by the coded tests: scikit-learn ships the
-# handwritten-digits data set that `torchutil coded` trains on by default (no download).
-"$PYTHON" -c "import sklearn" 2>/dev/null || "$PYTHON" -m pip install -q scikit-learn
-# pyproject.toml's build requirement (builds wheels without the `wheel` package); a no-op when met.
-"$PYTHON" -m pip install -q "setuptools>=70.1"
+if [ "$what" = test ]; then
+  for entry in "${test_pip[@]}"; do
+    if ! "$PYTHON" -c "import ${entry%%:*}" 2>/dev/null; then
+      echo "install: pip install ${entry##*:}"
+      "$PYTHON" -m pip install -q "${entry##*:}"
+    fi
+  done
+fi
+# pyproject.toml's build requirement (the License-Expression metadata); a no-op when met.
+"$PYTHON" -m pip install -q "setuptools>=77"
 # The distribution is torch-utilization; one named torchutil (this project's former name, or the
 # unrelated project of that name on the package index) would claim the same import name.
 if "$PYTHON" -m pip show -q torchutil >/dev/null 2>&1; then
@@ -50,7 +81,22 @@ if "$PYTHON" -m pip show -q torchutil >/dev/null 2>&1; then
 fi
 
 # --no-build-isolation: build against the torch installed above (an isolated build would fetch
-# another multi-GB torch).
-echo "install: building torchutil (pip install --no-build-isolation -e .)"
-"$PYTHON" -m pip install -q --no-build-isolation -e .
+# another multi-GB torch). The build shows a line per compiled file; its whole output goes to
+# build/install.log.
+echo "install: building torchutil (pip install --no-build-isolation -e .; log: build/install.log)"
+mkdir -p build
+set +e
+# (pip -v indents the build's output by two spaces.)
+"$PYTHON" -m pip install -v --no-build-isolation -e . 2>&1 | tee build/install.log | sed -nuE \
+  -e 's#^ *(\[[0-9]+/[0-9]+\]) .* -c [^ ]*/(csrc/[^ ]+\.cpp) .*#install:   \1 \2#p' \
+  -e 's#^ *[^ ]+ .* -shared .* -o [^ ]*/(_C[^ /]*\.so)( .*)?$#install:   linking torchutil/\1#p' \
+  -e 's#^ *(ninja: no work to do\.)#install:   \1#p' \
+  -e 's#^ *(torchutil: .*)#install: \1#p'
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -ne 0 ]; then
+  echo "install: the build failed (exit $rc); the first errors in build/install.log:" >&2
+  grep -E -A4 -m 10 "FAILED:|error:|Error:|torchutil: " build/install.log | cut -c1-300 >&2 || true
+  exit "$rc"
+fi
 "$PYTHON" -c "import torchutil; print('install: torchutil', torchutil.__version__, torchutil.build_info())"

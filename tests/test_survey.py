@@ -212,7 +212,7 @@ def _chromium() -> str | None:
 
 
 @pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install chromium; "
-                    "scripts/install.sh does)")
+                    "scripts/install.sh test does)")
 def test_report_renders_in_a_headless_browser(survey_dir, tmp_path):
     from PIL import Image
 
