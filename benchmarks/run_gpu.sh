@@ -123,6 +123,35 @@ for phase in "${phases[@]}"; do
       graph_timed "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt"
       timeout 60 python3 benchmarks/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "$OUT/sweep.sqlite" \
         --json "$OUT/agreement.json" 2>&1 | tee -a "$OUT/sweep.txt" | tail -12 ;;
+    sweepdiag)
+      # Does sharing the GPU among workers change the figures? Cells 0..1499 with one worker and
+      # with the default workers, the SM clock sampled every 200 ms during each, and the agreement
+      # of both with sweep_auto_a (an earlier one-process sweep) and with each other.
+      for w in 1 8; do
+        rm -f "/tmp/diag_w$w.sqlite"*
+        nvidia-smi --query-gpu=clocks.sm,power.draw,utilization.gpu --format=csv,noheader,nounits -lms 200 \
+          > "$OUT/clocks_w$w.csv" 2>&1 &
+        smi=$!
+        start=$SECONDS
+        timeout 150 python3 -m torchutil nas evaluate --db "/tmp/diag_w$w.sqlite" --indices 0:1500 --workers $w \
+          --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -3
+        elapsed=$((SECONDS - start))
+        kill $smi 2>/dev/null; wait $smi 2>/dev/null
+        python3 - "$OUT/clocks_w$w.csv" $w $elapsed <<'PY'
+import statistics as st, sys
+rows = [[float(v) for v in line.split(",")] for line in open(sys.argv[1]) if line.count(",") == 2]
+busy = [r for r in rows if r[2] > 0]
+print(f"workers {sys.argv[2]}: {sys.argv[3]} s; while the GPU was busy ({len(busy)} of {len(rows)} samples): SM clock "
+      f"median {st.median(r[0] for r in busy):.0f} MHz (min {min(r[0] for r in busy):.0f}), power median "
+      f"{st.median(r[1] for r in busy):.0f} W, GPU utilization median {st.median(r[2] for r in busy):.0f} %")
+PY
+      done 2>&1 | tee "$OUT/sweepdiag.txt"
+      for pair in "docs/results/nas/sweep_auto_a.csv.gz /tmp/diag_w1.sqlite" "docs/results/nas/sweep_auto_a.csv.gz /tmp/diag_w8.sqlite" \
+                  "/tmp/diag_w1.sqlite /tmp/diag_w8.sqlite"; do
+        echo "--- $pair"
+        # shellcheck disable=SC2086
+        timeout 60 python3 benchmarks/sweep_agreement.py $pair 2>&1 | sed -n '1,3p'
+      done | tee -a "$OUT/sweepdiag.txt" ;;
     sweep3k)
       # Cells 0..2999 in one process: more graph captures than a whole GPU's memory of freed
       # graph pools (the 2,068th failed before the fix in cuda/CudaSupport.cpp).

@@ -61,31 +61,44 @@ class ProfileResult:
     """
 
     summary: torch.Tensor
-    op_table: torch.Tensor
-    ops: list[Any]
-    unknown_ops: dict[str, int]
-    kernel_table: torch.Tensor
-    kernels: list[Any]
     texts: dict[str, str]
     _values: dict[str, float] = dataclass_field(default_factory=dict, repr=False)
+    # The util.ProfileOutput the tables are read from, on first use: a NAS loop that reads the
+    # summary pays nothing for hundreds of kernel rows.
+    _output: Any = dataclass_field(default=None, repr=False)
 
     @classmethod
     def _from_output(cls, output: Any) -> "ProfileResult":
         """From a util.ProfileOutput script object (torch.ops.util._profile, _count_end)."""
         summary = output.summary()
-        op_table, ops = output_rows(OpRow, output, "ops")
-        kernel_table, kernels = output_rows(KernelRow, output, "kernels")
-        _, unknown = output_rows(UnknownOp, output, "unknown_ops")
-        return cls(
-            summary=summary,
-            op_table=op_table,
-            ops=ops,
-            unknown_ops={u.op: u.calls for u in unknown},
-            kernel_table=kernel_table,
-            kernels=kernels,
-            texts={name: output.text(name) for name in TEXT_FIELDS},
-            _values=dict(zip(FIELDS, summary.tolist())),
-        )
+        return cls(summary=summary, texts={name: output.text(name) for name in TEXT_FIELDS},
+                   _values=dict(zip(FIELDS, summary.tolist())), _output=output)
+
+    def _table(self, cls: type, name: str) -> tuple[torch.Tensor, list[Any]]:
+        key = f"_table_{name}"
+        if key not in self.__dict__:
+            self.__dict__[key] = output_rows(cls, self._output, name)
+        return self.__dict__[key]
+
+    @property
+    def op_table(self) -> torch.Tensor:
+        return self._table(OpRow, "ops")[0]
+
+    @property
+    def ops(self) -> list[Any]:
+        return self._table(OpRow, "ops")[1]
+
+    @property
+    def kernel_table(self) -> torch.Tensor:
+        return self._table(KernelRow, "kernels")[0]
+
+    @property
+    def kernels(self) -> list[Any]:
+        return self._table(KernelRow, "kernels")[1]
+
+    @property
+    def unknown_ops(self) -> dict[str, int]:
+        return {u.op: u.calls for u in self._table(UnknownOp, "unknown_ops")[1]}
 
     @property
     def kernel_names(self) -> list[str]:

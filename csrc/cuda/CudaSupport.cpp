@@ -9,6 +9,8 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
 #include <string>
 
 namespace torchutil::cuda {
@@ -27,6 +29,13 @@ DeviceInfo deviceInfo(c10::DeviceIndex index) {
   if (index < 0) {
     index = c10::cuda::current_device();
   }
+  // A device's properties do not change: read once per device (every profile asks twice).
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, DeviceInfo> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(index); it != known.end()) {
+    return it->second;
+  }
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
   DeviceInfo info;
   info.name = prop->name;
@@ -38,6 +47,7 @@ DeviceInfo deviceInfo(c10::DeviceIndex index) {
   const double memoryClockHz = attribute(cudaDevAttrMemoryClockRate, index) * 1e3;
   const double busBytes = attribute(cudaDevAttrGlobalMemoryBusWidth, index) / 8.0;
   info.memoryBytesPerSecond = 2.0 * memoryClockHz * busBytes;
+  known.emplace(index, info);
   return info;
 }
 

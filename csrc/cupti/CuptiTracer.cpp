@@ -120,6 +120,12 @@ bool CuptiTracer::enable(std::string* why) {
     TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
     enabledKinds_.push_back(kind);
   }
+  // TORCHUTIL_CUPTI_CORRELATION=0 (a measurement switch of benchmarks/trace_cost.py): kernel
+  // records only, without the API records that attribute them to ops.
+  const char* correlation = std::getenv("TORCHUTIL_CUPTI_CORRELATION");
+  if (correlation != nullptr && std::string(correlation) == "0") {
+    return true;
+  }
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
     TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
     enabledKinds_.push_back(kind);

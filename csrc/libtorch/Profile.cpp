@@ -204,13 +204,17 @@ class ProfileRun {
  private:
   // Plain forwards, so that lazy initialization and torch.compile's tracing stay out of the
   // count. Traced eager forwards count as warm-ups (they run after the counted forward), so
-  // tracing adds no forward while warmup - 1 >= trace_forwards. A torch.compile'd forward
-  // compiles on its first call: that call is never the counted one. With graph timing they run
-  // on the capture's stream, as its warm-up.
+  // tracing adds no forward while warmup - 1 >= trace_forwards; so does the capture's forward. A
+  // torch.compile'd forward compiles on its first call: that call is never the counted one. With
+  // graph timing they run on the capture's stream, as its warm-up.
   void warmUp() {
     PhaseTimer t(&out_.phases.warmup);
+    // The host forwards before the timed ones are `warmup` in all: these, the counted one, the
+    // traced eager ones, and the capture's (when it is not the counted one).
     const int64_t tracedEager = traces_ && mode_ == TimingMode::Eager ? o_.traceForwards : 0;
-    const int64_t plain = std::max<int64_t>(o_.warmup - 1 - tracedEager, compiled_ ? 1 : 0);
+    const int64_t capture = side_.has_value() && !fused_ ? 1 : 0;
+    const int64_t plain =
+        std::max<int64_t>(o_.warmup - 1 - tracedEager - capture, compiled_ ? 1 : 0);
     c10::OptionalStreamGuard onSide(side_);
     for (int64_t i = 0; i < plain; ++i) {
       if (estimate() && i == plain - 1) {
@@ -449,23 +453,29 @@ class ProfileRun {
 
 }  // namespace
 
-NamedResult nameResult(const ProfileOutput& out) {
-  NamedResult r;
-  r.summary = out.summary;
+void nameTables(const ProfileOutput& out, NamedResult* r) {
   const auto& rows = out.table.rows();
   for (size_t i = 0; i < rows.size(); ++i) {
     const bool traced = out.traced && i < out.trace.perRow.size();
-    addOpRow(r.ops, rows[i], traced ? &out.trace.perRow[i] : nullptr, out.peak.flopsPerSecond,
+    addOpRow(r->ops, rows[i], traced ? &out.trace.perRow[i] : nullptr, out.peak.flopsPerSecond,
              out.bandwidth.bytesPerSecond);
   }
   for (const auto& [op, calls] : out.table.unknown()) {
-    const size_t row = r.unknownOps.addRow();
-    r.unknownOps.setText(row, UnknownOpField::op, op);
-    r.unknownOps.set(row, UnknownOpField::calls, static_cast<double>(calls));
+    const size_t row = r->unknownOps.addRow();
+    r->unknownOps.setText(row, UnknownOpField::op, op);
+    r->unknownOps.set(row, UnknownOpField::calls, static_cast<double>(calls));
   }
-  addKernelRows(r.kernels, out.kernels, out.events);
-  hw::fillOpRows(r.ops, out.hw, rows);
-  hw::fillKernelRows(r.kernels, out.hw);
+  addKernelRows(r->kernels, out.kernels, out.events);
+  hw::fillOpRows(r->ops, out.hw, rows);
+  hw::fillKernelRows(r->kernels, out.hw);
+}
+
+NamedResult nameResult(const ProfileOutput& out, bool tables) {
+  NamedResult r;
+  r.summary = out.summary;
+  if (tables) {
+    nameTables(out, &r);
+  }
   r.setText(TextField::peak_source, out.peak.source);
   r.setText(TextField::peak_dtype, out.peak.dtype);
   r.setText(TextField::timing_mode, out.timingMode);

@@ -88,7 +88,10 @@ struct ProfileOutput {
 };
 
 // The result by name, for Python (util.ProfileOutput): summary, tables and texts.
-NamedResult nameResult(const ProfileOutput& out);
+// tables=false: the summary and the texts only; nameTables adds the op, kernel and unknown-op
+// tables (hundreds of kernel rows: built when a caller first reads one).
+NamedResult nameResult(const ProfileOutput& out, bool tables = true);
+void nameTables(const ProfileOutput& out, NamedResult* r);
 
 ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                            const ProfileOptions& options);

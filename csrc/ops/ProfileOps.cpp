@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
 
 namespace torchutil {
@@ -34,24 +35,26 @@ auto lookup(const Get& get) -> decltype(*get()) {
 }
 
 // util.ProfileOutput: a profile's result for Python, every part by name (core/ResultSchema.h).
-// The dispatcher carries it as a script object; torchutil/profiler.py builds its rows from
-// torch.ops.util._schema.
+// The dispatcher carries it as a script object; torchutil/result.py builds its rows from
+// torch.ops.util._schema. The tables are named on first use: a caller that reads the summary
+// and the texts alone pays nothing for hundreds of kernel rows.
 class ProfileOutputObject : public torch::CustomClassHolder {
  public:
-  explicit ProfileOutputObject(NamedResult r) : result_(std::move(r)) {}
+  explicit ProfileOutputObject(ProfileOutput out)
+      : out_(std::move(out)), result_(nameResult(out_, /*tables=*/false)) {}
 
   at::Tensor summary() const { return toTensor(result_.summary); }
 
   // The numeric fields of a table, [rows, numeric fields] float64.
-  at::Tensor numbers(const std::string& table) const {
-    const ResultTable& t = lookup([&] { return &result_.table(table); });
+  at::Tensor numbers(const std::string& table) {
+    const ResultTable& t = lookup([&] { return &named().table(table); });
     const std::vector<double> values = t.numbers();
     return toTensor(values).reshape(
         {static_cast<int64_t>(t.rows()), static_cast<int64_t>(t.numericWidth())});
   }
 
-  std::vector<std::string> textColumn(const std::string& table, const std::string& field) const {
-    return lookup([&] { return &result_.table(table).textColumn(field); });
+  std::vector<std::string> textColumn(const std::string& table, const std::string& field) {
+    return lookup([&] { return &named().table(table).textColumn(field); });
   }
 
   std::string text(const std::string& name) const {
@@ -59,13 +62,20 @@ class ProfileOutputObject : public torch::CustomClassHolder {
   }
 
  private:
+  const NamedResult& named() {
+    std::call_once(tablesNamed_, [this] { nameTables(out_, &result_); });
+    return result_;
+  }
+
+  ProfileOutput out_;
   NamedResult result_;
+  std::once_flag tablesNamed_;
 };
 
 using Output = c10::intrusive_ptr<ProfileOutputObject>;
 
-Output wrap(const ProfileOutput& out) {
-  return c10::make_intrusive<ProfileOutputObject>(nameResult(out));
+Output wrap(ProfileOutput out) {
+  return c10::make_intrusive<ProfileOutputObject>(std::move(out));
 }
 
 std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::string>> schemaOp(
