@@ -108,7 +108,7 @@ for phase in "${phases[@]}"; do
           | tee "$OUT/overhead_b$b.txt"
       done ;;
     tracecost)
-      timeout 150 python3 benchmarks/trace_cost.py --json "$OUT/trace_cost.json" 2>&1 | tee "$OUT/trace_cost.txt" | tail -14 ;;
+      timeout 170 python3 benchmarks/trace_cost.py --rounds 7 --json "$OUT/trace_cost.json" 2>&1 | tee "$OUT/trace_cost.txt" | tail -14 ;;
     nastrial)
       rm -f /tmp/nastrial.sqlite
       timeout 240 python3 -m torchutil nas evaluate --db /tmp/nastrial.sqlite --indices 0:1000 --no-progress \
