@@ -68,6 +68,10 @@ class ActivityTrace {
   virtual std::unordered_map<uint32_t, uint64_t> takeExternalIds() = 0;
   // Records lost (buffers full); a non-zero count makes the trace incomplete.
   virtual uint64_t dropped() const = 0;
+  // Whether the tracer detaches from the process when the trace ends (CUPTI: cuptiFinalize),
+  // so that nothing it hooked keeps slowing the process; a no-op for tracers with nothing to
+  // detach.
+  virtual void detachWhenDone(bool /*detach*/) {}
 };
 
 class TraceBackend {

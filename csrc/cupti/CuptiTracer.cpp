@@ -147,13 +147,7 @@ void CuptiTracer::release() noexcept {
   }
   enabledKinds_.clear();
   TORCHUTIL_CUPTI_WARN(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-  // CUPTI stays attached to the process after its activities are disabled, and the driver's
-  // API calls keep paying for it (Kineto measured 10-20 % slower training after a profile:
-  // pytorch/pytorch#146604). TORCHUTIL_CUPTI_TEARDOWN=1 detaches it after every trace (the
-  // device is idle and the buffers are flushed, as cuptiFinalize requires); the next trace
-  // attaches it again. benchmarks/trace_cost.py measures both.
-  const char* teardown = std::getenv("TORCHUTIL_CUPTI_TEARDOWN");
-  if (teardown != nullptr && std::string(teardown) == "1") {
+  if (detach_) {
     TORCHUTIL_CUPTI_WARN(cuptiFinalize());
   }
   Records& rec = records();

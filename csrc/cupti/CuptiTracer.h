@@ -41,6 +41,12 @@ class CuptiTracer final : public ActivityTrace {
   std::vector<KernelRecord> takeKernels() override;
   std::unordered_map<uint32_t, uint64_t> takeExternalIds() override;
   uint64_t dropped() const override;
+  // CUPTI stays attached to the process after its activities are disabled, and the driver's API
+  // calls keep paying for its hooks: on an H200, eager forwards ran 28-35 % slower after one
+  // trace (benchmarks/trace_cost.py; Kineto saw the same, pytorch/pytorch#146604). Detaching
+  // (cuptiFinalize, the device idle and the buffers flushed, as it requires) costs the next
+  // trace a fresh attach (about 20 ms there). The profile decides (teardownWanted()).
+  void detachWhenDone(bool detach) override { detach_ = detach; }
 
   // CUPTI's clock, the one kernel records use (nanoseconds).
   static uint64_t timestamp();
@@ -55,6 +61,7 @@ class CuptiTracer final : public ActivityTrace {
   void release() noexcept;
 
   bool active_ = false;  // this tracer owns the process's trace (records())
+  bool detach_ = false;  // cuptiFinalize when it ends
   // CUpti_ActivityKind values enabled and not disabled yet: release() disables exactly these.
   std::vector<uint32_t> enabledKinds_;
 };

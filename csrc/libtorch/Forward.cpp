@@ -31,6 +31,8 @@ class ScriptForward final : public Forward {
 
   std::string describe() override { return "TorchScript module " + module_.type()->name()->name(); }
 
+  bool mayFork() override { return true; }
+
  private:
   torch::jit::Module module_;
 };

@@ -25,6 +25,10 @@ class Forward {
   virtual std::string describe() = 0;
   // Whether forwards are compiled code that runs ops out of sight of module hooks.
   virtual bool compiled() { return false; }
+  // Whether a forward may run ops on other threads (TorchScript's fork runs on the inter-op
+  // pool; an eager Python fork runs inline): a profile then counts it eagerly before trying a
+  // CUDA-graph capture, which would not hold that work.
+  virtual bool mayFork() { return false; }
 
   // Reports module entries and exits to OpCounter while the returned object lives.
   class ModuleScope {

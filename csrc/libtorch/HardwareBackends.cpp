@@ -1,5 +1,8 @@
 #include "libtorch/HardwareBackends.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
@@ -119,6 +122,11 @@ HwDevice hwDevice(c10::Device device) {
   d.index = device.index();
   d.name = device.str();
   return d;
+}
+
+bool teardownWanted() {
+  const char* v = std::getenv("TORCHUTIL_CUPTI_TEARDOWN");
+  return v == nullptr || std::string_view(v) != "0";
 }
 
 bool torchProfilerRunning() {

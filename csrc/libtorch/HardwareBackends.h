@@ -19,4 +19,10 @@ HwDevice hwDevice(c10::Device device);
 // Whether torch.profiler (Kineto) is running in this process.
 bool torchProfilerRunning();
 
+// Whether a trace detaches its tracer from the process when it ends (ActivityTrace::
+// detachWhenDone): TORCHUTIL_CUPTI_TEARDOWN unset or "1" (the default), not "0" (CUPTI stays
+// attached: a loop that traces every call saves the re-attach, and the process's launches pay
+// for CUPTI's hooks meanwhile; docs/results/reward/).
+bool teardownWanted();
+
 }  // namespace torchutil

@@ -37,6 +37,8 @@ class KernelTracing {
   void finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed);
   // Records the backend dropped (buffers full); a non-zero count makes the figures incomplete.
   uint64_t dropped() const { return dropped_; }
+  // Whether the backend detaches from the process when the trace ends (ActivityTrace).
+  void detachWhenDone(bool detach) { trace_->detachWhenDone(detach); }
 
  private:
   KernelTracing(c10::Device device, TraceHooks hooks);

@@ -275,6 +275,7 @@ CountResult OpCounter::end() {
     std::lock_guard<std::mutex> lock(child->mutex);
     result.table.merge(child->session.table());
   }
+  result.otherThreads = static_cast<int64_t>(children.size());
   result.table.setOtherThreadCalls(gOtherThreadCalls.load() - tls.otherThreadCallsAtBegin);
   abort();
   return result;

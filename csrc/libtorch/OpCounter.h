@@ -13,6 +13,9 @@ namespace torchutil {
 struct CountResult {
   CountTable table;
   std::vector<OpEvent> events;  // empty unless counting ran with TraceHooks
+  // Threads other than the counting one that ran ops of the count (TorchScript's fork on the
+  // inter-op pool): work a CUDA graph capture of this thread's stream would not hold.
+  int64_t otherThreads = 0;
 };
 
 class OpCounter {

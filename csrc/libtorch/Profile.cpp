@@ -170,7 +170,7 @@ class ProfileRun {
     side_ = captureStream(device_, mode_);
     // Untraced graph timing counts the capture's forward: one host forward fewer. With
     // counters the counted forward stays eager (the timeline times it).
-    fused_ = side_.has_value() && !traces_ && o_.counters.empty();
+    fused_ = side_.has_value() && !traces_ && o_.counters.empty() && !forward_->mayFork();
     lock_ = std::make_unique<GpuLock>(o_.gpuLock, &out_.phases.wait);
   }
 
@@ -186,7 +186,20 @@ class ProfileRun {
     if (!counted_) {
       count();
       if (side_.has_value() && !onMeta_ && !captureTried_) {
-        capture(/*counting=*/false);
+        if (counted_->otherThreads == 0) {
+          capture(/*counting=*/false);
+        } else {
+          // A capture records this thread's stream only: forked work would be missing from it
+          // (and CUDA refuses the other threads' launches while it runs).
+          const std::string why = "the forward runs ops on " +
+                                  std::to_string(counted_->otherThreads) +
+                                  " other thread(s) (torch.jit.fork), which a CUDA graph of this "
+                                  "thread's stream would not hold";
+          TORCH_CHECK_VALUE(mode_ != TimingMode::CudaGraph,
+                            "torchutil: timing='cuda_graph' cannot time this forward: ", why,
+                            "; use timing='eager' or 'auto'");
+          out_.timingNote = "auto: eager, since " + why;
+        }
       }
     }
     if (!onMeta_) {
@@ -256,6 +269,12 @@ class ProfileRun {
       PhaseTimer t(&out_.phases.trace);
       if (o_.trace && !onMeta_) {
         tracing_ = KernelTracing::start(device_, &out_.traceStatus, traceBackend(o_.backends));
+        if (tracing_) {
+          // Detached when the trace ends, so that the timed forwards (eager ones above all) and
+          // the caller's own work after the call run as if nothing had traced them; the
+          // counters' passes after the timed forwards want CUPTI attached.
+          tracing_->detachWhenDone(teardownWanted() && o_.counters.empty());
+        }
       } else {
         out_.traceStatus = onMeta_ ? "off: nothing runs on the meta device" : "off: trace=False";
       }
