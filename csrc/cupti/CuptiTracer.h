@@ -45,7 +45,8 @@ class CuptiTracer final : public ActivityTrace {
   // calls keep paying for its hooks: on an H200, eager forwards ran 28-35 % slower after one
   // trace (benchmarks/trace_cost.py; Kineto saw the same, pytorch/pytorch#146604). Detaching
   // (cuptiFinalize, the device idle and the buffers flushed, as it requires) costs the next
-  // trace a fresh attach (about 20 ms there). The profile decides (teardownWanted()).
+  // trace a fresh attach (about 20 ms there). The profile decides (teardownWanted(), off by
+  // default).
   void detachWhenDone(bool detach) override { detach_ = detach; }
 
   // CUPTI's clock, the one kernel records use (nanoseconds).

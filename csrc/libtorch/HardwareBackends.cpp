@@ -126,7 +126,7 @@ HwDevice hwDevice(c10::Device device) {
 
 bool teardownWanted() {
   const char* v = std::getenv("TORCHUTIL_CUPTI_TEARDOWN");
-  return v == nullptr || std::string_view(v) != "0";
+  return v != nullptr && std::string_view(v) == "1";
 }
 
 bool torchProfilerRunning() {

@@ -270,9 +270,9 @@ class ProfileRun {
       if (o_.trace && !onMeta_) {
         tracing_ = KernelTracing::start(device_, &out_.traceStatus, traceBackend(o_.backends));
         if (tracing_) {
-          // Detached when the trace ends, so that the timed forwards (eager ones above all) and
-          // the caller's own work after the call run as if nothing had traced them; the
-          // counters' passes after the timed forwards want CUPTI attached.
+          // With TORCHUTIL_CUPTI_TEARDOWN=1, detached when the trace ends, so that the timed
+          // forwards (eager ones above all) and the caller's own work after the call run as if
+          // nothing had traced them; the counters' passes after the timed forwards want CUPTI.
           tracing_->detachWhenDone(teardownWanted() && o_.counters.empty());
         }
       } else {
@@ -308,15 +308,17 @@ class ProfileRun {
         forward_->run(inputs_);
       }
     };
+    // A capture that counts is the call's first forward on the stream when warmup <= 1: a
+    // failed one gets one eager warm-up before its second try. Otherwise the counted forward
+    // ran on the stream already.
     const std::function<void()> warmUp = [&] {
       lock_->hold();
       forward_->run(inputs_);
       synchronizeDevice(device_);
-      if (counting) {
-        lock_->release();
-      }
+      lock_->release();
     };
-    Capture c = captureForward(forward, warmUp, device_, *side_);
+    Capture c =
+        captureForward(forward, counting ? warmUp : std::function<void()>(), device_, *side_);
     if (c.runner) {
       runner_ = std::move(c.runner);
       usedGraph_ = true;
