@@ -20,10 +20,9 @@ HwDevice hwDevice(c10::Device device);
 bool torchProfilerRunning();
 
 // Whether a trace detaches its tracer from the process when it ends (ActivityTrace::
-// detachWhenDone): TORCHUTIL_CUPTI_TEARDOWN=1. Off by default: on an H200 a detach made the next
-// trace pay ~20 ms to attach again, and a profile whose CUDA-graph capture failed crashed in a
-// GPU test with it on (not pinned down); off, the process's eager launches run 28-35 % slower
-// after a trace, as they did before (docs/results/reward/).
+// detachWhenDone): TORCHUTIL_CUPTI_TEARDOWN=1. Off by default: on an H200 a detach made every
+// trace pay ~20 ms to attach again (tracing's cost budget is 5 ms a call); off, the process's
+// eager launches run 28-35 % slower after a trace, as they did before (docs/results/reward/).
 bool teardownWanted();
 
 }  // namespace torchutil

@@ -324,7 +324,9 @@ class ProfileRun {
       usedGraph_ = true;
       return;
     }
-    counted_.reset();  // a count inside a failed capture may be partial
+    if (counting) {
+      counted_.reset();  // a count inside a failed capture may be partial: counted again
+    }
     TORCH_CHECK(mode_ != TimingMode::CudaGraph,
                 "torchutil: the model could not be captured in a CUDA graph; its forward failed "
                 "during capture: ",
@@ -393,6 +395,8 @@ class ProfileRun {
 
   ProfileOutput assemble() {
     auto t = std::make_unique<PhaseTimer>(&out_.phases.assemble);
+    TORCH_INTERNAL_ASSERT(counted_.has_value(),
+                          "torchutil: a profile reached its summary without a count");
     CountTable& table = counted_->table;
     if (tracing_) {
       if (tracing_->dropped() > 0) {
