@@ -26,6 +26,7 @@ test_apt=(
   "/usr/include/gtest/gtest.h:libgtest-dev"
   "clang-format:clang-format"             # the C++ layout check of scripts/test.sh
   "chromium|chromium-browser:chromium"    # the survey test screenshots its HTML report
+  "/usr/share/datasets/fashion-mnist:dataset-fashion-mnist"  # Fashion-MNIST for torchutil.coded's tests
 )
 # Python packages for the tests, one per line as "<module>:<pip requirement>". The demo needs
 # torch and torchvision (TORCH_SPEC), setuptools and numpy only.
@@ -34,6 +35,8 @@ test_pip=(
   "ruff:ruff"                             # the lint step of scripts/test.sh
   "matplotlib:matplotlib"                 # the survey's plots (optional for users: the plot extra)
   "sklearn:scikit-learn"                  # the digits data of torchutil.coded (the coded extra)
+  "transformers:transformers>=5,<6"       # Hugging Face models built from configs: profile_generate's and
+                                          # kwargs= tests (the transformers extra)
 )
 
 have() {  # have 'cmd|/file|...': one of them is a command on PATH or an existing file

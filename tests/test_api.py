@@ -524,3 +524,26 @@ def test_a_detection_model_takes_its_list_of_images():
         det([image])
     # Oracle: the same forward counted by a Profiler block; a list of one image is a batch of one.
     assert r.batch_size == 1 and r.flops > 1e8 and r.flops == p.result.flops
+
+
+def test_small_rates_read_in_their_prefix():
+    r = torchutil.profile(torch.nn.Linear(8, 8), torch.randn(2, 8), warmup=0, iters=1, peak_flops=3.83e10)
+    assert "of 38.3 GFLOP/s (float32; given by the caller)" in repr(r)
+    assert "TFLOP/s" not in r.format()
+
+
+def test_a_hugging_face_model_takes_its_keyword_arguments():
+    transformers = pytest.importorskip("transformers", reason="transformers builds the model from a config")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 100, (3, 12))
+    mask = torch.ones_like(ids)
+    r = torchutil.profile(model, kwargs={"input_ids": ids, "attention_mask": mask, "use_cache": False},
+                          warmup=1, iters=1, peak_flops=PEAK)
+    with torch.inference_mode(), torchutil.Profiler(model, batch_size=3, peak_flops=PEAK) as p:
+        model(input_ids=ids, attention_mask=mask, use_cache=False)
+    # Oracle: the same call counted by a Profiler block; the batch is the ids' first dimension.
+    assert r.batch_size == 3 and r.flops > 0 and r.flops == p.result.flops
+    assert r.matrix_flops == p.result.matrix_flops

@@ -228,6 +228,19 @@ def test_bad_profiler_arguments(linear):
     with pytest.raises(ValueError, match="got -3"):
         with torchutil.Profiler(peak_flops=-3.0):
             linear(X)
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got True"):
+        torchutil.Profiler(batch_size=True)  # a bool is not a count
+    with pytest.raises(ValueError, match=r"device must be a torch.device or a device string .*got 'bogus'"):
+        torchutil.Profiler(device="bogus")
+    with pytest.raises(TypeError, match=r"model must be an nn.Module .* or None, got str"):
+        torchutil.Profiler("resnet18")
+    with pytest.raises(RuntimeError, match=r"__exit__ without __enter__"):
+        torchutil.Profiler().__exit__(None, None, None)
+    p = torchutil.Profiler(linear, peak_flops=PEAK)
+    with p:
+        linear(X)
+    with pytest.raises(RuntimeError, match=r"__exit__ without __enter__"):  # not twice either
+        p.__exit__(None, None, None)
     assert_clean_and_usable(linear)
 
 

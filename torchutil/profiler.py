@@ -144,15 +144,22 @@ class Profiler:
         peak: str = "auto",
         peak_flops: float | None = None,
     ) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"torchutil: batch_size must be a positive int, got {batch_size!r}")
         self.model = model
         self.batch_size = batch_size
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"torchutil: Profiler's model must be an nn.Module (it names the modules in the "
+                            f"per-op table) or None, got {type(model).__name__}")
         if device is None:
             device = _model_device(model)
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_initialized() else torch.device("cpu")
-        self.device = torch.device(device)
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as e:
+            raise ValueError(f"torchutil: Profiler's device must be a torch.device or a device string such as "
+                             f"'cpu' or 'cuda:0', got {device!r} ({e})") from None
         self.peak = peak
         self.peak_flops = peak_flops
         self.result: ProfileResult | None = None
@@ -179,6 +186,8 @@ class Profiler:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._thread == 0:
+            raise RuntimeError("torchutil: Profiler.__exit__ without __enter__: use it as `with torchutil.Profiler(...):`")
         if threading.get_ident() != self._thread:
             # The count (a thread-local callback) lives on the entering thread, which drops it
             # at its next op; nothing was measured here.
@@ -201,6 +210,7 @@ class Profiler:
             self.result = ProfileResult._from_output(output)
         finally:
             torch.ops.util._count_abort()  # no-op unless _count_end failed
+            self._thread = 0
             if self._scope is not None:
                 self._scope.close()
                 self._scope = None

@@ -237,6 +237,17 @@ def _scaled(value: float, unit: float) -> str:
     return "n/a" if value != value else f"{value / unit:.4g}"
 
 
+def _rate(value: float, unit: str = "FLOP/s") -> str:
+    """A rate in the prefix that fits it (T, G, M, k), four significant digits; "n/a" for NaN:
+    a CPU's peak reads 38.3 GFLOP/s, not 0.0383 TFLOP/s."""
+    if value != value:
+        return "n/a"
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {prefix}{unit}"
+    return f"{value:.4g} {unit}"
+
+
 def _percent(fraction: float) -> str:
     return "n/a" if fraction != fraction else f"{100 * fraction:.3g} %"
 
@@ -262,8 +273,7 @@ def _device(r: ProfileResult, per: str) -> str:
 
 
 def _utilization(r: ProfileResult, per: str) -> str:
-    return (f"{_percent(r.utilization)} of {_scaled(r.peak_flops_per_second, 1e12)} TFLOP/s "
-            f"({r.peak_dtype}; {r.peak_source})")
+    return f"{_percent(r.utilization)} of {_rate(r.peak_flops_per_second)} ({r.peak_dtype}; {r.peak_source})"
 
 
 def _flops(r: ProfileResult, per: str) -> str:
@@ -279,7 +289,7 @@ def _time(r: ProfileResult, per: str) -> str:
     # A block is timed once, by the wall clock around it; a profile times `iterations` forwards.
     how = r.repetition if per == "block" else f"median of {_count(r.iterations)}"
     return (f"{_scaled(r.seconds, 1e-3)} ms ({how}), {_scaled(r.inputs_per_second, 1.0)} inputs/s, "
-            f"{_scaled(r.achieved_flops_per_second, 1e12)} TFLOP/s")
+            f"{_rate(r.achieved_flops_per_second)}")
 
 
 def _ops(r: ProfileResult, per: str) -> str:
