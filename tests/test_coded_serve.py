@@ -104,8 +104,12 @@ def test_the_code_reconstructs_the_slow_workers_queries(report):
 def test_the_burner_slows_its_worker(report):
     d = report.details["none"]
     assert report.burner_on_fraction[0] > 0.2
-    assert d["worker0_service_burst_count"] >= 10 and d["worker0_service_quiet_count"] >= 10
-    assert d["worker0_service_burst_median"] > 1.5 * d["worker0_service_quiet_median"]
+    # Every one of worker 0's services is classed as begun during a burst or not.
+    assert d["worker0_service_burst_count"] + d["worker0_service_quiet_count"] == report.config.queries // 2
+    # Its tail is the burner's: a burst holds its queue (at nice 19 a woken worker may still run a
+    # short forward before the burner, so the services begun in a burst are few and not always
+    # slow; the queue behind them is). Seen on the 2-core machine: p99 60-206 ms against 11-14.
+    assert d["worker0_service_p99"] > 2 * d["worker1_service_p99"]
 
 
 def test_simulation_beside_it(report):
@@ -125,6 +129,24 @@ def test_no_process_left_behind(report):
     for pid in report.layout["worker_pids"] + report.layout["burner_pids"]:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("cores, k, stragglers, workers", [
+    ({0, 1}, 2, (0,), [1, 0, 0]),                 # CI's 2 cores: the straggler alone with its burner
+    ({0, 1, 2}, 3, (0,), [1, 2, 2, 2]),
+    ({0, 1, 2, 3}, 3, (1, 3), [3, 1, 3, 2]),
+    ({0, 1, 2, 3, 4}, 3, (0,), [1, 2, 3, 4]),     # enough cores: one each, in order
+    ({3}, 2, (0,), [3, 3, 3]),                   # one core: shared by all
+])
+def test_a_burner_slows_only_its_own_worker(monkeypatch, cores, k, stragglers, workers):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: cores)
+    lay = serve.layout(k, stragglers)
+    assert lay["workers"] == workers and lay["frontend"] == min(cores)
+    assert lay["burners"] == {w: workers[w] for w in stragglers}
+    assert lay["dedicated"] == (len(cores) >= k + 2)
+    if len(cores) > len(stragglers):
+        burnt = set(lay["burners"].values())
+        assert not [w for w in range(k + 1) if w not in stragglers and workers[w] in burnt]
 
 
 class Exploding(nn.Module):

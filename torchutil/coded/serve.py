@@ -9,7 +9,8 @@ Set-up (what `measure` does):
   (stop message, then terminate, then kill, on every path out, errors included). One duplex
   pipe per worker, no sockets. Worker w (0..k-1 the data workers, k the extra one) is pinned to
   one core: the frontend has the first core of this process's affinity, the workers the next
-  ones (shared round-robin where there are fewer than k + 2 cores; `layout` says which).
+  ones (where there are fewer than k + 2 cores, the stragglers' workers take cores of their own
+  first and the others share the rest, the frontend's too; `layout` says which).
   Workers run F with one thread at batch 1 (on `device`: the CPU, or a GPU), at nice
   `worker_nice` (19: a best-effort tier that yields its core to a co-located job; at nice 0 a
   woken worker often preempts the burner at once and a short forward is not slowed).

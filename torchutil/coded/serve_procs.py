@@ -91,11 +91,25 @@ def stop(processes: Sequence[mp.process.BaseProcess], timeout: float = 5.0) -> N
 
 def layout(k: int, stragglers: Sequence[int]) -> dict[str, Any]:
     """Cores: the first of this process's affinity for the frontend, the next ones for workers
-    0..k (round-robin when fewer than k + 2), a straggler's burner on its worker's core."""
+    0..k, a straggler's burner on its worker's core. Where there are fewer than k + 2 cores, the
+    stragglers take cores of their own first (round-robin among them) and the other workers share
+    the rest, the frontend's too: a burner then slows its own worker only, as a straggling host
+    would, and not the healthy worker that could answer for it."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if not cores:
         return {"frontend": None, "workers": [None] * (k + 1), "burners": {w: None for w in stragglers},
                 "dedicated": False}
-    workers = [cores[(1 + w) % len(cores)] for w in range(k + 1)]
+    if len(cores) >= k + 2:
+        workers = [cores[1 + w] for w in range(k + 1)]
+    else:
+        slow = sorted(set(stragglers))
+        pool = cores[1:] or cores
+        workers = [0] * (k + 1)
+        for i, w in enumerate(slow):
+            workers[w] = pool[i % len(pool)]
+        taken = {workers[w] for w in slow}
+        healthy = [c for c in pool if c not in taken] or [c for c in cores if c not in taken] or cores
+        for i, w in enumerate(w for w in range(k + 1) if w not in slow):
+            workers[w] = healthy[i % len(healthy)]
     return {"frontend": cores[0], "workers": workers, "burners": {w: workers[w] for w in stragglers},
             "dedicated": len(cores) >= k + 2}
