@@ -102,7 +102,9 @@ class Processes:
             pid = todo.pop()
             st = _stat(pid)
             if st is not None:
-                if pid not in self.seen and (rank := _rank_of(pid)) is not None:
+                # Asked again until it has one: a worker seen between fork and exec still has
+                # its agent's environment, with no RANK.
+                if pid not in self.ranks and (rank := _rank_of(pid)) is not None:
                     self.ranks[pid] = rank
                 self.seen.setdefault(pid, st[1])
                 todo.extend(children.get(pid, []))
@@ -192,11 +194,12 @@ class Run:
     exit_codes: list[int | None]
     logs: list[str]
     evaluated: dict[int, tuple[int, int]] = field(default_factory=dict)  # rank -> (evaluated, skipped)
+    restart: dict[int, int] = field(default_factory=dict)  # rank -> torchrun's restart count of its finishing worker
     killed: dict[str, Any] | None = None
     worker_pids: dict[int, list[int]] = field(default_factory=dict)  # rank -> its workers in this run
 
 
-_STATS = re.compile(r"rank (\d+)/\d+: .*evaluated (\d+) archs, skipped (\d+)")
+_STATS = re.compile(r"rank (\d+)/\d+(?: \(restart (\d+)\))?: .*evaluated (\d+) archs, skipped (\d+)")
 
 
 def run_agents(procs: Processes, folders: list[Path], cells: int, max_restarts: int, timeout: float,
@@ -228,7 +231,8 @@ def run_agents(procs: Processes, folders: list[Path], cells: int, max_restarts: 
             run.worker_pids.setdefault(rank, []).append(pid)
     for log in run.logs:
         for m in _STATS.finditer(log):
-            run.evaluated[int(m[1])] = (int(m[2]), int(m[3]))
+            run.evaluated[int(m[1])] = (int(m[3]), int(m[4]))
+            run.restart[int(m[1])] = int(m[2] or 0)
     return run
 
 
@@ -255,7 +259,7 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(("r.rank", ".r.sqlite")))
 
 
-def rehearse(work: Path, scenario: str, cells: int = 10, kill_rank: int = 1, timeout: float = 300.0) -> dict[str, Any]:
+def rehearse(work: Path, scenario: str, cells: int = 40, kill_rank: int = 1, timeout: float = 300.0) -> dict[str, Any]:
     """One scenario ("rerun" or "elastic") in fresh folders under work; returns its record."""
     if scenario not in ("rerun", "elastic"):
         raise ValueError(f"scenario must be rerun or elastic, got {scenario!r}")
@@ -289,6 +293,9 @@ def rehearse(work: Path, scenario: str, cells: int = 10, kill_rank: int = 1, tim
         "restart_evaluated": {r: e for r, (e, _) in runs[-1].evaluated.items()},
         "restart_skipped": {r: s for r, (_, s) in runs[-1].evaluated.items()},
         "workers_per_rank_in_first_run": {r: len(p) for r, p in sorted(runs[0].worker_pids.items())},
+        # What the finishing worker of each rank said of itself (its TORCHELASTIC_RESTART_COUNT):
+        # the /proc watch above, a poll, can miss a restarted worker that lives only briefly.
+        "restart_of_finishing_workers": dict(sorted(runs[-1].restart.items())),
     }
     record["logs"] = [run.logs for run in runs]
     return record
@@ -309,7 +316,7 @@ def summary(record: dict[str, Any]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cells", type=int, default=10, help="cells 0..N-1 over the two ranks")
+    p.add_argument("--cells", type=int, default=40, help="cells 0..N-1 over the two ranks")
     p.add_argument("--scenarios", nargs="+", default=["rerun", "elastic"], choices=["rerun", "elastic"])
     p.add_argument("--kill-rank", type=int, default=1, choices=[0, 1])
     p.add_argument("--out", type=Path, default=Path("torchrun-rehearsal"))

@@ -1,10 +1,10 @@
 """The multi-host rehearsal of benchmarks/torchrun_rehearsal.py: two torchrun agents (--nnodes 2,
 c10d rendezvous on 127.0.0.1, one CPU worker each, each with its own --db folder, so no shared
-filesystem) sweep 10 cells; rank 1's worker is SIGKILLed once it has committed a cell; the sweep
+filesystem) sweep 40 cells; rank 1's worker is SIGKILLed once it has committed a cell; the sweep
 restarts by rerunning both agents, or by torchrun itself (--max-restarts 1). Every process is
 stopped by its pid on every path (the harness's Processes), and none may be left.
 
-Oracles: the cells 0..9 themselves (each exactly once in rank 0's db), the rows the killed rank
+Oracles: the cells 0..39 themselves (each exactly once in rank 0's db), the rows the killed rank
 had committed (read from its shard after the kill: the same values at the end, so not measured
 again), and sweep()'s own count of what each rank evaluated and skipped after the restart.
 """
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-CELLS = 10
+CELLS = 40  # ~15 ms a cell once warm: the kill after rank 1's first commit has ~0.3 s to land in
 SHARE = CELLS // 2  # rank r's cells: i % 2 == r
 
 pytestmark = [
@@ -50,9 +50,13 @@ def test_a_killed_rank_costs_only_its_cell_in_flight(tmp_path, scenario):
         # rerun of the same commands finishes.
         assert [rc != 0 for rc in runs[0]["exit_codes"]] == [True, True]
         assert len(runs) == 2 and check["workers_per_rank_in_first_run"] == {0: 1, 1: 1}
+        assert check["restart_of_finishing_workers"] == {0: 0, 1: 0}
     else:
-        # One run of the agents, in which torchrun restarted the workers of both ranks.
+        # One run of the agents, in which torchrun restarted the workers of both ranks; rank 1's
+        # finishing worker says it is its agent's restart 1 (TORCHELASTIC_RESTART_COUNT; rank 0's
+        # agent restarts on the membership change, which torchelastic does not count).
         assert len(runs) == 1 and check["workers_per_rank_in_first_run"] == {0: 2, 1: 2}
+        assert check["restart_of_finishing_workers"][1] == 1
     assert runs[-1]["exit_codes"] == [0, 0]
     assert len(record["merged_into"]) == 1 and check["every_cell_once"]
     assert check["committed_rows_kept_unmeasured"]

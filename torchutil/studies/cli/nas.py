@@ -121,7 +121,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
             dist.destroy_process_group()
     else:
         stats = ev.sweep(config, indices, args.db, **kwargs)
-    who = f"rank {stats.rank}/{stats.world_size}: " if stats.world_size > 1 else ""
+    # Under torchrun a restarted worker says which restart it is (torchelastic's count).
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+    who = (f"rank {stats.rank}/{stats.world_size}{f' (restart {restart})' if restart else ''}: "
+           if stats.world_size > 1 else "")
     print(f"{who}{config.dataset} batch {config.batch} {config.dtype} on {config.device} ({config.mode}"
           f"{', traced' if config.trace else ''}): evaluated {stats.evaluated} archs, skipped "
           f"{stats.skipped} already in the db, in {stats.seconds:.1f} s")
