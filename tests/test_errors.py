@@ -117,6 +117,8 @@ def test_cuda_graph_needs_cuda_input(linear):
     ({"target_ci": -0.1}, r"target_ci must be > 0 .*got -0.1"),
     ({"target_ci": 0.0}, r"target_ci must be > 0 .*None times exactly iters forwards\), got 0"),
     ({"target_ci": 0.01, "max_time": 0.0}, r"max_time must be a positive number of seconds .*got 0"),
+    ({"max_time": 0.0}, r"max_time must be a positive number of seconds .*got 0"),  # without target_ci too
+    ({"max_time": -1.0}, r"max_time must be a positive number of seconds .*got -1"),
     ({"warmup": 2**40}, r"warmup must be at most 10000000 forwards, got 1099511627776"),
     ({"trace_forwards": 2**40}, r"trace_forwards must be at most 10000000 forwards"),
     ({"batch_size": 0}, r"batch_size must be >= 1, got 0"),

@@ -72,12 +72,13 @@ ProfileOptions profileOptions(const OptionValues& values, bool summaryOp) {
   const std::optional<int64_t> maxIters = optional<int64_t>(values, "max_iters");
   const double maxTime = get("max_time").toDouble();
   o.repeat.minIters = iters;
+  // Checked with or without target_ci (whose budget it is): 0 is no budget, not "no limit".
+  TORCH_CHECK_VALUE(maxTime > 0.0, "torchutil: max_time must be a positive number of seconds ",
+                    "(the budget of target_ci's repetition), got ", maxTime);
   if (targetCi.has_value()) {
     // 0 would never stop early: a fixed count is target_ci=None.
     TORCH_CHECK_VALUE(*targetCi > 0.0, "torchutil: target_ci must be > 0 (0.005 means +-0.5 %; ",
                       "None times exactly iters forwards), got ", *targetCi);
-    TORCH_CHECK_VALUE(maxTime > 0.0, "torchutil: max_time must be a positive number of seconds ",
-                      "(the budget of target_ci's repetition), got ", maxTime);
     o.repeat.targetRelativeCi = *targetCi;
     o.repeat.maxIters = maxIters.value_or(std::max<int64_t>(iters, 100000));
     o.repeat.budgetSeconds = maxTime;
