@@ -27,11 +27,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def module_hooks() -> int:
+    import torch.nn.modules.module as module
+
+    return len(module._global_forward_pre_hooks) + len(module._global_forward_hooks)
+
+
 @pytest.fixture(autouse=True)
 def no_callback_survives():
     """Every test, whatever it does (errors included), must leave no RecordFunction callback
-    registered and no count running on this thread."""
+    registered, no count running on this thread and no global module hook more than it found
+    (torchutil's module paths use them)."""
+    hooks = module_hooks()
     yield
     live = torch.ops.util._live_callbacks()
     assert live == 0, f"{live} torchutil RecordFunction callback(s) survived the test"
     assert torch.ops.util._counting() is False, "a torchutil count is still running"
+    assert module_hooks() <= hooks, f"{module_hooks() - hooks} global module hook(s) survived the test"

@@ -10,6 +10,7 @@ import torch
 import torchvision.models as tvm
 
 import torchutil
+from conftest import module_hooks
 
 PEAK = 1e12
 
@@ -338,4 +339,54 @@ def test_inputs_given_twice_or_not_at_all(linear):
         torchutil.profile(linear, kwargs=[X])
     with pytest.raises(ValueError, match=r"cannot tell the batch size from args/kwargs.*pass batch_size="):
         torchutil.profile(lambda v: linear(v[None]), args=(torch.randn(4),))
+    assert_clean_and_usable(linear)
+
+
+def test_ctrl_c_inside_the_hooks_removal_removes_them_and_reaches_the_caller(linear, monkeypatch):
+    """A Ctrl-C pending when the module hooks are removed is raised inside
+    RemovableHandle.remove() (Python code): it was discarded there as unraisable, with the hook
+    left installed and the profile timing on. Now the hooks go and the KeyboardInterrupt comes out
+    of the call (of a Profiler block too). The signal is stood in for by a remove() that raises it
+    once."""
+    import torch.utils.hooks
+
+    original = torch.utils.hooks.RemovableHandle.remove
+    raised = []
+
+    def interrupted_once(self):
+        if len(raised) < want:
+            raised.append(self.id)
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(torch.utils.hooks.RemovableHandle, "remove", interrupted_once)
+    model = CountsForwards(linear)
+    for want in (1, 2):  # an interrupt in the first removal, and in both
+        raised.clear()
+        with pytest.raises(KeyboardInterrupt):
+            torchutil.profile(model, X, warmup=0, iters=10**6, peak_flops=PEAK, timing="eager")
+        assert len(raised) == want and module_hooks() == 0
+        assert model.calls < 10**5  # the timing loop stopped at its next signal check
+    raised.clear()
+    want = 1
+    with pytest.raises(KeyboardInterrupt):
+        with torchutil.Profiler(model, peak_flops=PEAK):
+            model(X)
+    assert len(raised) == 1 and module_hooks() == 0
+    monkeypatch.undo()
+    assert_clean_and_usable(linear)
+
+
+def test_ctrl_c_while_the_hooks_are_installed_leaves_none(linear, monkeypatch):
+    """An interrupt between installing the pre-hook and the post-hook: the pre-hook goes too."""
+    import torch.nn.modules.module as module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "register_module_forward_hook", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        torchutil.profile(linear, X, warmup=0, iters=1, peak_flops=PEAK)
+    assert module_hooks() == 0
+    monkeypatch.undo()
     assert_clean_and_usable(linear)

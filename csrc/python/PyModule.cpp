@@ -59,22 +59,49 @@ class PyModuleScope final : public Forward::ModuleScope {
     });
     py::module_ m = py::module_::import("torch.nn.modules.module");
     preHandle_ = m.attr("register_module_forward_pre_hook")(pre);
-    postHandle_ = m.attr("register_module_forward_hook")(post, py::arg("always_call") = true);
+    try {
+      postHandle_ = m.attr("register_module_forward_hook")(post, py::arg("always_call") = true);
+    } catch (py::error_already_set&) {
+      remove(preHandle_);  // the destructor will not run: no hook may outlive the failed scope
+      throw;
+    }
   }
 
   ~PyModuleScope() override {
     py::gil_scoped_acquire gil;
-    try {
-      preHandle_.attr("remove")();
-      postHandle_.attr("remove")();
-    } catch (py::error_already_set& e) {
-      e.discard_as_unraisable("torchutil: removing module hooks");
-    }
-    preHandle_ = py::object();
-    postHandle_ = py::object();
+    remove(preHandle_);
+    remove(postHandle_);
   }
 
  private:
+  // RemovableHandle.remove() is Python, where a pending Ctrl-C is raised: it would abort the
+  // removal (the hook left installed) and be lost here. So an interrupt raised there is taken,
+  // the removal done again, and the interrupt re-armed (PyErr_SetInterrupt): the profile's next
+  // signal check, or the return to Python, raises it.
+  static void remove(py::object& handle) {
+    if (!handle) {
+      return;
+    }
+    bool interrupted = false;
+    for (int attempt = 0; attempt < kRemoveAttempts; ++attempt) {
+      try {
+        handle.attr("remove")();
+        break;
+      } catch (py::error_already_set& e) {
+        if (!e.matches(PyExc_KeyboardInterrupt)) {
+          e.discard_as_unraisable("torchutil: removing module hooks");
+          break;
+        }
+        interrupted = true;
+      }
+    }
+    handle = py::object();
+    if (interrupted) {
+      PyErr_SetInterrupt();
+    }
+  }
+  static constexpr int kRemoveAttempts = 3;  // each interrupt takes one; a third is a user's
+
   py::object preHandle_;
   py::object postHandle_;
 };
