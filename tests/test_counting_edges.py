@@ -240,8 +240,12 @@ def test_a_profiler_exited_on_another_thread_raises_and_leaves_no_callback():
 
 
 def test_ctrl_c_stops_the_timing_loop_promptly():
+    # The child takes Ctrl-C as an interactive Python does, also where the test runs as a
+    # background job of a shell, whose children start with SIGINT ignored (and a Python that
+    # starts so keeps it ignored: the test then hung).
     script = textwrap.dedent("""
-        import time, torch, torchutil
+        import signal, time, torch, torchutil
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         model = torch.jit.script(torch.nn.Linear(64, 64).eval())
         print("ready", flush=True)
         t0 = time.time()
