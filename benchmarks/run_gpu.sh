@@ -26,6 +26,8 @@
 #   foldcounters the FoldedCNN pairs with hardware counters (fold-bench --counters), $OUT/foldcounters/
 #   coded    learned codes and parity models on digits (benchmarks/coded_results.py): the runs,
 #            their cost per query and the tail-latency simulation, into $OUT/coded/
+#   fashion  Fashion-MNIST learned codes and parity models, MLP and ResNet-18, and the measured
+#            serving run (issue #23; the data travels in .data/, see the phase), into $OUT/fashion/
 #   generation  LLM prefill and decode (issue #22): profile_generate's GPU tests, then a ~1B Llama at
 #            batch 1/8/32 x prompt 512/2k/8k (benchmarks/generation.py, <= 6 min), into $OUT/generation/
 set -uo pipefail
@@ -226,6 +228,14 @@ PY
       mkdir -p "$OUT/coded"
       timeout 240 python3 benchmarks/coded_results.py --device cuda --out "$OUT/coded" --work /tmp/coded-work \
         ${TORCHUTIL_DATA_ROOT:+--data-root "$TORCHUTIL_DATA_ROOT"} 2>&1 | tee "$OUT/coded/log.txt" | tail -40 ;;
+    fashion)
+      # Issue #23: Fashion-MNIST at k = 2, 3, 4, both paradigms, F = the papers' MLP and
+      # resnet18_3stage, then the measured serving run (benchmarks/coded_fashion.py, profile gpu).
+      # The data travels with the call: here, `mkdir -p .data && cp -r /usr/share/datasets/fashion-mnist
+      # .data/ && echo /.data/ >> .git/info/exclude`, and name .data in the call's carry.
+      timeout "${FASHION_TIMEOUT:-570}" python3 benchmarks/coded_fashion.py --profile gpu \
+        --data-dir .data/fashion-mnist --out "$OUT/fashion" --budget "${FASHION_BUDGET:-360}" 2>&1 \
+        | tee "$OUT/fashion.txt" | tail -30 ;;
     generation)
       mkdir -p "$OUT/generation"
       timeout 120 python3 -m pytest tests/test_generation_hf.py tests/test_generation.py -m cuda -q -p no:cacheprovider \
