@@ -346,8 +346,8 @@ def test_ctrl_c_inside_the_hooks_removal_removes_them_and_reaches_the_caller(lin
     """A Ctrl-C pending when the module hooks are removed is raised inside
     RemovableHandle.remove() (Python code): it was discarded there as unraisable, with the hook
     left installed and the profile timing on. Now the hooks go and the KeyboardInterrupt comes out
-    of the call (of a Profiler block too). The signal is stood in for by a remove() that raises it
-    once."""
+    of the call (of a Profiler block too), whatever SIGINT's disposition (a background job's
+    children start with it ignored). The signal is stood in for by a remove() that raises it."""
     import torch.utils.hooks
 
     original = torch.utils.hooks.RemovableHandle.remove

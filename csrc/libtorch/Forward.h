@@ -30,10 +30,13 @@ class Forward {
   // CUDA-graph capture, which would not hold that work.
   virtual bool mayFork() { return false; }
 
-  // Reports module entries and exits to OpCounter while the returned object lives.
+  // Reports module entries and exits to OpCounter until close() (or its destruction, which
+  // closes quietly where close() did not run: while an exception unwinds).
   class ModuleScope {
    public:
     virtual ~ModuleScope() = default;
+    // Ends the tracking; throws what ending it raised (a KeyboardInterrupt pending there).
+    virtual void close() {}
   };
   virtual std::unique_ptr<ModuleScope> trackModules() { return nullptr; }
 };

@@ -260,6 +260,9 @@ class ProfileRun {
     CountingScope counting(tracing_ ? tracing_->hooks() : nullptr);
     forward();
     counted_ = counting.finish();
+    if (modules) {
+      modules->close();
+    }
   }
 
   // The counted forward, eager, traced with CUPTI's external correlation when tracing (which

@@ -24,7 +24,11 @@ PYBIND11_MODULE(_C, m) {
       .def(py::init([](const py::object& root) {
         return ModuleScopeHandle{torchutil::makeModuleScope(root)};
       }))
-      .def("close", [](ModuleScopeHandle& h) { h.scope.reset(); });
+      .def("close", [](ModuleScopeHandle& h) {
+        if (auto scope = std::move(h.scope)) {
+          scope->close();
+        }
+      });
   m.def("_build_info", [] {
     py::dict info;
 #ifdef TORCHUTIL_WITH_CUDA

@@ -69,21 +69,27 @@ class PyModuleScope final : public Forward::ModuleScope {
 
   ~PyModuleScope() override {
     py::gil_scoped_acquire gil;
-    remove(preHandle_);
-    remove(postHandle_);
+    if (remove(preHandle_) | remove(postHandle_)) {
+      PyErr_SetInterrupt();  // re-armed: raised at the next signal check, where SIGINT is Python's
+    }
+  }
+
+  void close() override {
+    py::gil_scoped_acquire gil;
+    if (remove(preHandle_) | remove(postHandle_)) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
+    }
   }
 
  private:
   // RemovableHandle.remove() is Python, where a pending Ctrl-C is raised: it would abort the
-  // removal (the hook left installed) and be lost here. So an interrupt raised there is taken,
-  // the removal done again, and the interrupt re-armed (PyErr_SetInterrupt): the profile's next
-  // signal check, or the return to Python, raises it.
-  static void remove(py::object& handle) {
-    if (!handle) {
-      return;
-    }
+  // removal and leave the hook installed. So an interrupt raised there is taken and the removal
+  // done again; returns whether one was taken, for close() to raise it (it was discarded as
+  // unraisable, and the profile went on timing).
+  static bool remove(py::object& handle) {
     bool interrupted = false;
-    for (int attempt = 0; attempt < kRemoveAttempts; ++attempt) {
+    for (int attempt = 0; handle && attempt < kRemoveAttempts; ++attempt) {
       try {
         handle.attr("remove")();
         break;
@@ -96,9 +102,7 @@ class PyModuleScope final : public Forward::ModuleScope {
       }
     }
     handle = py::object();
-    if (interrupted) {
-      PyErr_SetInterrupt();
-    }
+    return interrupted;
   }
   static constexpr int kRemoveAttempts = 3;  // each interrupt takes one; a third is a user's
 
