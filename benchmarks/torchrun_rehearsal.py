@@ -34,8 +34,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DB = "r.sqlite"
 # What each agent's workers run: a handful of cells, as cheap as a cell gets on the CPU.
+# 25 timed forwards a cell (~50 ms on a 2-core machine): the kill after rank 1's first commit
+# then has ~1 s to land before the rank's last commit, even where the watcher shares the cores
+# with both ranks (with 1, ~12 ms a cell, it once missed all 20 cells of the rank).
 SWEEP = ["-m", "torchutil", "nas", "evaluate", "--device", "cpu", "--dataset", "ImageNet16-120",
-         "--batch", "1", "--warmup", "0", "--iters", "1", "--no-progress"]
+         "--batch", "1", "--warmup", "0", "--iters", "25", "--no-progress"]
 
 
 def free_port() -> int:

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-CELLS = 40  # ~15 ms a cell once warm: the kill after rank 1's first commit has ~0.3 s to land in
+CELLS = 40  # 20 a rank, ~50 ms each (the harness's SWEEP): the kill after rank 1's first commit lands mid-run
 SHARE = CELLS // 2  # rank r's cells: i % 2 == r
 
 pytestmark = [
