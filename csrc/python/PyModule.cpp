@@ -69,20 +69,27 @@ class PyModuleScope final : public Forward::ModuleScope {
 
   ~PyModuleScope() override {
     py::gil_scoped_acquire gil;
-    if (remove(preHandle_) | remove(postHandle_)) {
+    if (removeHooks()) {
       PyErr_SetInterrupt();  // re-armed: raised at the next signal check, where SIGINT is Python's
     }
   }
 
   void close() override {
     py::gil_scoped_acquire gil;
-    if (remove(preHandle_) | remove(postHandle_)) {
+    if (removeHooks()) {
       PyErr_SetNone(PyExc_KeyboardInterrupt);
       throw py::error_already_set();
     }
   }
 
  private:
+  // Both hooks removed (each tried whatever the other did); whether an interrupt was taken.
+  bool removeHooks() {
+    const bool pre = remove(preHandle_);
+    const bool post = remove(postHandle_);
+    return pre || post;
+  }
+
   // RemovableHandle.remove() is Python, where a pending Ctrl-C is raised: it would abort the
   // removal and leave the hook installed. So an interrupt raised there is taken and the removal
   // done again; returns whether one was taken, for close() to raise it (it was discarded as
@@ -104,7 +111,8 @@ class PyModuleScope final : public Forward::ModuleScope {
     handle = py::object();
     return interrupted;
   }
-  static constexpr int kRemoveAttempts = 3;  // each interrupt takes one; a third is a user's
+  // Tries per hook: each pending interrupt is raised once, so a retry or two removes it.
+  static constexpr int kRemoveAttempts = 3;
 
   py::object preHandle_;
   py::object postHandle_;
