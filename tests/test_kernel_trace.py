@@ -82,8 +82,11 @@ def test_kernel_time_matches_event_time_when_gpu_bound():
           f"busy {100 * r.gpu_busy_fraction:.2f} %; kernel span {span * 1e3:.3f} ms, idle between "
           f"{int(r.kernels_per_forward) - 1} consecutive kernels {idle * 1e3:.3f} ms")
     # GPU-bound: the kernels of a forward fill the event window; what the kernel sum misses is
-    # the idle time between consecutive kernels, measured from the same records.
-    assert abs(span - r.seconds) / r.seconds < 0.01
+    # the idle time between consecutive kernels, measured from the same records. The spans are
+    # the traced replays', the events the untraced timed ones', and CUPTI's kernel records make a
+    # replay a little longer: on the H200 the span was 0.10-0.17 ms (0.7-1.1 %) over the event
+    # time in five runs (0.3-0.5 us per kernel of 312): hence 2 %, not 1 %.
+    assert abs(span - r.seconds) / r.seconds < 0.02
     assert abs(r.kernel_seconds + idle - span) / span < 0.01
     assert 0.0 <= gap < 0.05
     assert 0.95 < r.gpu_busy_fraction <= 1.0 + 1e-6
