@@ -213,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--ks", type=int, nargs="+", default=None, help="override the profile's k values")
+    parser.add_argument("--bases", nargs="+", choices=("mlp", "resnet18_3stage"), default=None,
+                        help="override the profile's base models (one device call per base on the H200)")
     parser.add_argument("--paradigms", nargs="+", choices=PARADIGMS, default=list(PARADIGMS))
     parser.add_argument("--no-serve", action="store_true", help="skip the measured serving run")
     parser.add_argument("--serve-k", type=int, nargs="+", default=None,
@@ -233,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         profile["budget"] = args.budget
     if args.ks:
         profile["ks"] = args.ks
+    if args.bases:
+        profile["bases"] = args.bases
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {

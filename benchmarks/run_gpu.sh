@@ -8,6 +8,7 @@
 #            (benchmarks/bench_repeatability.py)
 #   overhead what a call costs against a user's own loops, resnet50 fp16 batch 1 and 32
 #            (benchmarks/bench_overhead.py)
+#   gap      where torchutil.profile's time goes beyond torch.ops.util.profile's (benchmarks/profile_gap.py)
 #   tracecost tracing's cost, and CUPTI after a trace with and without teardown (benchmarks/trace_cost.py)
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and workers, into $OUT/sweep.sqlite,
@@ -109,6 +110,8 @@ for phase in "${phases[@]}"; do
           --dtype float16 --json "$OUT/overhead_b$b.json" 2>&1 | grep -v "^USDT\|^STAGE\|UserWarning\|_warn_once" \
           | tee "$OUT/overhead_b$b.txt"
       done ;;
+    gap)
+      timeout 150 python3 benchmarks/profile_gap.py --json "$OUT/profile_gap.json" 2>&1 | tee "$OUT/profile_gap.txt" | tail -12 ;;
     tracecost)
       timeout 170 python3 benchmarks/trace_cost.py --rounds 7 --json "$OUT/trace_cost.json" 2>&1 | tee "$OUT/trace_cost.txt" | tail -14 ;;
     nastrial)
@@ -233,8 +236,10 @@ PY
       # resnet18_3stage, then the measured serving run (benchmarks/coded_fashion.py, profile gpu).
       # The data travels with the call: here, `mkdir -p .data && cp -r /usr/share/datasets/fashion-mnist
       # .data/ && echo /.data/ >> .git/info/exclude`, and name .data in the call's carry.
+      # FASHION_ARGS: more arguments, one word each (e.g. --bases resnet18_3stage --no-serve).
+      # shellcheck disable=SC2086
       timeout "${FASHION_TIMEOUT:-570}" python3 benchmarks/coded_fashion.py --profile gpu \
-        --data-dir .data/fashion-mnist --out "$OUT/fashion" --budget "${FASHION_BUDGET:-360}" 2>&1 \
+        --data-dir .data/fashion-mnist --out "$OUT/fashion" --budget "${FASHION_BUDGET:-360}" ${FASHION_ARGS:-} 2>&1 \
         | tee "$OUT/fashion.txt" | tail -30 ;;
     generation)
       mkdir -p "$OUT/generation"
