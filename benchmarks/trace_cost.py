@@ -2,11 +2,16 @@
 
 CUPTI stays attached to a process after its activities are disabled, and Kineto found training
 10-20 % slower after a profile until cuptiFinalize detached it (pytorch/pytorch#146604). For each
-setting of TORCHUTIL_CUPTI_TEARDOWN (0: CUPTI stays attached, 1: detached after every trace) a
-fresh process measures: 13 plain eager forwards back to back with one synchronization, before any
-trace and after one traced call; then rounds in random order of torch.ops.util.profile traced
-and untraced, eager and in the default (graph) timing, and on a one-kernel model (CUPTI's set-up
-and tear-down alone). Medians over the rounds, with quartiles.
+setting (--settings) a fresh process measures: 13 plain eager forwards back to back with one
+synchronization, before any trace and after one traced call; then rounds in random order of
+torch.ops.util.profile traced and untraced, eager and in the default (graph) timing, and on a
+one-kernel model (CUPTI's set-up and tear-down alone). Medians over the rounds, with quartiles;
+and which share of a traced call's kernel time is attributed to ops. The settings:
+
+  markers   the default: the counted forward's launches correlated by op markers, no API records
+  api       TORCHUTIL_CUPTI_CORRELATION=api: CUPTI's runtime and driver API records
+  teardown  api, and CUPTI detached after every trace (TORCHUTIL_CUPTI_TEARDOWN=1)
+  kernels   TORCHUTIL_CUPTI_CORRELATION=0: kernel records alone, attributed to no op
 
     python benchmarks/trace_cost.py --model resnet50 --batch 1
 """
@@ -22,10 +27,15 @@ import sys
 import time
 
 
+SETTINGS = {"markers": {}, "api": {"TORCHUTIL_CUPTI_CORRELATION": "api"},
+            "teardown": {"TORCHUTIL_CUPTI_CORRELATION": "api", "TORCHUTIL_CUPTI_TEARDOWN": "1"},
+            "kernels": {"TORCHUTIL_CUPTI_CORRELATION": "0"}}
+
+
 def child(args: argparse.Namespace) -> dict:
     import torch
 
-    import torchutil  # noqa: F401  (registers the ops)
+    import torchutil
     from torchutil.models import build_classifier
 
     dev = torch.device("cuda")
@@ -54,6 +64,8 @@ def child(args: argparse.Namespace) -> dict:
         out["plain before any trace"] = [timed(plain) for _ in range(args.rounds)]
         call(model, x, timing="eager")()
         out["plain after one trace"] = [timed(plain) for _ in range(args.rounds)]
+        r = torchutil.profile(model, x)
+        out["attributed"] = 1.0 - r.unattributed_kernel_seconds / r.kernel_seconds
         variants = {
             "eager traced": call(model, x, timing="eager"),
             "eager untraced": call(model, x, timing="eager", trace=False),
@@ -83,52 +95,67 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--processes", type=int, default=2, help="fresh processes per setting")
+    ap.add_argument("--settings", nargs="+", default=["markers", "api", "kernels"], choices=list(SETTINGS))
     ap.add_argument("--json", default=None)
+    ap.add_argument("--report", default=None, metavar="JSON", help="print the report of a saved --json and exit")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print("RESULT " + json.dumps(child(args)))
         return
-    runs, lingering = {}, {}
-    # TEARDOWN=0: CUPTI stays attached; 1: detached after each trace; kernels: kernel records
-    # only, without the API records that attribute kernels to ops (is it the API tracing that
-    # stays behind?).
-    settings = {"0": {"TORCHUTIL_CUPTI_TEARDOWN": "0"}, "1": {"TORCHUTIL_CUPTI_TEARDOWN": "1"},
-                "kernels": {"TORCHUTIL_CUPTI_TEARDOWN": "0", "TORCHUTIL_CUPTI_CORRELATION": "0"}}
-    for teardown, extra in settings.items():
-        env = {**os.environ, **extra}
+    if args.report:
+        with open(args.report) as f:
+            report(json.load(f))
+        return
+    runs: dict[str, list[dict]] = {}
+    for setting in args.settings:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHUTIL_CUPTI_")}
+        env.update(SETTINGS[setting])
         cmd = [sys.executable, os.path.abspath(__file__), "--child", *sys.argv[1:]]
-        for p in range(args.processes):
+        for _ in range(args.processes):
             text = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-            run = json.loads(next(line[7:] for line in text.splitlines() if line.startswith("RESULT ")))
-            ratio = statistics.median(run["plain after one trace"]) / statistics.median(run["plain before any trace"])
-            lingering.setdefault(teardown, []).append(ratio)
-            runs.setdefault(teardown, run)
-    for t, ratios in lingering.items():
-        print(f"setting {t}: plain forwards after one trace / before it, per process: "
+            runs.setdefault(setting, []).append(
+                json.loads(next(line[7:] for line in text.splitlines() if line.startswith("RESULT "))))
+    data = {"args": vars(args), "runs": runs}
+    report(data)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=2)
+
+
+def report(data: dict) -> None:
+    """Prints what a run measured: per setting, the lingering slowdown and tracing's cost per
+    process, and a table of every variant with the rounds of all its processes pooled. (Files
+    written before the processes were kept hold the first process of each setting only.)"""
+    args = data["args"]
+    runs = {t: r if isinstance(r, list) else [r] for t, r in data["runs"].items()}
+    names = [k for k in next(iter(runs.values()))[0] if k not in ("device", "attributed")]
+
+    def med(run: dict, k: str) -> float:
+        return statistics.median(run[k])
+
+    first = next(iter(runs.values()))[0]
+    print(f"{args['model']} b{args['batch']} fp16 on {first['device']}: {args['rounds']} rounds in random order per "
+          f"process, processes per setting: " + ", ".join(f"{t} {len(r)}" for t, r in runs.items()))
+    for t, rs in runs.items():
+        print(f"setting {t}: per process, plain forwards after one trace / before it "
+              + ", ".join(f"{med(r, 'plain after one trace') / med(r, 'plain before any trace'):.3f}" for r in rs)
+              + "; tracing adds (ms) eager " + ", ".join(f"{1e3 * (med(r, 'eager traced') - med(r, 'eager untraced')):.2f}" for r in rs)
+              + ", default " + ", ".join(f"{1e3 * (med(r, 'default traced') - med(r, 'default untraced')):.2f}" for r in rs)
+              + "; eager traced call / plain loop " + ", ".join(f"{med(r, 'eager traced') / med(r, 'plain (13 forwards)'):.3f}" for r in rs)
+              + "; kernel time attributed to ops " + ", ".join(f"{100 * r['attributed']:.1f} %" for r in rs if "attributed" in r))
+    for t, ratios in data.get("lingering", {}).items():  # files written before: every process's ratio
+        print(f"setting {t}: plain forwards after one trace / before it, all {len(ratios)} processes: "
               + ", ".join(f"{r:.3f}" for r in ratios))
-    print(f"{args.model} b{args.batch} fp16 on {runs['0']['device']}: medians (q1-q3) of {args.rounds} rounds in "
-          "random order, ms per call; one fresh process per setting")
-    names = [k for k in runs["0"] if k != "device"]
+    print("ms per call, median (q1-q3) of the rounds of all processes of a setting")
     print(f"{'':<24}" + "".join(f"{'setting ' + t:>26}" for t in runs))
     for k in names:
         cells = []
-        for run in runs.values():
-            v = run[k]
+        for rs in runs.values():
+            v = [x for r in rs for x in r[k]]
             q = statistics.quantiles(v, n=4, method="inclusive")
             cells.append(f"{1e3 * statistics.median(v):>10.2f} ({1e3 * q[0]:.2f}-{1e3 * q[2]:.2f})")
         print(f"{k:<24}" + "".join(f"{c:>26}" for c in cells))
-    for t, run in runs.items():
-        med = {k: statistics.median(run[k]) for k in names}
-        print(f"setting {t}: after one trace, plain forwards {med['plain after one trace'] / med['plain before any trace']:.3f}x "
-              f"before; tracing adds {1e3 * (med['eager traced'] - med['eager untraced']):.2f} ms eager, "
-              f"{1e3 * (med['default traced'] - med['default untraced']):.2f} ms default, "
-              f"{1e3 * (med['tiny traced'] - med['tiny untraced']):.2f} ms on a one-kernel model; "
-              f"eager traced call / plain loop {med['eager traced'] / med['plain (13 forwards)']:.3f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "runs": runs, "lingering": lingering}, f, indent=2)
-
 
 if __name__ == "__main__":
     main()

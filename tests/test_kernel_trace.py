@@ -121,6 +121,29 @@ def test_every_kernel_of_a_resnet50_forward_is_attributed():
 
 
 @pytest.mark.cuda
+def test_op_markers_attribute_every_kernel_as_cuptis_api_records_do(monkeypatch):
+    # The oracle: CUPTI's own external correlation (runtime and driver API records, each with the
+    # external id open when the launch was made). The default, launch-order markers, must give
+    # every kernel of the counted forward the same op and module, and leave no marker behind.
+    model, x = _resnet50(8)
+
+    def counted(r):
+        return sorted((k.name, k.kind, k.op, k.module) for k in r.kernels if not k.timed)
+
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "api")
+    api = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=1)
+    monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
+    markers = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=1)
+    assert api.trace_status == "on" and markers.trace_status == "on"
+    print(f"resnet50 b8: {len(counted(markers))} kernels in the counted forward; markers and API records "
+          f"agree on {sum(a == b for a, b in zip(counted(markers), counted(api)))}")
+    assert len(counted(markers)) > 50
+    assert counted(markers) == counted(api)
+    assert all(k.op for k in markers.kernels if not k.timed)
+    assert markers.unattributed_kernel_seconds == 0.0
+
+
+@pytest.mark.cuda
 def test_cuda_graph_replays_are_traced_and_attributed():
     model, x = _resnet50(1)
     r = torchutil.profile(model, x, warmup=3, iters=10, cuda_graph=True)

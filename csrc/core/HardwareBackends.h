@@ -53,6 +53,19 @@ struct TraceHooks {
   void (*pop)() = nullptr;
 };
 
+// How a trace ties each launch of the counted forward to the op that made it.
+enum class Correlation : uint8_t {
+  // Launch order (correlateByMarkers, core/KernelTrace.h): a marker at every change of the
+  // innermost open op. No API call is recorded, so nothing keeps slowing the process's launches
+  // after the trace (CUPTI's API records do: ActivityTrace::detachWhenDone). For forwards whose
+  // ops run on one thread.
+  Markers,
+  // CUPTI's external correlation: a record of every runtime and driver API call, each with the
+  // external id open on its thread. For forwards that may run ops on other threads
+  // (TorchScript's fork), whose launches interleave with this thread's.
+  ApiRecords,
+};
+
 // One running trace of kernel, memcpy and memset records; the destructor disables what it
 // enabled and never throws.
 class ActivityTrace {
@@ -64,7 +77,7 @@ class ActivityTrace {
   // Delivers every record so far (the caller has synchronized the device).
   virtual void flush() = 0;
   virtual std::vector<KernelRecord> takeKernels() = 0;
-  // Launch correlation id -> external id pushed for it.
+  // Launch correlation id -> external id pushed for it; called after takeKernels.
   virtual std::unordered_map<uint32_t, uint64_t> takeExternalIds() = 0;
   // Records lost (buffers full); a non-zero count makes the trace incomplete.
   virtual uint64_t dropped() const = 0;
@@ -79,9 +92,9 @@ class TraceBackend {
   virtual ~TraceBackend() = default;
   // Why a trace cannot start on the device now ("" when it can).
   virtual std::string unavailableReason(const HwDevice& device) const = 0;
-  // Starts a trace with external correlation on, or returns null and sets *why; nothing stays
-  // enabled then.
-  virtual std::unique_ptr<ActivityTrace> start(std::string* why) = 0;
+  // Starts a trace that correlates launches as `how` says, or returns null and sets *why;
+  // nothing stays enabled then.
+  virtual std::unique_ptr<ActivityTrace> start(std::string* why, Correlation how) = 0;
   virtual TraceHooks hooks() const = 0;
 };
 

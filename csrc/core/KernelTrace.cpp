@@ -53,6 +53,43 @@ void attributeCounted(std::vector<KernelRecord>& kernels,
   }
 }
 
+std::unordered_map<uint32_t, uint64_t> correlateByMarkers(std::vector<KernelRecord>& records,
+                                                          MarkerStream markers,
+                                                          const std::vector<uint64_t>& markerIds,
+                                                          std::string* problem) {
+  const auto isMarker = [&](const KernelRecord& r) {
+    return r.kind == KernelRecord::Kind::Memset && r.device == markers.device &&
+           r.stream == markers.stream;
+  };
+  std::vector<uint32_t> issued;  // the markers' correlation ids
+  for (const KernelRecord& r : records) {
+    if (isMarker(r)) {
+      issued.push_back(r.correlationId);
+    }
+  }
+  records.erase(std::remove_if(records.begin(), records.end(), isMarker), records.end());
+  if (issued.size() != markerIds.size()) {
+    *problem = "the trace holds " + std::to_string(issued.size()) + " of the " +
+               std::to_string(markerIds.size()) + " op markers issued";
+    return {};
+  }
+  // One stream runs its memsets in the order they were issued; sorted anyway, since the
+  // correlation ids are what orders them against the launches.
+  std::sort(issued.begin(), issued.end());
+  std::unordered_map<uint32_t, uint64_t> externalIdOf;
+  for (const KernelRecord& r : records) {
+    const auto after = std::upper_bound(issued.begin(), issued.end(), r.correlationId);
+    if (after == issued.begin()) {
+      continue;
+    }
+    const uint64_t id = markerIds[static_cast<size_t>(after - issued.begin()) - 1];
+    if (id > 0) {
+      externalIdOf[r.correlationId] = id;
+    }
+  }
+  return externalIdOf;
+}
+
 namespace {
 
 bool byStart(const KernelRecord& a, const KernelRecord& b) {

@@ -57,6 +57,24 @@ uint64_t unionLength(std::vector<Interval> intervals);
 void attributeCounted(std::vector<KernelRecord>& kernels,
                       const std::unordered_map<uint32_t, uint64_t>& externalIdOf);
 
+// Launch-order correlation, the alternative to CUPTI's API records: the tracer issues a marker
+// (a one-byte memset on a stream of its own) whenever the innermost open op of the counted
+// forward changes, and CUDA numbers every call of a thread in the order it is made (the
+// correlation id each record carries). A launch belongs to the last marker before it.
+struct MarkerStream {
+  uint32_t device = 0;
+  uint32_t stream = 0;  // the tracer's stream id, as records carry it
+};
+// Removes the markers (memset records on the marker stream) from records and returns, for every
+// other record's launch, the external id of the last marker issued before it (launches before
+// the first marker, or after a marker for no op, get none). markerIds: the external id each
+// marker stood for (0: no op), in the order they were issued. When the markers recorded are not
+// the markers issued (lost records), returns {} and says so in *problem: nothing is attributed.
+std::unordered_map<uint32_t, uint64_t> correlateByMarkers(std::vector<KernelRecord>& records,
+                                                          MarkerStream markers,
+                                                          const std::vector<uint64_t>& markerIds,
+                                                          std::string* problem);
+
 // Kernels of `forwards` timed forwards (eager or graph replays) launch the same sequence as the
 // counted forward. Sorts timed by start, splits it into `forwards` runs and copies opEvent and
 // the forward index by position, checking names. Returns false (and attributes nothing: no

@@ -1,13 +1,16 @@
 #include "cupti/CuptiTracer.h"
 
+#include <cuda_runtime_api.h>
 #include <cupti.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "cupti/ActivityDecoder.h"
@@ -21,9 +24,10 @@ constexpr size_t kBufferAlignment = 8;            // CUPTI's ACTIVITY_RECORD_ALI
 // Recorded for the whole trace.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                          CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
-// Recorded while correlating (the counted forward): CUPTI emits external-correlation records
-// only for API calls it traces, so the runtime and driver APIs are on too (their own records
-// are dropped). Off for the timed forwards, where they would only add launch overhead.
+// Recorded while correlating the counted forward with Correlation::ApiRecords: CUPTI emits
+// external-correlation records only for API calls it traces, so the runtime and driver APIs are
+// on too (their own records are dropped). Off for the timed forwards, where they would only add
+// launch overhead.
 constexpr CUpti_ActivityKind kCorrelationKinds[] = {CUPTI_ACTIVITY_KIND_RUNTIME,
                                                     CUPTI_ACTIVITY_KIND_DRIVER,
                                                     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
@@ -49,6 +53,77 @@ struct Records {
 Records& records() {
   static Records r;
   return r;
+}
+
+// Correlation::Markers: what the hooks need while the counted forward runs. The hooks are plain
+// functions called for every op, so this is process state, as CUPTI's external-id stack is; it
+// belongs to the tracer that owns the trace, and only the thread that started it marks (the
+// profile takes API records for forwards that may run ops on other threads).
+struct Marking {
+  std::atomic<bool> on{false};
+  std::thread::id owner;
+  cudaStream_t stream = nullptr;
+  void* scratch = nullptr;       // the byte the markers set
+  std::vector<uint64_t> issued;  // the external id each marker issued stands for
+  std::vector<uint64_t> open;    // the external ids pushed and not popped
+  uint64_t current = 0;          // the id of the last marker issued
+};
+
+Marking& marking() {
+  static Marking m;
+  return m;
+}
+
+// The marker stream and its byte on a device, made once per device and kept for the process
+// (a trace per profile call would otherwise pay for a stream and an allocation each time).
+struct MarkerResources {
+  cudaStream_t stream = nullptr;
+  void* scratch = nullptr;
+};
+
+bool markerResources(int device, MarkerResources* out, std::string* why) {
+  static std::mutex mutex;
+  static std::vector<std::pair<int, MarkerResources>> made;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [d, r] : made) {
+    if (d == device) {
+      *out = r;
+      return true;
+    }
+  }
+  MarkerResources r;
+  cudaError_t e = cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking);
+  if (e == cudaSuccess) {
+    e = cudaMalloc(&r.scratch, 1);
+    if (e != cudaSuccess) {
+      cudaStreamDestroy(r.stream);
+    }
+  }
+  if (e != cudaSuccess) {
+    *why = std::string("the op markers' stream could not be made on cuda:") +
+           std::to_string(device) + " (" + cudaGetErrorString(e) + ")";
+    cudaGetLastError();  // clears the error, so that torch does not report it later
+    return false;
+  }
+  made.emplace_back(device, r);
+  *out = r;
+  return true;
+}
+
+// One marker: a one-byte memset on the marker stream, standing for external id `id`.
+void mark(Marking& m, uint64_t id) {
+  const cudaError_t e = cudaMemsetAsync(m.scratch, 0, 1, m.stream);
+  if (e != cudaSuccess) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      warn(std::string("torchutil: an op marker could not be issued (") + cudaGetErrorString(e) +
+           "); the kernels of that op may be attributed to the op before it");
+    }
+    cudaGetLastError();
+    return;
+  }
+  m.issued.push_back(id);
+  m.current = id;
 }
 
 // An activity buffer. CUPTI's callbacks pass buffers as raw pointers: bufferRequested releases
@@ -94,7 +169,7 @@ std::string CuptiTracer::busyReason() {
   return rec.tracing ? "another torchutil profile is tracing kernels in this process" : "";
 }
 
-std::unique_ptr<CuptiTracer> CuptiTracer::start(std::string* why) {
+std::unique_ptr<CuptiTracer> CuptiTracer::start(std::string* why, Correlation how) {
   std::unique_ptr<CuptiTracer> tracer(new CuptiTracer());
   Records& rec = records();
   {
@@ -107,13 +182,13 @@ std::unique_ptr<CuptiTracer> CuptiTracer::start(std::string* why) {
     rec.activity = DecodedActivity();
   }
   tracer->active_ = true;  // from here its destructor releases the trace
-  if (!tracer->enable(why)) {
+  if (!tracer->enable(why, how)) {
     return nullptr;
   }
   return tracer;
 }
 
-bool CuptiTracer::enable(std::string* why) {
+bool CuptiTracer::enable(std::string* why, Correlation how) {
   TORCHUTIL_CUPTI_CHECK(cuptiActivityRegisterTimestampCallback(realtimeNs), why);
   TORCHUTIL_CUPTI_CHECK(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted), why);
   for (CUpti_ActivityKind kind : kKinds) {
@@ -121,15 +196,47 @@ bool CuptiTracer::enable(std::string* why) {
     enabledKinds_.push_back(kind);
   }
   // TORCHUTIL_CUPTI_CORRELATION=0 (a measurement switch of benchmarks/trace_cost.py): kernel
-  // records only, without the API records that attribute them to ops.
+  // records only, attributed to no op.
   const char* correlation = std::getenv("TORCHUTIL_CUPTI_CORRELATION");
   if (correlation != nullptr && std::string(correlation) == "0") {
     return true;
+  }
+  if (how == Correlation::Markers) {
+    return startMarking(why);
   }
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
     TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
     enabledKinds_.push_back(kind);
   }
+  return true;
+}
+
+bool CuptiTracer::startMarking(std::string* why) {
+  int device = 0;
+  const cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) {
+    *why = std::string("cudaGetDevice failed (") + cudaGetErrorString(e) + ")";
+    cudaGetLastError();
+    return false;
+  }
+  MarkerResources r;
+  if (!markerResources(device, &r, why)) {
+    return false;
+  }
+  // CUPTI's id for the stream, as its records carry it (asked at every trace: a detached CUPTI
+  // numbers streams afresh).
+  uint32_t streamId = 0;
+  TORCHUTIL_CUPTI_CHECK(cuptiGetStreamIdEx(nullptr, r.stream, 0, &streamId), why);
+  markers_ = MarkerStream{static_cast<uint32_t>(device), streamId};
+  Marking& m = marking();
+  m.owner = std::this_thread::get_id();
+  m.stream = r.stream;
+  m.scratch = r.scratch;
+  m.issued.clear();
+  m.open.clear();
+  m.current = 0;
+  marked_ = true;
+  m.on = true;
   return true;
 }
 
@@ -142,6 +249,7 @@ void CuptiTracer::release() noexcept {
     return;
   }
   active_ = false;
+  marking().on = false;
   for (uint32_t kind : enabledKinds_) {
     TORCHUTIL_CUPTI_WARN(cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind)));
   }
@@ -157,6 +265,7 @@ void CuptiTracer::release() noexcept {
 }
 
 void CuptiTracer::stopCorrelating() {
+  marking().on = false;
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
     const auto it =
         std::find(enabledKinds_.begin(), enabledKinds_.end(), static_cast<uint32_t>(kind));
@@ -172,12 +281,27 @@ void CuptiTracer::flush() {
 }
 
 std::vector<KernelRecord> CuptiTracer::takeKernels() {
-  Records& rec = records();
-  std::lock_guard<std::mutex> lock(rec.mutex);
-  return std::exchange(rec.activity.kernels, {});
+  std::vector<KernelRecord> kernels;
+  {
+    Records& rec = records();
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    kernels = std::exchange(rec.activity.kernels, {});
+  }
+  if (marked_) {
+    // The markers leave the records here, and their ids become takeExternalIds()'s answer.
+    std::string problem;
+    markedIds_ = correlateByMarkers(kernels, markers_, marking().issued, &problem);
+    if (!problem.empty()) {
+      warn("torchutil: " + problem + "; the counted forward's kernels are attributed to no op");
+    }
+  }
+  return kernels;
 }
 
 std::unordered_map<uint32_t, uint64_t> CuptiTracer::takeExternalIds() {
+  if (marked_) {
+    return std::exchange(markedIds_, {});
+  }
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
   return std::exchange(rec.activity.externalIds, {});
@@ -195,11 +319,34 @@ uint64_t CuptiTracer::timestamp() {
   return t;
 }
 
+// With markers, a marker only where the innermost open op changes: the ops nested in a counted
+// op push its id again and mark nothing.
 void CuptiTracer::pushExternalId(uint64_t id) {
+  Marking& m = marking();
+  if (m.on) {
+    if (std::this_thread::get_id() == m.owner) {
+      m.open.push_back(id);
+      if (id != m.current) {
+        mark(m, id);
+      }
+    }
+    return;
+  }
   TORCHUTIL_CUPTI_WARN(cuptiActivityPushExternalCorrelationId(kExternalKind, id));
 }
 
 void CuptiTracer::popExternalId() {
+  Marking& m = marking();
+  if (m.on) {
+    if (std::this_thread::get_id() == m.owner && !m.open.empty()) {
+      m.open.pop_back();
+      const uint64_t next = m.open.empty() ? 0 : m.open.back();
+      if (next != m.current) {
+        mark(m, next);
+      }
+    }
+    return;
+  }
   uint64_t last = 0;
   TORCHUTIL_CUPTI_WARN(cuptiActivityPopExternalCorrelationId(kExternalKind, &last));
 }

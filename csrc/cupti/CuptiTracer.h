@@ -23,18 +23,21 @@ class CuptiTracer final : public ActivityTrace {
   // process.
   static std::string busyReason();
 
-  // Enables kernel, memcpy, memset and external-correlation records, with CUPTI's default clock
-  // (CLOCK_REALTIME, ns) for their timestamps. Returns null and sets *why (the failed call and
-  // what it means) when CUPTI refuses (another tool owns it, say); nothing stays enabled then.
-  static std::unique_ptr<CuptiTracer> start(std::string* why);
+  // Enables kernel, memcpy and memset records, with CUPTI's default clock (CLOCK_REALTIME, ns)
+  // for their timestamps, and correlates the launches of the counted forward as `how` says:
+  // markers (a one-byte memset on a stream of the tracer's, kept for the process, at every
+  // change of the innermost op, from the thread that started the trace) or external-correlation
+  // and API records. Returns null and sets *why (the failed call and what it means) when CUPTI
+  // refuses (another tool owns it, say); nothing stays enabled then.
+  static std::unique_ptr<CuptiTracer> start(std::string* why, Correlation how);
   // Disables what start() enabled and flushes; never throws: a CUPTI error there is a one-time
   // warning.
   ~CuptiTracer() override;
   CuptiTracer(const CuptiTracer&) = delete;
   CuptiTracer& operator=(const CuptiTracer&) = delete;
 
-  // Ends the correlation of API calls to external ids (the runtime/driver API records it needs
-  // cost launch time); kernel records go on. Throws std::runtime_error when CUPTI fails.
+  // Ends the correlation (the markers, or the runtime/driver API records, which cost launch
+  // time); kernel records go on. Throws std::runtime_error when CUPTI fails.
   void stopCorrelating() override;
   // Flushes every buffer (the caller has synchronized the device); throws as stopCorrelating.
   void flush() override;
@@ -42,8 +45,9 @@ class CuptiTracer final : public ActivityTrace {
   std::unordered_map<uint32_t, uint64_t> takeExternalIds() override;
   uint64_t dropped() const override;
   // CUPTI stays attached to the process after its activities are disabled, and the driver's API
-  // calls keep paying for its hooks: on an H200, eager forwards ran 28-35 % slower after one
-  // trace (benchmarks/trace_cost.py; Kineto saw the same, pytorch/pytorch#146604). Detaching
+  // calls keep paying for its hooks: on an H200, eager forwards ran 1.33-2.28x slower after one
+  // trace with API records (benchmarks/trace_cost.py; Kineto saw the same,
+  // pytorch/pytorch#146604), 0.99-1.10x with the markers (no API records). Detaching
   // (cuptiFinalize, the device idle and the buffers flushed, as it requires) costs the next
   // trace a fresh attach (about 20 ms there). The profile decides (teardownWanted(), off by
   // default).
@@ -51,20 +55,25 @@ class CuptiTracer final : public ActivityTrace {
 
   // CUPTI's clock, the one kernel records use (nanoseconds).
   static uint64_t timestamp();
-  // Marks the CUDA calls of this thread with an external id until the matching pop. A CUPTI
-  // error is a one-time warning (the kernels then go unattributed), not an exception.
+  // Marks the CUDA calls of this thread with an external id until the matching pop. A CUPTI or
+  // CUDA error is a one-time warning (the kernels then go unattributed), not an exception.
   static void pushExternalId(uint64_t id);
   static void popExternalId();
 
  private:
   CuptiTracer() = default;
-  bool enable(std::string* why);
+  bool enable(std::string* why, Correlation how);
+  bool startMarking(std::string* why);
   void release() noexcept;
 
   bool active_ = false;  // this tracer owns the process's trace (records())
   bool detach_ = false;  // cuptiFinalize when it ends
   // CUpti_ActivityKind values enabled and not disabled yet: release() disables exactly these.
   std::vector<uint32_t> enabledKinds_;
+  // Correlation::Markers: the marker stream, and the ids the markers gave (takeKernels).
+  bool marked_ = false;
+  MarkerStream markers_;
+  std::unordered_map<uint32_t, uint64_t> markedIds_;
 };
 
 }  // namespace torchutil::cupti

@@ -51,10 +51,11 @@ class DefaultTraceBackend final : public TraceBackend {
 #endif
   }
 
-  std::unique_ptr<ActivityTrace> start(std::string* why) override {
+  std::unique_ptr<ActivityTrace> start(std::string* why, Correlation how) override {
 #ifdef TORCHUTIL_WITH_CUPTI
-    return cupti::CuptiTracer::start(why);
+    return cupti::CuptiTracer::start(why, how);
 #else
+    (void)how;
     *why = kNoCupti;
     return nullptr;
 #endif
@@ -127,6 +128,12 @@ HwDevice hwDevice(c10::Device device) {
 bool teardownWanted() {
   const char* v = std::getenv("TORCHUTIL_CUPTI_TEARDOWN");
   return v != nullptr && std::string_view(v) == "1";
+}
+
+Correlation correlationFor(bool forwardMayFork) {
+  const char* v = std::getenv("TORCHUTIL_CUPTI_CORRELATION");
+  const bool api = v != nullptr && std::string_view(v) == "api";
+  return forwardMayFork || api ? Correlation::ApiRecords : Correlation::Markers;
 }
 
 bool torchProfilerRunning() {

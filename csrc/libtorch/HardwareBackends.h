@@ -21,8 +21,14 @@ bool torchProfilerRunning();
 
 // Whether a trace detaches its tracer from the process when it ends (ActivityTrace::
 // detachWhenDone): TORCHUTIL_CUPTI_TEARDOWN=1. Off by default: on an H200 a detach made every
-// trace pay ~20 ms to attach again (tracing's cost budget is 5 ms a call); off, the process's
-// eager launches run 28-35 % slower after a trace, as they did before (docs/results/reward/).
+// trace pay ~20 ms to attach again (tracing's cost budget is 5 ms a call). What it was for, the
+// process's eager launches running 28-35 % slower after a trace with CUPTI's API records
+// (docs/results/reward/), Correlation::Markers avoids by recording no API call.
 bool teardownWanted();
+
+// How a profile's trace correlates the counted forward's launches with its ops: markers, or
+// CUPTI's API records where the forward may run ops on other threads. TORCHUTIL_CUPTI_CORRELATION
+// =api takes the API records always (a measurement switch of benchmarks/trace_cost.py).
+Correlation correlationFor(bool forwardMayFork);
 
 }  // namespace torchutil

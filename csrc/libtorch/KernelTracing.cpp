@@ -14,7 +14,7 @@ KernelTracing::KernelTracing(c10::Device device, TraceHooks hooks)
 KernelTracing::~KernelTracing() = default;
 
 std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::string* status,
-                                                    TraceBackend& backend) {
+                                                    TraceBackend& backend, Correlation how) {
   const std::string reason = backend.unavailableReason(hwDevice(device));
   if (!reason.empty()) {
     *status = "off: " + reason;
@@ -24,7 +24,7 @@ std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::str
     std::unique_ptr<KernelTracing> tracing(new KernelTracing(device, backend.hooks()));
     synchronizeDevice(device);
     std::string why;
-    tracing->trace_ = backend.start(&why);
+    tracing->trace_ = backend.start(&why, how);
     if (!tracing->trace_) {
       *status = "off: " + why;
       return nullptr;
@@ -52,7 +52,7 @@ void KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<Kerne
   synchronizeDevice(device_);
   trace_->flush();
   std::vector<KernelRecord> all = trace_->takeKernels();
-  const auto external = trace_->takeExternalIds();
+  const auto external = trace_->takeExternalIds();  // after takeKernels (ActivityTrace)
   dropped_ = trace_->dropped();
   trace_.reset();  // releases the backend now, not at the end of the call
   for (KernelRecord& k : all) {

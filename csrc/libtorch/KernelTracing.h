@@ -19,9 +19,11 @@ namespace torchutil {
 
 class KernelTracing {
  public:
-  // Starts tracing on device, or returns null and sets *status to why not ("off: ...").
+  // Starts tracing on device, correlating the counted forward's launches as `how` says, or
+  // returns null and sets *status to why not ("off: ...").
   static std::unique_ptr<KernelTracing> start(c10::Device device, std::string* status,
-                                              TraceBackend& backend = traceBackend());
+                                              TraceBackend& backend = traceBackend(),
+                                              Correlation how = Correlation::Markers);
   ~KernelTracing();
   KernelTracing(const KernelTracing&) = delete;
   KernelTracing& operator=(const KernelTracing&) = delete;

@@ -265,13 +265,14 @@ class ProfileRun {
     }
   }
 
-  // The counted forward, eager, traced with CUPTI's external correlation when tracing (which
-  // attributes each kernel to the op that launched it).
+  // The counted forward, eager, traced when tracing, its launches correlated with the ops that
+  // made them (markers, or CUPTI's API records for forwards that may fork: correlationFor).
   void count() {
     {
       PhaseTimer t(&out_.phases.trace);
       if (o_.trace && !onMeta_) {
-        tracing_ = KernelTracing::start(device_, &out_.traceStatus, traceBackend(o_.backends));
+        tracing_ = KernelTracing::start(device_, &out_.traceStatus, traceBackend(o_.backends),
+                                        correlationFor(forward_->mayFork()));
         if (tracing_) {
           // With TORCHUTIL_CUPTI_TEARDOWN=1, detached when the trace ends, so that the timed
           // forwards (eager ones above all) and the caller's own work after the call run as if

@@ -36,7 +36,8 @@ class FakeTraceBackend final : public TraceBackend {
   int alive = 0;   // started and not released
   int flushes = 0;
   bool correlating = false;
-  std::vector<uint64_t> pushed;  // external ids, in push order
+  Correlation correlation = Correlation::ApiRecords;  // how the last start() was asked to correlate
+  std::vector<uint64_t> pushed;                       // external ids, in push order
   int popped = 0;
   std::vector<KernelRecord> launched;  // kernelPerOp's kernels
 
@@ -55,7 +56,8 @@ class FakeTraceBackend final : public TraceBackend {
 
   std::string unavailableReason(const HwDevice&) const override { return unavailable; }
 
-  std::unique_ptr<ActivityTrace> start(std::string* why) override {
+  std::unique_ptr<ActivityTrace> start(std::string* why, Correlation how) override {
+    correlation = how;
     if (!refusal.empty()) {
       *why = refusal;
       return nullptr;

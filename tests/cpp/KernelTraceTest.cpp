@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "TraceTestData.h"
 #include "core/CountSession.h"
@@ -36,6 +38,62 @@ TEST(KernelTraceTest, AttributeCountedUsesExternalIds) {
     EXPECT_FALSE(k.timed);
     EXPECT_FALSE(k.forward.has_value());
   }
+}
+
+// A marker as CUPTI records it: a one-byte memset on the marker stream (device 0, stream 3).
+KernelRecord marker(uint32_t correlationId) {
+  KernelRecord m = testdata::record(KernelRecord::Kind::Memset, "Memset (Device)", 0, 1);
+  m.correlationId = correlationId;
+  m.stream = 3;
+  m.bytes = 1;
+  return m;
+}
+
+TEST(KernelTraceTest, MarkersGiveEachLaunchTheOpOfTheLastMarkerBeforeIt) {
+  // Issued: op 1 (correlation 10), op 2 nested in it (20), back to op 1 (30), no op (40).
+  // Launches by correlation id: 5 before any marker, 11-12 in op 1, 21 in op 2, 31 in op 1
+  // again, 41 after the op; the records arrive out of order, as CUPTI's buffers deliver them.
+  std::vector<KernelRecord> records{kernel("late", 9, 10, 41),
+                                    marker(30),
+                                    kernel("gemm", 1, 2, 11),
+                                    marker(10),
+                                    kernel("copy", 3, 4, 12),
+                                    kernel("relu", 5, 6, 21),
+                                    marker(20),
+                                    kernel("before", 0, 1, 5),
+                                    kernel("add", 7, 8, 31),
+                                    marker(40)};
+  // A memset of the model's own on the marker's stream number but another device is no marker.
+  KernelRecord own = marker(13);
+  own.device = 1;
+  records.push_back(own);
+  std::string problem;
+  const auto ids = correlateByMarkers(records, MarkerStream{0, 3}, {1, 2, 1, 0}, &problem);
+  EXPECT_EQ(problem, "");
+  ASSERT_EQ(records.size(), 7u);  // the four markers are gone
+  for (const KernelRecord& r : records) {
+    EXPECT_FALSE(r.kind == KernelRecord::Kind::Memset && r.device == 0) << r.correlationId;
+  }
+  const std::unordered_map<uint32_t, uint64_t> want{{11, 1}, {12, 1}, {13, 1}, {21, 2}, {31, 1}};
+  EXPECT_EQ(ids, want);  // 5 (before the first marker) and 41 (after "no op"): none
+  attributeCounted(records, ids);
+  for (const KernelRecord& r : records) {
+    const int64_t expected = r.correlationId == 21                             ? 1
+                             : (r.correlationId == 5 || r.correlationId == 41) ? -1
+                                                                               : 0;
+    EXPECT_EQ(r.opEvent, expected) << r.name;
+  }
+}
+
+TEST(KernelTraceTest, MarkersThatWereLostAttributeNothingAndSaySo) {
+  std::vector<KernelRecord> records{marker(10), kernel("gemm", 1, 2, 11), marker(20),
+                                    kernel("relu", 3, 4, 21)};
+  std::string problem;
+  // Three issued, two recorded (a buffer dropped one): no launch can be placed with certainty.
+  const auto ids = correlateByMarkers(records, MarkerStream{0, 3}, {1, 2, 0}, &problem);
+  EXPECT_TRUE(ids.empty());
+  EXPECT_EQ(problem, "the trace holds 2 of the 3 op markers issued");
+  EXPECT_EQ(records.size(), 2u);  // the markers still leave the records
 }
 
 TEST(KernelTraceTest, AttributeByPositionCopiesOpsPerForward) {

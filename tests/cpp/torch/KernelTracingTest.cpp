@@ -27,7 +27,8 @@ TEST(KernelTracingTest, RecordsSplitByTimeAndCountedOnesTakeTheirLaunchersOpEven
   ASSERT_NE(tracing, nullptr) << status;
   EXPECT_EQ(status, "on");
   EXPECT_TRUE(fake.correlating);
-  const uint64_t begin = FakeTraceBackend::now();  // read by start()
+  EXPECT_EQ(fake.correlation, Correlation::Markers);  // unless asked for API records
+  const uint64_t begin = FakeTraceBackend::now();     // read by start()
   // The counted forward: two kernels launched under external ids 1 and 2 (op events 0 and 1),
   // and one launched by no op.
   fake.kernels = {kernel("gemm", begin + 10, begin + 20, /*correlationId=*/7),
