@@ -181,8 +181,10 @@ class ServeReport:
 class _Frontend:
     """This process's side: sends queries, takes results, encodes and decodes."""
 
-    def __init__(self, conns: list[Connection], code: Code, images: np.ndarray, timeout: float) -> None:
-        self.conns, self.code, self.images, self.timeout = conns, code, images, timeout
+    def __init__(self, conns: list[Connection], code: Code, images: np.ndarray, timeout: float, spin: bool) -> None:
+        # spin: the last moments before an arrival (exact arrival times); not where the frontend
+        # shares its core with workers, whom it would starve (they run at nice 19).
+        self.conns, self.code, self.images, self.timeout, self.spin = conns, code, images, timeout, spin
         self.k = code.k
         self.shape = images.shape[1:]
 
@@ -261,9 +263,9 @@ class _Frontend:
             ready = [c for c in self.conns if c.poll(0)]
             if not ready:
                 if i < n:  # block until shortly before the next arrival (wait's timeout is coarse), then spin
-                    remaining = run.arrivals[i] - time.perf_counter()
-                    if remaining > 2e-3:
-                        wait(self.conns, remaining - 1.5e-3)
+                    remaining = run.arrivals[i] - time.perf_counter()  # (or block until it: self.spin)
+                    if remaining > (2e-3 if self.spin else 0.0):
+                        wait(self.conns, remaining - (1.5e-3 if self.spin else 0.0))
                     continue
                 ready = wait(self.conns, self.timeout)
                 if not ready:
@@ -381,7 +383,7 @@ def measure(config: ServeConfig, base_model: nn.Module, code: Code, images: torc
                                    f"a script that calls measure() needs `if __name__ == '__main__':`")
         if cores["frontend"] is not None:
             os.sched_setaffinity(0, {cores["frontend"]})
-        front = _Frontend(conns, code.eval(), queries, config.timeout_seconds)
+        front = _Frontend(conns, code.eval(), queries, config.timeout_seconds, cores["frontend_spins"])
         calibration = [float(np.median([front.round_trip(w, queries[i % n]) for i in range(config.calibration_queries)]))
                        for w in range(config.k)]
         rate = config.load * config.k / float(np.mean(calibration))
@@ -443,7 +445,8 @@ def format_report(report: ServeReport) -> str:
     lines = [f"k = {c.k}; {c.queries} queries per policy, Poisson at {report.arrival_rate:,.0f} /s (load {c.load} of "
              f"the data workers' median idle round trip, {', '.join(f'{us * t:.0f}' for t in report.calibration_round_trip)} µs); "
              f"workers on {c.device} at nice {c.worker_nice}, cores: frontend {lay['frontend']}, workers "
-             f"{lay['workers']}{'' if lay['dedicated'] else ' (shared: fewer cores than k + 2)'}; stragglers: burners "
+             f"{lay['workers']}{'' if lay['dedicated'] else ' (shared: fewer cores than k + 2)'}"
+             f"{'' if lay.get('frontend_spins', True) else ', the frontend blocking between arrivals'}; stragglers: burners "
              f"on the cores of workers {list(c.stragglers)}, bursts of mean {1e3 * c.straggler_burst_seconds:g} ms, "
              f"busy {', '.join(f'{100 * f:.0f} %' for f in report.burner_on_fraction)} of the run.", "",
              "| policy | workers | measured median / p99 / p99.9 (µs) | replay of the measured service times | "

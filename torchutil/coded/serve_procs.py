@@ -94,11 +94,12 @@ def layout(k: int, stragglers: Sequence[int]) -> dict[str, Any]:
     0..k, a straggler's burner on its worker's core. Where there are fewer than k + 2 cores, the
     stragglers take cores of their own first (round-robin among them) and the other workers share
     the rest, the frontend's too: a burner then slows its own worker only, as a straggling host
-    would, and not the healthy worker that could answer for it."""
+    would, and not the healthy worker that could answer for it. frontend_spins: whether the
+    frontend may spin before an arrival (not where it shares its core with a worker)."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if not cores:
         return {"frontend": None, "workers": [None] * (k + 1), "burners": {w: None for w in stragglers},
-                "dedicated": False}
+                "dedicated": False, "frontend_spins": False}
     if len(cores) >= k + 2:
         workers = [cores[1 + w] for w in range(k + 1)]
     else:
@@ -112,4 +113,4 @@ def layout(k: int, stragglers: Sequence[int]) -> dict[str, Any]:
         for i, w in enumerate(w for w in range(k + 1) if w not in slow):
             workers[w] = healthy[i % len(healthy)]
     return {"frontend": cores[0], "workers": workers, "burners": {w: workers[w] for w in stragglers},
-            "dedicated": len(cores) >= k + 2}
+            "dedicated": len(cores) >= k + 2, "frontend_spins": cores[0] not in workers}
