@@ -143,7 +143,7 @@ def report(data: dict) -> None:
               + "; tracing adds (ms) eager " + ", ".join(f"{1e3 * (med(r, 'eager traced') - med(r, 'eager untraced')):.2f}" for r in rs)
               + ", default " + ", ".join(f"{1e3 * (med(r, 'default traced') - med(r, 'default untraced')):.2f}" for r in rs)
               + "; eager traced call / plain loop " + ", ".join(f"{med(r, 'eager traced') / med(r, 'plain (13 forwards)'):.3f}" for r in rs)
-              + "; kernel time attributed to ops " + ", ".join(f"{100 * r['attributed']:.1f} %" for r in rs if "attributed" in r))
+              + "; kernel time attributed to ops " + ", ".join(f"{max(0.0, 100 * r['attributed']):.1f} %" for r in rs if "attributed" in r))
     for t, ratios in data.get("lingering", {}).items():  # files written before: every process's ratio
         print(f"setting {t}: plain forwards after one trace / before it, all {len(ratios)} processes: "
               + ", ".join(f"{r:.3f}" for r in ratios))
