@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,7 +17,8 @@ import torch
 from torch import nn
 
 from torchutil import coded
-from torchutil.coded import serve
+from torchutil.coded import serve, serve_procs
+from torchutil.coded.serve_frontend import Frontend
 
 pytest.importorskip("sklearn", reason="the digits data set ships with scikit-learn (the coded extra)")
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins processes to cores (Linux)")
@@ -151,6 +155,36 @@ def test_a_burner_slows_only_its_own_worker(monkeypatch, cores, k, stragglers, w
     if len(cores) > len(stragglers):
         burnt = set(lay["burners"].values())
         assert not [w for w in range(k + 1) if w not in stragglers and workers[w] in burnt]
+
+
+def test_a_burst_of_arrivals_does_not_hang_the_frontend():
+    # Every query due at once, so the frontend sends them back to back. Before the window (at
+    # most Frontend.WINDOW messages in flight to a worker) the pipes filled both ways and it hung
+    # in send_bytes for good: 3,000 queries did so on this machine. Threads that answer every
+    # message at once stand in for the worker processes.
+    k, n = 2, 3000
+    pairs = [multiprocessing.Pipe() for _ in range(k + 1)]
+
+    def echo(conn):
+        while True:
+            mid, _ = serve_procs.TO_WORKER.unpack_from(conn.recv_bytes())
+            if mid < 0:
+                return
+            t = time.perf_counter()
+            conn.send_bytes(serve_procs.FROM_WORKER.pack(mid, t, t) + np.zeros(10, np.float32).tobytes())
+
+    for _, there in pairs:
+        threading.Thread(target=echo, args=(there,), daemon=True).start()
+    front = Frontend([here for here, _ in pairs], SimpleNamespace(k=k), np.zeros((n, 1, 28, 28), np.float32),
+                     timeout=30, spin=False)
+    runs = []
+    runner = threading.Thread(target=lambda: runs.append(front.run("none", np.zeros(n))), daemon=True)
+    runner.start()
+    runner.join(60)
+    assert runs, "the frontend hung"
+    assert runs[0].delivered.tolist() == [1] * n and (runs[0].received[:n] == 1).all()
+    for here, _ in pairs:
+        here.send_bytes(serve_procs.TO_WORKER.pack(-1, 0))
 
 
 class Exploding(nn.Module):

@@ -7,7 +7,7 @@ is run on the service times the workers really took.
 Set-up (what `measure` does):
 - Processes: multiprocessing "spawn" processes, each started, stopped and joined by its object
   (stop message, then terminate, then kill, on every path out, errors included). One duplex
-  pipe per worker, no sockets. Worker w (0..k-1 the data workers, k the extra one) is pinned to
+  pipe per worker (a Unix socket pair), no network. Worker w (0..k-1 the data workers, k the extra one) is pinned to
   one core: the frontend has the first core of this process's affinity, the workers the next
   ones (where there are fewer than k + 2 cores, the stragglers' workers take cores of their own
   first and the others share the rest, the frontend's too; `layout` says which).
@@ -28,6 +28,8 @@ Set-up (what `measure` does):
   the parity query to the extra worker; a query is answered by its own output or, if the other
   k-1 outputs and the parity output are in first, by the decoder, whichever comes first).
   Redundant work is never cancelled; each policy ends when every sent query has come back.
+  At most Frontend.WINDOW messages are in flight to a worker (later ones wait at the frontend,
+  in order), so that no pipe fills and no send blocks: without it a burst of arrivals hung.
 - Latency = the time the frontend has the answer - the query's arrival time (perf_counter, one
   clock for all processes on Linux). The first warmup_fraction of queries are left out.
 - Simulation beside it: for every message the worker's occupancy, end - max(send, end of its
@@ -46,7 +48,6 @@ import os
 from multiprocessing import resource_tracker
 import time
 from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import numpy as np
@@ -55,7 +56,8 @@ from torch import nn
 
 from torchutil.coded import sim
 from torchutil.coded.codes import Code
-from torchutil.coded.serve_procs import FROM_WORKER, TO_WORKER, burner, layout, stop, worker
+from torchutil.coded.serve_frontend import Frontend, PolicyRun
+from torchutil.coded.serve_procs import TO_WORKER, burner, layout, stop, worker
 
 __all__ = ["PolicyRun", "ServeConfig", "ServeReport", "format_report", "measure", "write_report"]
 
@@ -107,55 +109,6 @@ class ServeConfig:
 
 
 @dataclass
-class PolicyRun:
-    """One policy's measured run. Per query: arrival, answer time, how it was answered (index
-    into ("own", "replica", "reconstruction"), -1: never), the class answered (the argmax of the
-    output or of its reconstruction) and how many answers the frontend
-    delivered for it (every completion after the first is redundant work, counted in
-    `redundant`). Per message (the data queries first, then the extra worker's job of each
-    group): worker, send, forward start / end (in the worker), time back at the frontend, and how
-    many results came back for it."""
-
-    policy: str
-    arrivals: np.ndarray
-    answers: np.ndarray
-    answered_by: np.ndarray
-    delivered: np.ndarray
-    predicted: np.ndarray
-    worker: np.ndarray
-    send: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    back: np.ndarray
-    received: np.ndarray
-    redundant: int = 0
-    encode_seconds: list[float] = field(default_factory=list)
-    decode_seconds: list[float] = field(default_factory=list)
-
-    @classmethod
-    def empty(cls, policy: str, n: int, k: int) -> "PolicyRun":
-        m = n + n // k
-        return cls(policy, arrivals=np.empty(n), answers=np.full(n, np.inf), answered_by=np.full(n, -1, np.int8),
-                   delivered=np.zeros(n, np.int32), predicted=np.full(n, -1, np.int64), worker=np.concatenate([np.arange(n) % k, np.full(m - n, k)]),
-                   send=np.full(m, np.nan), start=np.full(m, np.nan), end=np.full(m, np.nan), back=np.full(m, np.nan),
-                   received=np.zeros(m, np.int32))
-
-    @property
-    def latencies(self) -> np.ndarray:
-        return self.answers - self.arrivals
-
-    def occupancy(self) -> np.ndarray:
-        """Per message (nan where none was sent): end - max(send, end of the worker's previous message)."""
-        occ = np.full(len(self.send), np.nan)
-        for w in np.unique(self.worker[np.isfinite(self.send)]):
-            idx = np.flatnonzero((self.worker == w) & np.isfinite(self.send))
-            idx = idx[np.argsort(self.send[idx], kind="stable")]
-            prev_end = np.concatenate([[-np.inf], self.end[idx][:-1]])
-            occ[idx] = self.end[idx] - np.maximum(self.send[idx], prev_end)
-        return occ
-
-
-@dataclass
 class ServeReport:
     """The measured run, the simulation beside it, and the set-up (seconds)."""
 
@@ -173,120 +126,6 @@ class ServeReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k not in ("runs", "query_index")}
-
-
-# --- the frontend ------------------------------------------------------------------------------
-
-
-class _Frontend:
-    """This process's side: sends queries, takes results, encodes and decodes."""
-
-    def __init__(self, conns: list[Connection], code: Code, images: np.ndarray, timeout: float, spin: bool) -> None:
-        # spin: the last moments before an arrival (exact arrival times); not where the frontend
-        # shares its core with workers, whom it would starve (they run at nice 19).
-        self.conns, self.code, self.images, self.timeout, self.spin = conns, code, images, timeout, spin
-        self.k = code.k
-        self.shape = images.shape[1:]
-
-    def send(self, worker: int, mid: int, which: int, x: np.ndarray) -> float:
-        """Sends message `mid` for model `which` of `worker`; the time the send began."""
-        msg = TO_WORKER.pack(mid, which) + np.ascontiguousarray(x, np.float32).tobytes()
-        t = time.perf_counter()
-        try:
-            self.conns[worker].send_bytes(msg)
-        except OSError as e:  # a broken pipe or a reset connection: the worker died
-            raise RuntimeError(f"torchutil.coded: worker {worker} went away ({e})") from None
-        return t
-
-    def receive(self, conn: Connection) -> tuple[int, float, float, float, np.ndarray]:
-        try:
-            msg = conn.recv_bytes()
-        except (EOFError, OSError) as e:
-            raise RuntimeError(f"torchutil.coded: worker {self.conns.index(conn)} went away "
-                               f"({type(e).__name__})") from None
-        mid, t0, t1 = FROM_WORKER.unpack_from(msg)
-        return mid, t0, t1, time.perf_counter(), np.frombuffer(msg, np.float32, offset=FROM_WORKER.size)
-
-    def round_trip(self, worker: int, x: np.ndarray) -> float:
-        t = time.perf_counter()
-        self.send(worker, 0, 0, x)
-        if not self.conns[worker].poll(self.timeout):
-            raise RuntimeError(f"torchutil.coded: worker {worker} did not answer in {self.timeout} s")
-        self.receive(self.conns[worker])
-        return time.perf_counter() - t
-
-    def run(self, policy: str, offsets: np.ndarray) -> PolicyRun:
-        """One policy over queries arriving at `offsets` seconds from now (sorted)."""
-        k, n = self.k, len(offsets)
-        run = PolicyRun.empty(policy, n, k)
-        outputs: dict[int, np.ndarray] = {}
-        parity: dict[int, np.ndarray] = {}
-        run.arrivals[:] = time.perf_counter() + 0.05 + offsets
-        i, outstanding = 0, 0
-
-        def answer(j: int, at: float, how: int, output: np.ndarray) -> None:
-            if run.delivered[j]:
-                run.redundant += 1  # a later copy or reconstruction: redundant work, not a second answer
-                return
-            run.answers[j], run.answered_by[j], run.delivered[j] = at, how, 1
-            run.predicted[j] = int(np.argmax(output))
-
-        def try_decode(g: int) -> None:
-            have = [outputs.get(g * k + m) for m in range(k)]
-            missing = [m for m, o in enumerate(have) if o is None]
-            if g not in parity or len(missing) != 1 or run.delivered[g * k + missing[0]]:
-                return
-            t = time.perf_counter()
-            with torch.inference_mode():
-                outs = torch.stack([torch.zeros(len(parity[g])) if o is None else torch.from_numpy(o) for o in have])
-                out = self.code.reconstruct(outs[None], torch.from_numpy(parity[g])[None], torch.tensor([missing[0]]))
-            done = time.perf_counter()
-            run.decode_seconds.append(done - t)
-            answer(g * k + missing[0], done, 2, out[0].numpy())
-
-        while i < n or outstanding:
-            while i < n and run.arrivals[i] <= time.perf_counter():
-                g = i // k
-                run.send[i] = self.send(i % k, i, 0, self.images[i])
-                outstanding += 1
-                if policy == "replication" and i == g * k + g % k:
-                    run.send[n + g] = self.send(k, n + g, 0, self.images[i])
-                    outstanding += 1
-                elif policy == "coded" and i % k == k - 1:
-                    t = time.perf_counter()
-                    with torch.inference_mode():
-                        p = self.code.encode(torch.from_numpy(self.images[g * k:(g + 1) * k])[None])[0].numpy()
-                    run.encode_seconds.append(time.perf_counter() - t)
-                    run.send[n + g] = self.send(k, n + g, 1, p)
-                    outstanding += 1
-                i += 1
-            ready = [c for c in self.conns if c.poll(0)]
-            if not ready:
-                if i < n:  # block until shortly before the next arrival (wait's timeout is coarse), then spin
-                    remaining = run.arrivals[i] - time.perf_counter()  # (or block until it: self.spin)
-                    if remaining > (2e-3 if self.spin else 0.0):
-                        wait(self.conns, remaining - (1.5e-3 if self.spin else 0.0))
-                    continue
-                ready = wait(self.conns, self.timeout)
-                if not ready:
-                    raise RuntimeError(f"torchutil.coded: no result for {self.timeout} s with {outstanding} outstanding")
-            for conn in ready:
-                mid, t0, t1, back, out = self.receive(conn)
-                outstanding -= 1
-                run.start[mid], run.end[mid], run.back[mid] = t0, t1, back
-                run.received[mid] += 1
-                if mid < n:
-                    answer(mid, back, 0, out)
-                    if policy == "coded":
-                        outputs[mid] = out.copy()
-                        try_decode(mid // k)
-                elif policy == "replication":
-                    g = mid - n
-                    answer(g * k + g % k, back, 1, out)
-                else:
-                    parity[mid - n] = out.copy()
-                    try_decode(mid - n)
-        return run
 
 
 def _summaries(config: ServeConfig, run: PolicyRun, burners: list[list[tuple[float, float]]],
@@ -383,7 +222,7 @@ def measure(config: ServeConfig, base_model: nn.Module, code: Code, images: torc
                                    f"a script that calls measure() needs `if __name__ == '__main__':`")
         if cores["frontend"] is not None:
             os.sched_setaffinity(0, {cores["frontend"]})
-        front = _Frontend(conns, code.eval(), queries, config.timeout_seconds, cores["frontend_spins"])
+        front = Frontend(conns, code.eval(), queries, config.timeout_seconds, cores["frontend_spins"])
         calibration = [float(np.median([front.round_trip(w, queries[i % n]) for i in range(config.calibration_queries)]))
                        for w in range(config.k)]
         rate = config.load * config.k / float(np.mean(calibration))
