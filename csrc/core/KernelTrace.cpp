@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <sstream>
 
 namespace torchutil {
@@ -88,6 +89,53 @@ std::unordered_map<uint32_t, uint64_t> correlateByMarkers(std::vector<KernelReco
     }
   }
   return externalIdOf;
+}
+
+bool attributeByGraphNodes(std::vector<KernelRecord>& timed, const GraphNodeOps& nodes,
+                           int64_t forwards, std::string* problem) {
+  const auto refuse = [&](std::string why) {
+    for (KernelRecord& k : timed) {
+      k.opEvent = -1;
+      k.forward.reset();
+    }
+    *problem = std::move(why);
+    return false;
+  };
+  std::map<uint32_t, size_t> perLaunch;  // correlation id -> records; ordered: launch order
+  for (const KernelRecord& k : timed) {
+    ++perLaunch[k.correlationId];
+  }
+  if (forwards <= 0 || perLaunch.size() != static_cast<size_t>(forwards)) {
+    return refuse("the trace holds " + std::to_string(perLaunch.size()) + " graph launches, not " +
+                  std::to_string(forwards));
+  }
+  for (const auto& [launch, n] : perLaunch) {
+    if (n != perLaunch.begin()->second) {
+      return refuse("graph launches of " + std::to_string(perLaunch.begin()->second) + " and " +
+                    std::to_string(n) + " records");
+    }
+  }
+  std::unordered_map<uint32_t, int32_t> forwardOf;
+  for (const auto& [launch, n] : perLaunch) {
+    forwardOf.emplace(launch, static_cast<int32_t>(forwardOf.size()));
+  }
+  size_t unknown = 0;
+  for (KernelRecord& k : timed) {
+    const auto clone = nodes.cloned.find(k.graphNodeId);
+    const uint64_t node = clone != nodes.cloned.end() ? clone->second : k.graphNodeId;
+    const auto op = nodes.created.find(node);
+    if (k.graphNodeId == 0 || op == nodes.created.end()) {
+      ++unknown;
+      continue;
+    }
+    k.opEvent = op->second > 0 ? static_cast<int64_t>(op->second) - 1 : -1;
+    k.forward = forwardOf.at(k.correlationId);
+  }
+  if (unknown > 0) {
+    return refuse(std::to_string(unknown) + " of " + std::to_string(timed.size()) +
+                  " records name no graph node the capture created");
+  }
+  return true;
 }
 
 namespace {

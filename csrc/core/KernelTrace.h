@@ -28,8 +28,9 @@ struct KernelRecord {
   int32_t registersPerThread = 0;
   int32_t staticSharedBytes = 0;
   int32_t dynamicSharedBytes = 0;
-  uint64_t bytes = 0;    // memcpy / memset size
-  uint32_t graphId = 0;  // non-zero for a kernel replayed from a CUDA graph
+  uint64_t bytes = 0;        // memcpy / memset size
+  uint32_t graphId = 0;      // non-zero for a kernel replayed from a CUDA graph
+  uint64_t graphNodeId = 0;  // its node in the executable graph (CUPTI's id), else 0
   // Which forward launched it: the counted one, or one of the timed ones (set when the trace
   // is split by time); forward is the timed forward's index, known once attributeByPosition
   // has split the timed kernels into forwards.
@@ -74,6 +75,21 @@ std::unordered_map<uint32_t, uint64_t> correlateByMarkers(std::vector<KernelReco
                                                           MarkerStream markers,
                                                           const std::vector<uint64_t>& markerIds,
                                                           std::string* problem);
+
+// Graph-node correlation, for a counted forward run inside a CUDA-graph capture: each node the
+// capture creates belongs to the innermost op open when it was created, and instantiating the
+// graph clones every node into the executable graph, whose node ids the replays' records carry.
+struct GraphNodeOps {
+  std::unordered_map<uint64_t, uint64_t> created;  // node id -> external id (0: no op open)
+  std::unordered_map<uint64_t, uint64_t> cloned;   // executable node id -> node id it cloned
+};
+// Attributes the records of `forwards` replays of the graph: opEvent from each record's node,
+// forward from its launch (one graph launch, one correlation id, per replay; numbered in launch
+// order). Returns false and attributes nothing (no opEvent, no forward index) when the records
+// are not `forwards` launches of equal size or when a record's node was not created by the
+// capture, and says which in *problem.
+bool attributeByGraphNodes(std::vector<KernelRecord>& timed, const GraphNodeOps& nodes,
+                           int64_t forwards, std::string* problem);
 
 // Kernels of `forwards` timed forwards (eager or graph replays) launch the same sequence as the
 // counted forward. Sorts timed by start, splits it into `forwards` runs and copies opEvent and

@@ -56,6 +56,7 @@ KernelRecord common(const Activity& a, KernelRecord::Kind kind, std::string name
   r.stream = a.streamId;
   r.correlationId = a.correlationId;
   r.graphId = a.graphId;
+  r.graphNodeId = a.graphNodeId;
   return r;
 }
 

@@ -96,6 +96,63 @@ TEST(KernelTraceTest, MarkersThatWereLostAttributeNothingAndSaySo) {
   EXPECT_EQ(records.size(), 2u);  // the markers still leave the records
 }
 
+// Records of `launches` graph replays, one per (launch, executable node), nodes 100 + i.
+std::vector<KernelRecord> replays(std::vector<uint32_t> launches, size_t nodes) {
+  std::vector<KernelRecord> out;
+  uint64_t t = 1000;
+  for (uint32_t launch : launches) {
+    for (size_t i = 0; i < nodes; ++i, t += 10) {
+      KernelRecord k = kernel("k" + std::to_string(i), t, t + 5, launch);
+      k.graphNodeId = 100 + i;
+      k.timed = true;
+      out.push_back(k);
+    }
+  }
+  return out;
+}
+
+TEST(KernelTraceTest, GraphNodesGiveEachReplayedKernelTheOpOfItsCapturedNode) {
+  // Captured nodes 1..3 made under external ids 4, 0 (no op) and 6; instantiation cloned them
+  // into executable nodes 100..102. Launches are numbered in launch order, whatever the
+  // records' order.
+  GraphNodeOps nodes;
+  nodes.created = {{1, 4}, {2, 0}, {3, 6}};
+  nodes.cloned = {{100, 1}, {101, 2}, {102, 3}};
+  std::vector<KernelRecord> timed = replays({72, 71}, 3);
+  std::string problem;
+  ASSERT_TRUE(attributeByGraphNodes(timed, nodes, 2, &problem)) << problem;
+  for (const KernelRecord& k : timed) {
+    EXPECT_EQ(k.opEvent, k.graphNodeId == 100 ? 3 : k.graphNodeId == 101 ? -1 : 5);
+    EXPECT_EQ(k.forward, k.correlationId == 71 ? 0 : 1);
+  }
+  // A record naming the captured node itself (no clone reported) resolves too.
+  std::vector<KernelRecord> direct = replays({9}, 1);
+  direct[0].graphNodeId = 3;
+  ASSERT_TRUE(attributeByGraphNodes(direct, nodes, 1, &problem)) << problem;
+  EXPECT_EQ(direct[0].opEvent, 5);
+}
+
+TEST(KernelTraceTest, GraphNodesRefuseUnknownNodesAndOtherLaunchCounts) {
+  GraphNodeOps nodes;
+  nodes.created = {{1, 4}};
+  nodes.cloned = {{100, 1}};
+  std::string problem;
+  std::vector<KernelRecord> timed = replays({5, 6}, 2);  // node 101 was never captured
+  EXPECT_FALSE(attributeByGraphNodes(timed, nodes, 2, &problem));
+  EXPECT_EQ(problem, "2 of 4 records name no graph node the capture created");
+  for (const KernelRecord& k : timed) {
+    EXPECT_EQ(k.opEvent, -1);
+    EXPECT_FALSE(k.forward.has_value());
+  }
+  timed = replays({5, 6}, 1);
+  EXPECT_FALSE(attributeByGraphNodes(timed, nodes, 3, &problem));
+  EXPECT_EQ(problem, "the trace holds 2 graph launches, not 3");
+  timed = replays({5, 6}, 1);
+  timed.push_back(timed.back());
+  EXPECT_FALSE(attributeByGraphNodes(timed, nodes, 2, &problem));
+  EXPECT_EQ(problem, "graph launches of 1 and 2 records");
+}
+
 TEST(KernelTraceTest, AttributeByPositionCopiesOpsPerForward) {
   std::vector<KernelRecord> counted{kernel("gemm", 0, 10, 1), kernel("relu", 10, 12, 2)};
   counted[0].opEvent = 4;

@@ -187,6 +187,13 @@ TEST(ActivityDecoderTest, GraphIdsAreKeptForEveryKind) {
   EXPECT_EQ(decodeOne(k).graphId, 11u);
   EXPECT_EQ(decodeOne(c).graphId, 12u);
   EXPECT_EQ(decodeOne(m).graphId, 13u);
+  // And their node in the executable graph, which graph-node correlation reads.
+  k.graphNodeId = 0x100000021;
+  c.graphNodeId = 22;
+  m.graphNodeId = 23;
+  EXPECT_EQ(decodeOne(k).graphNodeId, 0x100000021u);
+  EXPECT_EQ(decodeOne(c).graphNodeId, 22u);
+  EXPECT_EQ(decodeOne(m).graphNodeId, 23u);
 }
 
 TEST(ActivityDecoderTest, OnlyTorchutilsExternalCorrelationKindIsKept) {
