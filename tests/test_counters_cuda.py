@@ -202,11 +202,12 @@ def _assert_read_both(r) -> None:
     assert r.pm_samples > 0
 
 
+@pytest.mark.torch_profiler
 def test_counters_leave_nothing_behind(resnet50):
     """Counters read, then read again, then after torch.profiler (Kineto subscribed to CUPTI and
     set its own clock) read again: nothing a read enabled is left behind. Skipped where this
     machine gives no counters at all, since then nothing was read to leave anything behind.
-    Last in the file: it runs torch.profiler in this process."""
+    It runs torch.profiler in this process (so it is collected last: conftest.py)."""
     model, x = resnet50
     first = torchutil.profile(model, x, warmup=1, iters=2, counters="all")
     print(f"\ncounters='all': {first.counters_status!r}")

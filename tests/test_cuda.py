@@ -139,7 +139,11 @@ def test_timing_auto_replays_a_graph_and_converges(resnet18_fp16, batch):
     assert r.peak_bytes_per_second == torchutil.memory_bandwidth(batch.device)[0]
 
 
-def test_timing_auto_falls_back_to_eager_when_the_forward_cannot_be_captured(resnet18_fp16, batch):
+def test_timing_auto_falls_back_to_eager_when_the_forward_cannot_be_captured(resnet18_fp16, batch, monkeypatch):
+    # With graph nodes asked for, as the hardest case: their trace subscribes to CUPTI's
+    # callbacks around the capture, and the failed capture must not leave the subscriber behind.
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
+
     def forward(x):
         y = resnet18_fp16(x)
         if y.float().abs().sum().item() < 0:  # .item() synchronizes: not allowed while capturing
@@ -150,17 +154,26 @@ def test_timing_auto_falls_back_to_eager_when_the_forward_cannot_be_captured(res
     print(f"auto fallback: {r.timing_note}")
     assert r.timing_mode == "eager" and r.cuda_graph == 0
     assert r.timing_note.startswith("auto: eager, since the forward could not be captured"), r.timing_note
+    # Traced still: the failed capture's graph-node trace gives way to an eager counted forward's.
+    assert r.trace_status == "on" and [k for k in r.kernels if not k.timed and k.op_row is not None]
     with pytest.raises(RuntimeError, match="could not be captured in a CUDA graph"):
         torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph")
-    # Nothing is left behind: the next graph capture works.
-    assert torchutil.profile(resnet18_fp16, batch, warmup=1, iters=3, timing="cuda_graph").cuda_graph == 1
+    # Nothing is left behind: the next graph capture works, traced through graph nodes (a
+    # CUPTI subscriber left by a failed capture would refuse the next one's, which would then
+    # trace an eager counted forward instead).
+    r = torchutil.profile(resnet18_fp16, batch, warmup=1, iters=3, timing="cuda_graph")
+    assert r.cuda_graph == 1 and r.trace_status == "on"
+    assert r.kernels and not [k for k in r.kernels if not k.timed]
+    assert all(k.op_row is not None for k in r.kernels)
     assert torch.ops.util._live_callbacks() == 0
 
 
-def test_untraced_graph_timing_counts_the_capture_forward(resnet18_fp16, batch):
+def test_graph_timing_counts_the_capture_forward(resnet18_fp16, batch, monkeypatch):
     # Untraced graph timing counts the capture's own forward: warmup=1 costs one host pass, what
-    # a NAS sweep pays per cell. Traced, the counted forward runs eagerly on the capture's side
-    # stream first (CUPTI attributes its kernels to ops), as the capture's warm-up: two passes.
+    # a NAS sweep pays per cell; so does a traced call with graph nodes
+    # (TORCHUTIL_CUPTI_CORRELATION=graph: the replays' kernels are attributed through the
+    # capture's nodes). Traced by default (markers), the counted forward runs eagerly on the
+    # capture's side stream first, as the capture's warm-up: two passes.
     calls = []
 
     def forward(x):
@@ -179,19 +192,33 @@ def test_untraced_graph_timing_counts_the_capture_forward(resnet18_fp16, batch):
     r = torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph", trace=True)
     assert r.flops == eager.flops and r.trace_status == "on"
     assert len(calls) == 2 and calls[0] == calls[1] != default, (calls, default)
+    calls.clear()
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
+    r = torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph", trace=True)
+    monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
+    assert r.flops == eager.flops and r.trace_status == "on" and r.kernel_attribution == "timed"
+    assert len(calls) == 1 and calls[0] != default, (calls, default)
     # Eager timing stays on the current stream, with no capture.
     calls.clear()
     torchutil.profile(forward, batch, warmup=1, iters=3, timing="eager", trace=False)
     assert calls == [default] * 4, calls
 
 
-def test_trace_forwards_chooses_how_many_forwards_are_traced(resnet18_fp16, batch):
+@pytest.mark.parametrize("correlation", ["markers", "graph"])
+def test_trace_forwards_chooses_how_many_forwards_are_traced(resnet18_fp16, batch, monkeypatch, correlation):
+    # With graph nodes, the counted forward is the capture's and only the replays are traced; but
+    # trace_forwards=0 has no replay to attribute nodes on, so its counted forward is traced
+    # eagerly (markers). Its kernel count is the oracle of the replays'.
+    if correlation == "graph":
+        monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
     results = {n: torchutil.profile(resnet18_fp16, batch, warmup=2, iters=10, trace_forwards=n) for n in (0, 1, 3)}
     for n, r in results.items():
         assert r.trace_status == "on" and r.traced_forwards == n
         timed = [k for k in r.kernels if k.timed]
         counted = [k for k in r.kernels if not k.timed]
-        assert len(timed) == n * len(counted)
+        assert len(timed) == n * int(results[0].kernels_per_forward)
+        eager_count = correlation == "markers" or n == 0
+        assert len(counted) == (int(results[0].kernels_per_forward) if eager_count else 0)
         assert sorted({k.forward for k in timed}) == list(range(n))
         assert r.kernel_attribution == ("timed" if n else "counted")
     one, three = results[1], results[3]

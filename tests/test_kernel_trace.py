@@ -96,22 +96,34 @@ def test_kernel_time_matches_event_time_when_gpu_bound():
 
 
 @pytest.mark.cuda
-def test_every_kernel_of_a_resnet50_forward_is_attributed():
+@pytest.mark.parametrize("correlation", ["markers", "graph"])
+def test_every_kernel_of_a_resnet50_forward_is_attributed(correlation, monkeypatch):
+    # markers (the default): the counted forward runs eagerly, traced, and the traced replays
+    # are attributed by position; graph (TORCHUTIL_CUPTI_CORRELATION=graph): the counted forward
+    # is the capture's, and the replays' kernels are attributed through their graph nodes.
+    if correlation == "graph":
+        monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
     model, x = _resnet50(8)
     r = torchutil.profile(model, x, warmup=3, iters=5, trace_forwards=5)
+    assert r.trace_status == "on", r.trace_status
     op_row = _column(r, "op_row")
     counted = _column(r, "timed") == 0
-    assert counted.sum() > 50
+    timed = ~counted
     assert r.kernel_attribution == "timed"
-    unattributed = [k.name for k in r.kernels if not k.timed and k.op_row is None]
-    print(f"resnet50 b8: {int(counted.sum())} kernels in the counted forward, unattributed: {unattributed}")
+    unattributed = [k.name for k in r.kernels if k.op_row is None]
+    print(f"resnet50 b8 {correlation}: {int(counted.sum())} kernels in the counted forward, {int(timed.sum())} in "
+          f"5 traced ones, unattributed: {unattributed}")
     assert unattributed == []
-    # The timed forwards launch the same sequence: attributed by position, all of them.
-    assert (op_row[~counted] >= 0).all()
-    assert int((~counted).sum()) == 5 * int(counted.sum())
+    assert (op_row[timed] >= 0).all()
     assert sorted({k.forward for k in r.kernels if k.timed}) == [0, 1, 2, 3, 4]
     assert all(k.forward is None for k in r.kernels if not k.timed)
-    assert r.kernels_per_forward == pytest.approx(float(counted.sum()))
+    assert r.kernels_per_forward == pytest.approx(float(timed.sum()) / 5)
+    assert r.kernels_per_forward > 50
+    assert r.timing_mode == "cuda_graph"
+    if correlation == "graph":
+        assert int(counted.sum()) == 0
+    else:
+        assert int(timed.sum()) == 5 * int(counted.sum())
     # Per-op kernel time adds up to the attributed kernel time.
     per_op = sum(o.kernel_seconds for o in r.ops if o.kernel_seconds == o.kernel_seconds)
     assert per_op + r.unattributed_kernel_seconds == pytest.approx(r.kernel_seconds, rel=1e-6)
@@ -144,6 +156,34 @@ def test_op_markers_attribute_every_kernel_as_cuptis_api_records_do(monkeypatch)
 
 
 @pytest.mark.cuda
+def test_graph_nodes_attribute_every_replayed_kernel_as_cuptis_api_records_do(monkeypatch):
+    # The oracle: CUPTI's external correlation of an eager counted forward (API records, each
+    # with the external id open at the launch). Graph nodes (TORCHUTIL_CUPTI_CORRELATION=graph),
+    # a capture whose nodes carry the op open when the capture made them, must give each
+    # replayed kernel the same op and module: as multisets of (name, kind, op, module), one
+    # replay against the counted forward.
+    model, x = _resnet50(8)
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "api")
+    api = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=1, timing="eager")
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
+    graph = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=2)
+    monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
+    assert api.trace_status == "on" and graph.trace_status == "on", (api.trace_status, graph.trace_status)
+    assert graph.timing_mode == "cuda_graph"
+    reference = sorted((k.name, k.kind, k.op, k.module) for k in api.kernels if not k.timed)
+    assert not [k for k in graph.kernels if not k.timed]  # nothing ran eagerly to be traced
+    for f in (0, 1):
+        replay = sorted((k.name, k.kind, k.op, k.module) for k in graph.kernels if k.forward == f)
+        missing = [k for k in reference if k not in replay]
+        extra = [k for k in replay if k not in reference]
+        print(f"resnet50 b8: replay {f}: {len(replay)} kernels, API records {len(reference)}; "
+              f"only in the replay {extra[:3]}, only in the eager forward {missing[:3]}")
+        assert replay == reference
+    assert graph.unattributed_kernel_seconds == 0.0
+    assert graph.kernels_per_forward == len(reference)
+
+
+@pytest.mark.cuda
 def test_cuda_graph_replays_are_traced_and_attributed():
     model, x = _resnet50(1)
     r = torchutil.profile(model, x, warmup=3, iters=10, cuda_graph=True)
@@ -169,10 +209,11 @@ def test_torch_compile_kernels_are_recorded():
           f"{1e3 * r.kernel_seconds:.3f} ms")
     # Inductor's fused (Triton) kernels are launched by no dispatcher op: they are recorded, and
     # their time is reported as unattributed.
-    fused = [k for k in r.kernels if not k.timed and k.name.startswith("triton_")]
+    one = [k for k in r.kernels if not k.timed] or [k for k in r.kernels if k.forward == 0]
+    fused = [k for k in one if k.name.startswith("triton_")]
     assert fused, [k.name for k in r.kernels[:20]]
     owners = sorted({k.op for k in fused})
-    print(f"compiled resnet50 b8: {len(fused)} Triton kernels in the counted forward, launched inside: {owners}")
+    print(f"compiled resnet50 b8 ({r.timing_mode}): {len(fused)} Triton kernels a forward, launched inside: {owners}")
     # None is priced as the work of a counted matrix op (a convolution or matmul it did not run).
     assert not [k for k in fused if k.op_row is not None and r.ops[k.op_row].op_class == "matrix"]
     assert 0 < r.unattributed_kernel_seconds < r.kernel_seconds
@@ -210,6 +251,7 @@ def test_timed_kernels_not_split_when_the_sequence_changes():
 
 
 @pytest.mark.cuda
+@pytest.mark.torch_profiler
 def test_torch_profiler_works_after_a_trace():
     model, x = _resnet50(4)
     r = torchutil.profile(model, x, warmup=1, iters=2)
@@ -228,6 +270,7 @@ def test_torch_profiler_works_after_a_trace():
 
 
 @pytest.mark.cuda
+@pytest.mark.torch_profiler
 def test_inside_torch_profiler_degrades_to_flops_and_event_timing():
     model, x = _resnet50(4)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
@@ -237,6 +280,16 @@ def test_inside_torch_profiler_degrades_to_flops_and_event_timing():
     assert r.flops > 0 and r.seconds > 0 and 0 < r.utilization < 1
     # And tracing works again once torch.profiler has stopped.
     assert torchutil.profile(model, x, warmup=1, iters=2).trace_status == "on"
+    # Kineto's CUPTI subscriber stays, so graph nodes cannot be traced: an eager counted forward
+    # is (markers), and the status says why; every kernel is still attributed.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
+        after = torchutil.profile(model, x, warmup=1, iters=2)
+    print(f"after torch.profiler, graph nodes asked for: {after.trace_status}")
+    assert after.trace_status.startswith("on; an eager counted forward traced, since graph nodes could not be:")
+    assert "MULTIPLE_SUBSCRIBERS" in after.trace_status
+    assert after.timing_mode == "cuda_graph" and after.kernel_attribution == "timed"
+    assert after.kernels and all(k.op_row is not None for k in after.kernels)
 
 
 @pytest.mark.cuda

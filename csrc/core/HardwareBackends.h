@@ -64,6 +64,13 @@ enum class Correlation : uint8_t {
   // external id open on its thread. For forwards that may run ops on other threads
   // (TorchScript's fork), whose launches interleave with this thread's.
   ApiRecords,
+  // The counted forward is the forward a CUDA graph captures: every node the capture creates
+  // belongs to the innermost op open then (CUPTI's graph-node callbacks, on while the trace
+  // correlates), and the replays' records carry their node (attributeByGraphNodes). No eager
+  // forward is traced: the traced replays are attributed directly, and nothing is issued or
+  // recorded per launch. Opt-in (TORCHUTIL_CUPTI_CORRELATION=graph): CUPTI's callback
+  // subscriber leaves the process's later eager launches slower, as API records do.
+  GraphNodes,
 };
 
 // One running trace of kernel, memcpy and memset records; the destructor disables what it
@@ -71,14 +78,17 @@ enum class Correlation : uint8_t {
 class ActivityTrace {
  public:
   virtual ~ActivityTrace() = default;
-  // Ends the correlation of launches with external ids (the counted forward is over); kernel
-  // records go on.
+  // Ends the correlation of launches with external ids (the counted forward is over; with
+  // GraphNodes, its graph is instantiated); kernel records go on.
   virtual void stopCorrelating() = 0;
   // Delivers every record so far (the caller has synchronized the device).
   virtual void flush() = 0;
   virtual std::vector<KernelRecord> takeKernels() = 0;
   // Launch correlation id -> external id pushed for it; called after takeKernels.
   virtual std::unordered_map<uint32_t, uint64_t> takeExternalIds() = 0;
+  // Correlation::GraphNodes: the op of every node the capture created, and the clones
+  // instantiation made of them; empty for the other correlations.
+  virtual GraphNodeOps takeGraphNodes() { return {}; }
   // Records lost (buffers full); a non-zero count makes the trace incomplete.
   virtual uint64_t dropped() const = 0;
   // Whether the tracer detaches from the process when the trace ends (CUPTI: cuptiFinalize),

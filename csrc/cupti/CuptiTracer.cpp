@@ -55,18 +55,28 @@ Records& records() {
   return r;
 }
 
+// The marker stream and its byte on a device, made once per device and kept for the process
+// (a trace per profile call would otherwise pay for a stream and an allocation each time).
+struct MarkerResources {
+  cudaStream_t stream = nullptr;
+  void* scratch = nullptr;
+};
+
 // Correlation::Markers: what the hooks need while the counted forward runs. The hooks are plain
 // functions called for every op, so this is process state, as CUPTI's external-id stack is; it
 // belongs to the tracer that owns the trace, and only the thread that started it marks (the
 // profile takes API records for forwards that may run ops on other threads).
+// With Correlation::GraphNodes the same state keeps the open ops, issues no marker, and ties
+// each graph node the capture creates to the innermost of them (graphNodeCallback).
 struct Marking {
   std::atomic<bool> on{false};
+  bool issue = true;  // markers (else graph nodes: the stack only)
   std::thread::id owner;
-  cudaStream_t stream = nullptr;
-  void* scratch = nullptr;       // the byte the markers set
+  MarkerResources resources;
   std::vector<uint64_t> issued;  // the external id each marker issued stands for
   std::vector<uint64_t> open;    // the external ids pushed and not popped
   uint64_t current = 0;          // the id of the last marker issued
+  GraphNodeOps nodes;            // GraphNodes: what the callbacks saw
 };
 
 Marking& marking() {
@@ -74,12 +84,15 @@ Marking& marking() {
   return m;
 }
 
-// The marker stream and its byte on a device, made once per device and kept for the process
-// (a trace per profile call would otherwise pay for a stream and an allocation each time).
-struct MarkerResources {
-  cudaStream_t stream = nullptr;
-  void* scratch = nullptr;
-};
+// Opens the stack for the thread starting a trace.
+void openMarking(Marking& m) {
+  m.owner = std::this_thread::get_id();
+  m.issued.clear();
+  m.open.clear();
+  m.current = 0;
+  m.nodes = GraphNodeOps();
+  m.on = true;
+}
 
 bool markerResources(int device, MarkerResources* out, std::string* why) {
   static std::mutex mutex;
@@ -112,7 +125,7 @@ bool markerResources(int device, MarkerResources* out, std::string* why) {
 
 // One marker: a one-byte memset on the marker stream, standing for external id `id`.
 void mark(Marking& m, uint64_t id) {
-  const cudaError_t e = cudaMemsetAsync(m.scratch, 0, 1, m.stream);
+  const cudaError_t e = cudaMemsetAsync(m.resources.scratch, 0, 1, m.resources.stream);
   if (e != cudaSuccess) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
@@ -161,6 +174,36 @@ void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer,
   }
 }
 
+// Correlation::GraphNodes: CUPTI calls this on the thread that creates or clones a graph node.
+// A node created on the tracing thread belongs to its innermost open op (the capture runs the
+// counted forward there); instantiation clones each node into the executable graph, whose ids
+// the replays' records carry.
+void CUPTIAPI graphNodeCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
+                                CUpti_CallbackId id, const void* data) {
+  Marking& m = marking();
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || !m.on || m.issue ||
+      std::this_thread::get_id() != m.owner) {
+    return;
+  }
+  const auto* graph = static_cast<const CUpti_GraphData*>(
+      static_cast<const CUpti_ResourceData*>(data)->resourceDescriptor);
+  uint64_t node = 0;
+  if (graph == nullptr || cuptiGetGraphNodeId(graph->node, &node) != CUPTI_SUCCESS) {
+    return;  // the node stays unknown: attributeByGraphNodes refuses and says so
+  }
+  if (id == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+    m.nodes.created.emplace(node, m.open.empty() ? 0 : m.open.back());
+  } else if (id == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
+    uint64_t original = 0;
+    if (cuptiGetGraphNodeId(graph->originalNode, &original) == CUPTI_SUCCESS) {
+      m.nodes.cloned[node] = original;
+    }
+  }
+}
+
+constexpr CUpti_CallbackIdResource kGraphCallbacks[] = {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED,
+                                                        CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED};
+
 }  // namespace
 
 std::string CuptiTracer::busyReason() {
@@ -204,6 +247,9 @@ bool CuptiTracer::enable(std::string* why, Correlation how) {
   if (how == Correlation::Markers) {
     return startMarking(why);
   }
+  if (how == Correlation::GraphNodes) {
+    return startGraphNodes(why);
+  }
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
     TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
     enabledKinds_.push_back(kind);
@@ -229,15 +275,59 @@ bool CuptiTracer::startMarking(std::string* why) {
   TORCHUTIL_CUPTI_CHECK(cuptiGetStreamIdEx(nullptr, r.stream, 0, &streamId), why);
   markers_ = MarkerStream{static_cast<uint32_t>(device), streamId};
   Marking& m = marking();
-  m.owner = std::this_thread::get_id();
-  m.stream = r.stream;
-  m.scratch = r.scratch;
-  m.issued.clear();
-  m.open.clear();
-  m.current = 0;
+  m.resources = r;
+  m.issue = true;
   marked_ = true;
-  m.on = true;
+  openMarking(m);
   return true;
+}
+
+// One subscriber per process: another tool's (Kineto's, with its callbacks on) refuses ours,
+// and the profile then correlates with markers instead.
+bool CuptiTracer::startGraphNodes(std::string* why) {
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "torchutil";
+  params.oldSubscriberName = holder;
+  params.oldSubscriberSize = sizeof(holder);
+  const CUptiResult status = cuptiSubscribe_v2(&subscriber_, graphNodeCallback, nullptr, &params);
+  if (status == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    // Kineto keeps its subscriber once torch.profiler has run in the process (it names none).
+    const std::string name(holder);
+    *why = "CUPTI has one callback subscriber per process and another client holds it" +
+           (name.empty() || name.find("not provided") != std::string::npos
+                ? std::string(" (torch.profiler's Kineto, once it has run here, or nsys/ncu)")
+                : " (" + name + ")") +
+           "; cuptiSubscribe_v2 failed (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)";
+    return false;
+  }
+  if (status != CUPTI_SUCCESS) {
+    *why = failure("cuptiSubscribe_v2", status);
+    return false;
+  }
+  subscribed_ = true;
+  for (CUpti_CallbackIdResource id : kGraphCallbacks) {
+    TORCHUTIL_CUPTI_CHECK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id), why);
+  }
+  Marking& m = marking();
+  m.issue = false;
+  graphNodes_ = true;
+  openMarking(m);
+  return true;
+}
+
+// Disables the graph-node callbacks and unsubscribes; from release() too, so no failed or
+// interrupted trace leaves a subscriber behind.
+void CuptiTracer::unsubscribe() noexcept {
+  if (!subscribed_) {
+    return;
+  }
+  subscribed_ = false;
+  for (CUpti_CallbackIdResource id : kGraphCallbacks) {
+    TORCHUTIL_CUPTI_WARN(cuptiEnableCallback(0, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id));
+  }
+  TORCHUTIL_CUPTI_WARN(cuptiUnsubscribe(subscriber_));
 }
 
 CuptiTracer::~CuptiTracer() {
@@ -250,6 +340,7 @@ void CuptiTracer::release() noexcept {
   }
   active_ = false;
   marking().on = false;
+  unsubscribe();
   for (uint32_t kind : enabledKinds_) {
     TORCHUTIL_CUPTI_WARN(cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind)));
   }
@@ -266,6 +357,10 @@ void CuptiTracer::release() noexcept {
 
 void CuptiTracer::stopCorrelating() {
   marking().on = false;
+  if (graphNodes_) {
+    graphNodeOps_ = std::exchange(marking().nodes, {});
+  }
+  unsubscribe();
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
     const auto it =
         std::find(enabledKinds_.begin(), enabledKinds_.end(), static_cast<uint32_t>(kind));
@@ -307,6 +402,10 @@ std::unordered_map<uint32_t, uint64_t> CuptiTracer::takeExternalIds() {
   return std::exchange(rec.activity.externalIds, {});
 }
 
+GraphNodeOps CuptiTracer::takeGraphNodes() {
+  return std::exchange(graphNodeOps_, {});
+}
+
 uint64_t CuptiTracer::dropped() const {
   Records& rec = records();
   std::lock_guard<std::mutex> lock(rec.mutex);
@@ -326,7 +425,7 @@ void CuptiTracer::pushExternalId(uint64_t id) {
   if (m.on) {
     if (std::this_thread::get_id() == m.owner) {
       m.open.push_back(id);
-      if (id != m.current) {
+      if (m.issue && id != m.current) {
         mark(m, id);
       }
     }
@@ -341,7 +440,7 @@ void CuptiTracer::popExternalId() {
     if (std::this_thread::get_id() == m.owner && !m.open.empty()) {
       m.open.pop_back();
       const uint64_t next = m.open.empty() ? 0 : m.open.back();
-      if (next != m.current) {
+      if (m.issue && next != m.current) {
         mark(m, next);
       }
     }

@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <cupti.h>
+
 #include "core/HardwareBackends.h"
 
 namespace torchutil::cupti {
@@ -43,6 +45,7 @@ class CuptiTracer final : public ActivityTrace {
   void flush() override;
   std::vector<KernelRecord> takeKernels() override;
   std::unordered_map<uint32_t, uint64_t> takeExternalIds() override;
+  GraphNodeOps takeGraphNodes() override;
   uint64_t dropped() const override;
   // CUPTI stays attached to the process after its activities are disabled, and the driver's API
   // calls keep paying for its hooks: on an H200, eager forwards ran 1.33-2.28x slower after one
@@ -64,6 +67,8 @@ class CuptiTracer final : public ActivityTrace {
   CuptiTracer() = default;
   bool enable(std::string* why, Correlation how);
   bool startMarking(std::string* why);
+  bool startGraphNodes(std::string* why);
+  void unsubscribe() noexcept;
   void release() noexcept;
 
   bool active_ = false;  // this tracer owns the process's trace (records())
@@ -74,6 +79,12 @@ class CuptiTracer final : public ActivityTrace {
   bool marked_ = false;
   MarkerStream markers_;
   std::unordered_map<uint32_t, uint64_t> markedIds_;
+  // Correlation::GraphNodes: CUPTI's subscriber for the graph-node callbacks (while
+  // correlating), and what they saw (takeGraphNodes).
+  bool graphNodes_ = false;
+  bool subscribed_ = false;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  GraphNodeOps graphNodeOps_;
 };
 
 }  // namespace torchutil::cupti

@@ -130,10 +130,13 @@ bool teardownWanted() {
   return v != nullptr && std::string_view(v) == "1";
 }
 
-Correlation correlationFor(bool forwardMayFork) {
+Correlation correlationFor(bool forwardMayFork, bool inCapture) {
   const char* v = std::getenv("TORCHUTIL_CUPTI_CORRELATION");
-  const bool api = v != nullptr && std::string_view(v) == "api";
-  return forwardMayFork || api ? Correlation::ApiRecords : Correlation::Markers;
+  const std::string_view asked = v != nullptr ? v : "";
+  if (forwardMayFork || asked == "api") {
+    return Correlation::ApiRecords;
+  }
+  return inCapture && asked == "graph" ? Correlation::GraphNodes : Correlation::Markers;
 }
 
 bool torchProfilerRunning() {

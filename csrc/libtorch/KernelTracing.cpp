@@ -8,8 +8,8 @@
 
 namespace torchutil {
 
-KernelTracing::KernelTracing(c10::Device device, TraceHooks hooks)
-    : device_(device), hooks_(hooks) {}
+KernelTracing::KernelTracing(c10::Device device, TraceHooks hooks, Correlation how)
+    : device_(device), how_(how), hooks_(hooks) {}
 
 KernelTracing::~KernelTracing() = default;
 
@@ -21,7 +21,7 @@ std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::str
     return nullptr;
   }
   try {
-    std::unique_ptr<KernelTracing> tracing(new KernelTracing(device, backend.hooks()));
+    std::unique_ptr<KernelTracing> tracing(new KernelTracing(device, backend.hooks(), how));
     synchronizeDevice(device);
     std::string why;
     tracing->trace_ = backend.start(&why, how);
@@ -48,22 +48,31 @@ void KernelTracing::timedStart() {
   timedBegin_ = hooks_.clock();
 }
 
-void KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed) {
+bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed,
+                           int64_t forwards, std::string* problem) {
   synchronizeDevice(device_);
   trace_->flush();
   std::vector<KernelRecord> all = trace_->takeKernels();
   const auto external = trace_->takeExternalIds();  // after takeKernels (ActivityTrace)
+  const GraphNodeOps nodes = trace_->takeGraphNodes();
   dropped_ = trace_->dropped();
   trace_.reset();  // releases the backend now, not at the end of the call
+  const bool graph = how_ == Correlation::GraphNodes;
   for (KernelRecord& k : all) {
-    if (k.startNs >= begin_ && k.startNs < countedEnd_) {
+    // With graph nodes the counted forward ran nothing (it was captured): what ran before the
+    // traced replays is warm-up.
+    if (!graph && k.startNs >= begin_ && k.startNs < countedEnd_) {
       counted->push_back(std::move(k));
     } else if (timedBegin_ != 0 && k.startNs >= timedBegin_) {
       k.timed = true;
       timed->push_back(std::move(k));
     }
   }
+  if (graph) {
+    return !timed->empty() && attributeByGraphNodes(*timed, nodes, forwards, problem);
+  }
   attributeCounted(*counted, external);
+  return false;
 }
 
 }  // namespace torchutil

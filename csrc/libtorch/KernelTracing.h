@@ -35,17 +35,23 @@ class KernelTracing {
   // The traced forwards start now (the device is idle).
   void timedStart();
   // Waits for the device, stops tracing and returns the records of the counted forward
-  // (attributed to op events) and of the traced forwards.
-  void finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed);
+  // (attributed to op events) and of the `forwards` traced forwards. With
+  // Correlation::GraphNodes there is no eager counted forward: *counted stays empty, and the
+  // traced replays are attributed through their graph nodes; returns whether they were (else
+  // *problem says why). The other correlations return false: attributeByPosition's turn.
+  bool finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed,
+              int64_t forwards, std::string* problem);
+  Correlation correlation() const { return how_; }
   // Records the backend dropped (buffers full); a non-zero count makes the figures incomplete.
   uint64_t dropped() const { return dropped_; }
   // Whether the backend detaches from the process when the trace ends (ActivityTrace).
   void detachWhenDone(bool detach) { trace_->detachWhenDone(detach); }
 
  private:
-  KernelTracing(c10::Device device, TraceHooks hooks);
+  KernelTracing(c10::Device device, TraceHooks hooks, Correlation how);
 
   c10::Device device_;
+  Correlation how_;
   TraceHooks hooks_;
   std::unique_ptr<ActivityTrace> trace_;
   uint64_t begin_ = 0;

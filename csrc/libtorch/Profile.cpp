@@ -168,9 +168,15 @@ class ProfileRun {
     onMeta_ = device_.is_meta();
     traces_ = o_.trace && device_.is_cuda();
     side_ = captureStream(device_, mode_);
-    // Untraced graph timing counts the capture's forward: one host forward fewer. With
-    // counters the counted forward stays eager (the timeline times it).
-    fused_ = side_.has_value() && !traces_ && o_.counters.empty() && !forward_->mayFork();
+    // Untraced graph timing counts the capture's forward: one host forward fewer. So does a
+    // traced one that correlates by graph nodes (opt-in, correlationFor), whose traced replays
+    // are attributed through the nodes the capture made (so it needs one). With counters the
+    // counted forward stays eager (the timeline times it), and so does one that may fork (its
+    // ops run on other threads).
+    const bool capturable = side_.has_value() && o_.counters.empty() && !forward_->mayFork();
+    graphTrace_ = capturable && traces_ && o_.traceForwards > 0 &&
+                  correlationFor(false, /*inCapture=*/true) == Correlation::GraphNodes;
+    fused_ = capturable && (!traces_ || graphTrace_);
     lock_ = std::make_unique<GpuLock>(o_.gpuLock, &out_.phases.wait);
   }
 
@@ -180,7 +186,24 @@ class ProfileRun {
     warmUp();
     if (fused_) {
       lock_->release();  // the capture runs nothing on the GPU
-      capture(/*counting=*/true);
+      if (graphTrace_) {
+        startTrace(Correlation::GraphNodes);
+        if (!tracing_) {
+          graphRefusal_ = out_.traceStatus.substr(out_.traceStatus.find(':') + 1);
+        }
+      }
+      // Where graph nodes cannot be traced (CUPTI refused the subscriber), count() traces an
+      // eager counted forward with markers, and the capture follows it.
+      if (!graphTrace_ || tracing_) {
+        capture(/*counting=*/true);
+      }
+      if (tracing_) {
+        if (counted_.has_value()) {
+          tracing_->countedDone();  // the graph is instantiated: its nodes are known
+        } else {
+          tracing_.reset();  // the capture failed: count() traces its eager forward instead
+        }
+      }
       lock_->hold();
     }
     if (!counted_) {
@@ -268,20 +291,10 @@ class ProfileRun {
   // The counted forward, eager, traced when tracing, its launches correlated with the ops that
   // made them (markers, or CUPTI's API records for forwards that may fork: correlationFor).
   void count() {
-    {
-      PhaseTimer t(&out_.phases.trace);
-      if (o_.trace && !onMeta_) {
-        tracing_ = KernelTracing::start(device_, &out_.traceStatus, traceBackend(o_.backends),
-                                        correlationFor(forward_->mayFork()));
-        if (tracing_) {
-          // With TORCHUTIL_CUPTI_TEARDOWN=1, detached when the trace ends, so that the timed
-          // forwards (eager ones above all) and the caller's own work after the call run as if
-          // nothing had traced them; the counters' passes after the timed forwards want CUPTI.
-          tracing_->detachWhenDone(teardownWanted() && o_.counters.empty());
-        }
-      } else {
-        out_.traceStatus = onMeta_ ? "off: nothing runs on the meta device" : "off: trace=False";
-      }
+    if (o_.trace && !onMeta_) {
+      startTrace(correlationFor(forward_->mayFork(), /*inCapture=*/false));
+    } else {
+      out_.traceStatus = onMeta_ ? "off: nothing runs on the meta device" : "off: trace=False";
     }
     PhaseTimer t(&out_.phases.count);
     c10::OptionalStreamGuard onSide(side_);
@@ -294,6 +307,22 @@ class ProfileRun {
     });
     if (tracing_) {
       tracing_->countedDone();
+      if (!graphRefusal_.empty()) {
+        out_.traceStatus +=
+            "; an eager counted forward traced, since graph nodes could not be:" + graphRefusal_;
+      }
+    }
+  }
+
+  // Starts the kernel trace (phases.trace), or sets the status that says why not.
+  void startTrace(Correlation how) {
+    PhaseTimer t(&out_.phases.trace);
+    tracing_ = KernelTracing::start(device_, &out_.traceStatus, traceBackend(o_.backends), how);
+    if (tracing_) {
+      // With TORCHUTIL_CUPTI_TEARDOWN=1, detached when the trace ends, so that the timed
+      // forwards (eager ones above all) and the caller's own work after the call run as if
+      // nothing had traced them; the counters' passes after the timed forwards want CUPTI.
+      tracing_->detachWhenDone(teardownWanted() && o_.counters.empty());
     }
   }
 
@@ -302,7 +331,7 @@ class ProfileRun {
   void capture(bool counting) {
     PhaseTimer t(&out_.phases.capture);
     captureTried_ = true;
-    if (counting) {
+    if (counting && !tracing_) {
       out_.traceStatus = "off: trace=False";
     }
     const std::function<void()> forward = [&] {
@@ -362,7 +391,13 @@ class ProfileRun {
     }
     tracing_->timedStart();
     runForwards(*runner_, device_, o_.traceForwards);
-    tracing_->finish(&countedKernels_, &timedKernels_);
+    std::string problem;
+    graphTraced_ = tracing_->correlation() == Correlation::GraphNodes;
+    const bool attributed =
+        tracing_->finish(&countedKernels_, &timedKernels_, o_.traceForwards, &problem);
+    if (graphTraced_ && !attributed) {
+      out_.traceStatus = "on, unattributed: " + problem;
+    }
     if (sample) {
       counters_->stopTimeline();
     }
@@ -409,7 +444,10 @@ class ProfileRun {
       }
       tracing_.reset();
       const int64_t traced = o_.traceForwards;
-      const bool byPosition = attributeByPosition(countedKernels_, timedKernels_, traced);
+      // Graph nodes attributed the timed kernels already (those they could not are
+      // unattributed time, and the status says why).
+      const bool byPosition =
+          graphTraced_ || attributeByPosition(countedKernels_, timedKernels_, traced);
       out_.trace = summarizeTrace(countedKernels_, timedKernels_, traced, byPosition,
                                   counted_->events, table.rows().size());
       out_.traced = true;
@@ -466,7 +504,8 @@ class ProfileRun {
   std::unique_ptr<Forward> forward_;
   TimingMode mode_ = TimingMode::Eager;
   bool compiled_ = false, onMeta_ = false, traces_ = false, fused_ = false, usedGraph_ = false,
-       captureTried_ = false;
+       captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
+  std::string graphRefusal_;  // why a graph-node trace could not start
   std::optional<c10::Stream> side_;
   std::unique_ptr<GpuLock> lock_;
   int64_t plainWarmups_ = 0;

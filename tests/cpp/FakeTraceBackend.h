@@ -29,6 +29,7 @@ class FakeTraceBackend final : public TraceBackend {
   std::vector<KernelRecord> kernels;                   // the records a trace returns
   std::unordered_map<uint32_t, uint64_t> externalIds;  // correlation id -> external id
   uint64_t dropped = 0;                                // records the trace lost
+  GraphNodeOps graphNodes;                             // Correlation::GraphNodes' answer
   bool kernelPerOp = false;                            // see the header comment
 
   // ---- What happened ----
@@ -97,6 +98,7 @@ class FakeTraceBackend final : public TraceBackend {
     std::unordered_map<uint32_t, uint64_t> takeExternalIds() override {
       return std::exchange(b_.externalIds, {});
     }
+    GraphNodeOps takeGraphNodes() override { return std::exchange(b_.graphNodes, {}); }
     uint64_t dropped() const override { return b_.dropped; }
 
    private:

@@ -45,7 +45,8 @@ TEST(KernelTracingTest, RecordsSplitByTimeAndCountedOnesTakeTheirLaunchersOpEven
   fake.kernels.push_back(kernel("gemm", timedBegin + 10, timedBegin + 20, 11));
 
   std::vector<KernelRecord> counted, timed;
-  tracing->finish(&counted, &timed);
+  std::string problem;
+  EXPECT_FALSE(tracing->finish(&counted, &timed, 1, &problem));  // position attributes them
   EXPECT_EQ(fake.flushes, 1);
   EXPECT_EQ(fake.alive, 0);  // released at finish, not at the end of the profile
   ASSERT_EQ(counted.size(), 3u);
@@ -57,6 +58,45 @@ TEST(KernelTracingTest, RecordsSplitByTimeAndCountedOnesTakeTheirLaunchersOpEven
   EXPECT_TRUE(timed[0].timed);
   EXPECT_EQ(timed[0].correlationId, 11u);
   EXPECT_EQ(tracing->dropped(), 0u);
+}
+
+TEST(KernelTracingTest, WithGraphNodesTheReplaysAreAttributedAndNothingIsCounted) {
+  FakeTraceBackend fake;
+  std::string status;
+  auto tracing = KernelTracing::start(kCpu, &status, fake, Correlation::GraphNodes);
+  ASSERT_NE(tracing, nullptr) << status;
+  EXPECT_EQ(fake.correlation, Correlation::GraphNodes);
+  EXPECT_EQ(tracing->correlation(), Correlation::GraphNodes);
+  const uint64_t begin = FakeTraceBackend::now();
+  // A capture runs nothing; a kernel inside the counted window (a warm-up after a failed
+  // capture) is not the counted forward's.
+  fake.kernels = {kernel("warmup", begin + 10, begin + 20, 5)};
+  tracing->countedDone();
+  tracing->timedStart();
+  const uint64_t t = FakeTraceBackend::now();
+  // Two replays (launches 30 and 31) of a graph whose executable nodes 101 and 102 clone the
+  // captured nodes 1 (op event 0) and 2 (launched by no op).
+  for (uint32_t launch : {30u, 31u}) {
+    for (uint64_t node : {101u, 102u}) {
+      KernelRecord k = kernel("k" + std::to_string(node), t + 10 * node + launch,
+                              t + 10 * node + launch + 5, launch);
+      k.graphNodeId = node;
+      fake.kernels.push_back(k);
+    }
+  }
+  fake.graphNodes.created = {{1, 1}, {2, 0}};
+  fake.graphNodes.cloned = {{101, 1}, {102, 2}};
+  std::vector<KernelRecord> counted, timed;
+  std::string problem;
+  EXPECT_TRUE(tracing->finish(&counted, &timed, 2, &problem)) << problem;
+  EXPECT_TRUE(counted.empty());
+  ASSERT_EQ(timed.size(), 4u);
+  for (const KernelRecord& k : timed) {
+    EXPECT_TRUE(k.timed);
+    EXPECT_EQ(k.opEvent, k.graphNodeId == 101 ? 0 : -1) << k.name;
+    ASSERT_TRUE(k.forward.has_value());
+    EXPECT_EQ(*k.forward, k.correlationId == 30 ? 0 : 1);
+  }
 }
 
 TEST(KernelTracingTest, TheHooksAreTheBackendsAndPushOnlyWhileCorrelating) {
@@ -83,7 +123,8 @@ TEST(KernelTracingTest, DroppedRecordsAreCounted) {
   ASSERT_NE(tracing, nullptr) << status;
   tracing->countedDone();
   std::vector<KernelRecord> counted, timed;
-  tracing->finish(&counted, &timed);
+  std::string problem;
+  tracing->finish(&counted, &timed, 1, &problem);
   EXPECT_EQ(tracing->dropped(), 3u);
 }
 
