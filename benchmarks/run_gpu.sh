@@ -13,6 +13,13 @@
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and workers, into $OUT/sweep.sqlite,
 #            and its agreement with docs/results/nas/sweep_auto_a.csv.gz
+#   sweepctx one worker over cells 0..999 beside seven idle processes that hold a CUDA context:
+#            does the presence of other contexts move its level? ($OUT/sweepctx.txt)
+#   sweeplevel why eight workers time every cell ~0.1 ms per forward faster than one: cells 0..999
+#            one worker (defaults, --warmup 10, --iters 10, a 20 ms idle GPU before the timed
+#            replays) and eight (default, the idle gap), each against sweep_auto_a and one worker's
+#            defaults; wall time and nvidia-smi clock/power/utilization each; <= 330 s;
+#            $OUT/sweeplevel.txt and sweeplevel_*.csv.gz (SWEEP_QUICK=1: a CPU rehearsal, 4 cells)
 #   sweep1   the same: the one-GPU baseline of sweepN on this machine, kept in $SWEEP_DIR
 #            (h200-work/sweeps: a later call on the warm machine finds it)
 #   sweepN   (sweep2, sweep4, sweep8) the same over N GPUs with torchrun; runs sweep1 first where
@@ -157,6 +164,116 @@ PY
         # shellcheck disable=SC2086
         timeout 60 python3 benchmarks/sweep_agreement.py $pair 2>&1 | sed -n '1,3p'
       done | tee -a "$OUT/sweepdiag.txt" ;;
+    sweepctx)
+      # Is it other processes' CUDA contexts that make eight workers time cells faster? One worker
+      # over cells 0..999 while seven idle processes hold a context on the GPU (each made one
+      # allocation and sleeps), against sweep_auto_a and this session's one worker alone
+      # (docs/results/reward/session7/sweeplevel_a.csv.gz).
+      (
+        rm -f /tmp/ctx_w1.sqlite*
+        sleepers=()
+        for _ in 1 2 3 4 5 6 7; do
+          python3 -c "import time, torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize(); time.sleep(150)" &
+          sleepers+=($!)
+        done
+        sleep 12
+        nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l | sed 's/^/processes on the GPU: /'
+        start=$SECONDS
+        timeout 120 python3 -m torchutil nas evaluate --db /tmp/ctx_w1.sqlite --indices 0:1000 --workers 1 \
+          --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -3
+        echo "one worker beside 7 idle contexts: $((SECONDS - start)) s"
+        kill "${sleepers[@]}" 2>/dev/null; wait "${sleepers[@]}" 2>/dev/null
+        for ref in docs/results/nas/sweep_auto_a.csv.gz docs/results/reward/session7/sweeplevel_a.csv.gz; do
+          echo "--- $ref /tmp/ctx_w1.sqlite"
+          timeout 60 python3 benchmarks/sweep_agreement.py "$ref" /tmp/ctx_w1.sqlite 2>&1 | sed -n '1,4p'
+        done
+      ) 2>&1 | tee "$OUT/sweepctx.txt" ;;
+    sweeplevel)
+      # Eight workers time every cell a median ~105 us per forward faster than one (level +4.8 %,
+      # docs/results/nas/README.md, "What the difference is made of"). Cells 0..999, each variant
+      # into its own db, wall time and the SM clock/power/utilization (nvidia-smi every 200 ms):
+      #   a  one worker, the defaults (1 warm-up replay, 3 timed)
+      #   b  one worker, 10 warm-up replays right before the timed ones (--warmup 10 also runs 9
+      #      eager forwards before the capture): does it move to d's level?
+      #   c  one worker, 10 timed replays
+      #   d  eight workers (the default on a 16-core host)
+      #   e  eight workers, the GPU left idle 20 ms before each cell's timed replays (the C++
+      #      sleeps under the GPU lock: TORCHUTIL_IDLE_BEFORE_TIMING_US, csrc/libtorch/Timing.cpp):
+      #      does it move back to a's?
+      #   f  one worker, the same idle gap: does the gap alone change a's level?
+      # Then each against sweep_auto_a (on these cells) and b..f against a (sweep_agreement.py: the
+      # cells in both). One call, <= 330 s (SWEEPLEVEL_BUDGET): a step's limit is the smaller of its
+      # own and what is left; a step cut short keeps its committed cells (its workers' dbs merged),
+      # and the agreement compares those. Expected (session 5's per-cell costs): a 32, d 23, e 35,
+      # f 52, c 48, b 75..120 s; b runs last, so that only it can be cut short.
+      level_end=$((SECONDS + ${SWEEPLEVEL_BUDGET:-330} - 20))  # 20 s for the agreement (~10 s)
+      level_args=(--indices 0:1000)
+      [ "${SWEEP_QUICK:-0}" = 1 ] && level_args=(--device cpu --indices 0:4 --batch 1 --warmup 0 --iters 1)
+      # name | arguments | idle us | its own limit (s)
+      for v in "a|--workers 1|0|50" "d|--workers 8|0|40" "e|--workers 8|20000|55" "f|--workers 1|20000|80" \
+               "c|--workers 1 --iters 10|0|75" "b|--workers 1 --warmup 10|0|150"; do
+        IFS='|' read -r name vargs idle cap <<< "$v"
+        db=/tmp/level_$name.sqlite
+        rm -f "$db" "$db"-wal "$db"-shm /tmp/level_"$name".worker*
+        limit=$((level_end - SECONDS - 5))  # 5: timeout's -k
+        [ "$limit" -gt "$cap" ] && limit=$cap
+        echo "--- $name: $vargs, TORCHUTIL_IDLE_BEFORE_TIMING_US=$idle, limit $limit s"
+        if [ "$limit" -lt 10 ]; then
+          echo "$name: skipped, the phase's budget is spent"
+          continue
+        fi
+        nvidia-smi --query-gpu=clocks.sm,power.draw,utilization.gpu --format=csv,noheader,nounits -lms 200 \
+          > "$OUT/sweeplevel_clocks_$name.csv" 2>&1 &
+        smi=$!
+        start=$(date +%s.%N)
+        # shellcheck disable=SC2086
+        TORCHUTIL_IDLE_BEFORE_TIMING_US=$idle timeout -k 5 "$limit" python3 -m torchutil nas evaluate \
+          --db "$db" "${level_args[@]}" $vargs --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -4
+        rc=${PIPESTATUS[0]}
+        wall=$(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$start")
+        kill $smi 2>/dev/null; wait $smi 2>/dev/null
+        if compgen -G "/tmp/level_$name.worker*.sqlite" > /dev/null; then  # killed before its merge
+          python3 -c "import sys; from torchutil.studies import nas_evaluate as ev; ev.merge_workers(sys.argv[1])" "$db"
+        fi
+        python3 - "$OUT/sweeplevel_clocks_$name.csv" "$name" "$wall" "$rc" <<'PY'
+import statistics as st, sys
+rows = [[float(v) for v in line.split(",")] for line in open(sys.argv[1]) if line.count(",") == 2]
+busy = [r for r in rows if r[2] > 0]
+clocks = (f"while the GPU was busy ({len(busy)} of {len(rows)} samples): SM clock median "
+          f"{st.median(r[0] for r in busy):.0f} MHz (min {min(r[0] for r in busy):.0f}), power median "
+          f"{st.median(r[1] for r in busy):.0f} W, GPU utilization median {st.median(r[2] for r in busy):.0f} %"
+          if busy else f"no busy nvidia-smi sample ({len(rows)} samples)")
+print(f"{sys.argv[2]}: wall {sys.argv[3]} s, exit {sys.argv[4]}; {clocks}")
+PY
+        if [ -s "$db" ]; then
+          graph_timed "$db"
+          python3 benchmarks/sweep_db_to_csv.py "$db" "$OUT/sweeplevel_$name.csv.gz"
+        fi
+      done 2>&1 | tee "$OUT/sweeplevel.txt"
+      # All eleven comparisons in one process (the script's main, as on the command line): one
+      # import of torch instead of eleven.
+      pairs=()
+      for name in a b c d e f; do pairs+=(docs/results/nas/sweep_auto_a.csv.gz "/tmp/level_$name.sqlite"); done
+      for name in b c d e f; do pairs+=(/tmp/level_a.sqlite "/tmp/level_$name.sqlite"); done
+      limit=$((level_end + 20 - SECONDS))
+      [ "$limit" -lt 20 ] && limit=20
+      timeout "$limit" python3 - "${pairs[@]}" <<'PY' 2>&1 | tee -a "$OUT/sweeplevel.txt"
+import sys
+sys.path.insert(0, "benchmarks")
+import sweep_agreement  # noqa: E402
+
+pairs = sys.argv[1:]
+for a, b in zip(pairs[::2], pairs[1::2]):
+    print(f"--- {a} {b}", flush=True)
+    sys.argv = ["sweep_agreement.py", a, b]
+    try:
+        sweep_agreement.main()
+    except SystemExit as e:  # a missing db, no cell in both: say so and go on
+        if e.code not in (None, 0):
+            print(e.code)
+    sys.stdout.flush()
+PY
+      ;;
     sweep3k)
       # Cells 0..2999 in one process: more graph captures than a whole GPU's memory of freed
       # graph pools (the 2,068th failed before the fix in cuda/CudaSupport.cpp).

@@ -5,7 +5,11 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
 
 #include "libtorch/ValueErrors.h"
 
@@ -40,6 +44,25 @@ double steadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// TORCHUTIL_IDLE_BEFORE_TIMING_US (a diagnostic switch of benchmarks/run_gpu.sh sweeplevel): on
+// a device, the host sleeps this many microseconds between the synchronization before a batch
+// of timed forwards and the first of them, so that they start on an idle device. Read once;
+// unset, not a whole number or not positive: no sleep (the default).
+int64_t idleBeforeTimingMicroseconds() {
+  static const int64_t micros = [] {
+    const char* v = std::getenv("TORCHUTIL_IDLE_BEFORE_TIMING_US");
+    if (v == nullptr) {
+      return int64_t{0};
+    }
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    const bool whole = end != v && *end == '\0' && errno == 0;
+    return whole && n > 0 ? static_cast<int64_t>(n) : int64_t{0};
+  }();
+  return micros;
+}
+
 // n forwards; on a device one pair of events around each, read after one synchronization so
 // that timing adds no host stalls between forwards.
 std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n) {
@@ -64,6 +87,9 @@ std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n) {
     ends.emplace_back(device.type(), c10::EventFlag::BACKEND_DEFAULT);
   }
   synchronizeDevice(device);
+  if (const int64_t idle = idleBeforeTimingMicroseconds(); idle > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(idle));
+  }
   for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
     starts[i].record(*stream);
     runner.run();
