@@ -172,6 +172,13 @@ def main() -> None:
     def ms(a: str, b: str) -> float:
         return 1e3 * (med[a] - med[b])
 
+    def paired(a: str, b: str) -> str:
+        """a - b per round (both ran in the same round, in random order): median (q1-q3), ms. On a
+        host whose speed drifts between rounds, the paired differences spread less than the
+        difference of the two medians does."""
+        q1, m, q3 = quartiles([x - y for x, y in zip(samples[a], samples[b])])
+        return f"{1e3 * m:.2f} ({1e3 * q1:.2f} to {1e3 * q3:.2f})"
+
     print("\ntargets (issue #19), ratios of medians:")
     if cuda:
         print(f"  default traced call / user FCM+graph:   op {med['op default'] / med[base]:.3f}, "
@@ -180,6 +187,8 @@ def main() -> None:
               f"profile {med['profile eager'] / med['plain loop']:.3f}   (target <= 1.10)")
         print(f"  tracing's fixed cost:                   default {ms('op default', 'op untraced'):.2f} ms, "
               f"eager {ms('op eager', 'op eager untraced'):.2f} ms   (target <= 5 ms)")
+        print(f"    paired, median of the rounds' differences (q1 to q3): default "
+              f"{paired('op default', 'op untraced')} ms, eager {paired('op eager', 'op eager untraced')} ms")
     else:
         print(f"  default call / plain loop:              op {med['op default'] / med['plain loop']:.3f}, "
               f"profile {med['profile default'] / med['plain loop']:.3f}")

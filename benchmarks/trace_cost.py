@@ -8,7 +8,11 @@ torch.ops.util.profile traced and untraced, eager and in the default (graph) tim
 one-kernel model (CUPTI's set-up and tear-down alone). Medians over the rounds, with quartiles;
 and which share of a traced call's kernel time is attributed to ops. The settings:
 
-  markers   the default: the counted forward's launches correlated by op markers, no API records
+  markers   the default: the counted forward runs eagerly, traced, its launches correlated by
+            op markers, no API records
+  graph     TORCHUTIL_CUPTI_CORRELATION=graph: graph timing counts in the capture, whose graph
+            nodes carry their op to the traced replays' kernels (no eager traced forward; CUPTI's
+            callback subscriber for the capture); eager timing: markers
   api       TORCHUTIL_CUPTI_CORRELATION=api: CUPTI's runtime and driver API records
   teardown  api, and CUPTI detached after every trace (TORCHUTIL_CUPTI_TEARDOWN=1)
   kernels   TORCHUTIL_CUPTI_CORRELATION=0: kernel records alone, attributed to no op
@@ -27,7 +31,8 @@ import sys
 import time
 
 
-SETTINGS = {"markers": {}, "api": {"TORCHUTIL_CUPTI_CORRELATION": "api"},
+SETTINGS = {"markers": {}, "graph": {"TORCHUTIL_CUPTI_CORRELATION": "graph"},
+            "api": {"TORCHUTIL_CUPTI_CORRELATION": "api"},
             "teardown": {"TORCHUTIL_CUPTI_CORRELATION": "api", "TORCHUTIL_CUPTI_TEARDOWN": "1"},
             "kernels": {"TORCHUTIL_CUPTI_CORRELATION": "0"}}
 
@@ -62,6 +67,8 @@ def child(args: argparse.Namespace) -> dict:
         for _ in range(3):
             plain()
         out["plain before any trace"] = [timed(plain) for _ in range(args.rounds)]
+        call(model, x)()
+        out["plain after a default trace"] = [timed(plain) for _ in range(args.rounds)]
         call(model, x, timing="eager")()
         out["plain after one trace"] = [timed(plain) for _ in range(args.rounds)]
         r = torchutil.profile(model, x)
@@ -95,7 +102,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--processes", type=int, default=2, help="fresh processes per setting")
-    ap.add_argument("--settings", nargs="+", default=["markers", "api", "kernels"], choices=list(SETTINGS))
+    ap.add_argument("--settings", nargs="+", default=["markers", "graph", "api"], choices=list(SETTINGS))
     ap.add_argument("--json", default=None)
     ap.add_argument("--report", default=None, metavar="JSON", help="print the report of a saved --json and exit")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -129,7 +136,8 @@ def report(data: dict) -> None:
     written before the processes were kept hold the first process of each setting only.)"""
     args = data["args"]
     runs = {t: r if isinstance(r, list) else [r] for t, r in data["runs"].items()}
-    names = [k for k in next(iter(runs.values()))[0] if k not in ("device", "attributed")]
+    names = [k for k in next(iter(runs.values()))[0] if k not in ("device", "attributed")
+             and all(k in r for rs in runs.values() for r in rs)]
 
     def med(run: dict, k: str) -> float:
         return statistics.median(run[k])
@@ -138,8 +146,12 @@ def report(data: dict) -> None:
     print(f"{args['model']} b{args['batch']} fp16 on {first['device']}: {args['rounds']} rounds in random order per "
           f"process, processes per setting: " + ", ".join(f"{t} {len(r)}" for t, r in runs.items()))
     for t, rs in runs.items():
-        print(f"setting {t}: per process, plain forwards after one trace / before it "
+        after_default = [r for r in rs if "plain after a default trace" in r]  # files before it: none
+        print(f"setting {t}: per process, plain forwards after one eager trace / before any "
               + ", ".join(f"{med(r, 'plain after one trace') / med(r, 'plain before any trace'):.3f}" for r in rs)
+              + ("; after one default trace / before any " + ", ".join(
+                  f"{med(r, 'plain after a default trace') / med(r, 'plain before any trace'):.3f}" for r in after_default)
+                 if after_default else "")
               + "; tracing adds (ms) eager " + ", ".join(f"{1e3 * (med(r, 'eager traced') - med(r, 'eager untraced')):.2f}" for r in rs)
               + ", default " + ", ".join(f"{1e3 * (med(r, 'default traced') - med(r, 'default untraced')):.2f}" for r in rs)
               + "; eager traced call / plain loop " + ", ".join(f"{med(r, 'eager traced') / med(r, 'plain (13 forwards)'):.3f}" for r in rs)
