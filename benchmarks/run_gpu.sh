@@ -13,6 +13,8 @@
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and workers, into $OUT/sweep.sqlite,
 #            and its agreement with docs/results/nas/sweep_auto_a.csv.gz
+#   sweepiso cells 0..999: one worker in order, in the eight workers' order, in a spawned worker
+#            process; eight workers with and without their memory fraction ($OUT/sweepiso.txt)
 #   sweepctx one worker over cells 0..999 beside seven idle processes that hold a CUDA context:
 #            does the presence of other contexts move its level? ($OUT/sweepctx.txt)
 #   sweeplevel why eight workers time every cell ~0.1 ms per forward faster than one: cells 0..999
@@ -164,6 +166,37 @@ PY
         # shellcheck disable=SC2086
         timeout 60 python3 benchmarks/sweep_agreement.py $pair 2>&1 | sed -n '1,3p'
       done | tee -a "$OUT/sweepdiag.txt" ;;
+    sweepiso)
+      # What of the worker processes makes eight workers time cells ~5 % faster than one (the
+      # GPU's state and other contexts are ruled out: sweeplevel, sweepctx)? Cells 0..999: one
+      # worker in order (the reference), one worker in the eight workers' order (each worker
+      # takes every eighth cell), one worker in a spawned worker process (TORCHUTIL_SWEEP_SPAWN=1:
+      # memory fraction, allocator emptied every 256 cells), eight workers with no memory
+      # fraction (TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1), eight workers; each against sweep_auto_a
+      # and the reference. <= ~230 s; $OUT/sweepiso.txt.
+      (
+        order=$(python3 -c "print(','.join(str(i) for k in range(8) for i in range(k, 1000, 8)))")
+        run_iso() {  # name, then env assignments and nas evaluate arguments
+          local name=$1; shift
+          rm -f "/tmp/iso_$name.sqlite"*
+          local start=$SECONDS
+          env "$@" timeout 100 python3 -m torchutil nas evaluate --db "/tmp/iso_$name.sqlite" --no-progress 2>&1 \
+            | grep -v "CUDA Graph is empty" | tail -2
+          echo "$name: $((SECONDS - start)) s"
+        }
+        run_iso ref TORCHUTIL_SWEEP_SPAWN=0 --indices 0:1000 --workers 1
+        run_iso order TORCHUTIL_SWEEP_SPAWN=0 --indices "$order" --workers 1
+        run_iso spawn TORCHUTIL_SWEEP_SPAWN=1 --indices 0:1000 --workers 1
+        run_iso nofraction TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1 --indices 0:1000 --workers 8
+        run_iso w8 TORCHUTIL_SWEEP_SPAWN=0 --indices 0:1000 --workers 8
+        for name in ref order spawn nofraction w8; do
+          for ref in docs/results/nas/sweep_auto_a.csv.gz /tmp/iso_ref.sqlite; do
+            [ "$ref" = "/tmp/iso_$name.sqlite" ] && continue
+            echo "--- $ref /tmp/iso_$name.sqlite"
+            timeout 30 python3 benchmarks/sweep_agreement.py "$ref" "/tmp/iso_$name.sqlite" 2>&1 | sed -n '1,4p'
+          done
+        done
+      ) 2>&1 | tee "$OUT/sweepiso.txt" ;;
     sweepctx)
       # Is it other processes' CUDA contexts that make eight workers time cells faster? One worker
       # over cells 0..999 while seven idle processes hold a context on the GPU (each made one

@@ -323,7 +323,7 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
     bar = Progress(len(todo), desc, "arch", enabled=progress, every=10.0)
     t0 = time.perf_counter()
     options = dict(commit_every=commit_every, cudnn_benchmark=cudnn_benchmark, rebuild=rebuild)
-    if workers > 1:
+    if workers > 1 or (_diagnostic("TORCHUTIL_SWEEP_SPAWN") and device.type == "cuda"):
         if device.type == "cpu":
             raise nas_error(f"workers > 1 needs a CUDA device (CPU timings would share the cores they measure), "
                             f"got {device}")
@@ -385,6 +385,13 @@ def _evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLi
 _EMPTY_CACHE_EVERY = 256
 
 
+def _diagnostic(name: str) -> bool:
+    """A diagnostic switch of benchmarks/run_gpu.sh sweepiso (why eight workers time cells faster
+    than one): TORCHUTIL_SWEEP_SPAWN=1 evaluates even one worker's cells in a spawned worker
+    process; TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1 leaves the workers' memory unbounded."""
+    return os.environ.get(name) == "1"
+
+
 @contextlib.contextmanager
 def _holding(lock_file: str | None) -> Iterator[None]:
     """The GPU lock (the file gpu_lock names, which torchutil's C++ flocks too) inside the block."""
@@ -420,7 +427,8 @@ def _worker(k: int, config: dict[str, Any], todo: list[int], db: str, options: d
             torch.cuda.set_device(device)
             # A share of the GPU's memory each, so that one worker's cached graph pools cannot
             # starve another's capture (a full share frees its cache and captures again).
-            torch.cuda.set_per_process_memory_fraction(0.9 / options["workers"])
+            if not _diagnostic("TORCHUTIL_SWEEP_NO_MEMORY_FRACTION"):
+                torch.cuda.set_per_process_memory_fraction(0.9 / options["workers"])
         _evaluate_cells(EvalConfig(**config), todo, worker_path(db, k), options, lock, done, stages)
         results.put((k, None, stages))
     except BaseException as e:  # reported to the parent, which names the worker
