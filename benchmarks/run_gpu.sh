@@ -13,6 +13,7 @@
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and workers, into $OUT/sweep.sqlite,
 #            and its agreement with docs/results/nas/sweep_auto_a.csv.gz
+#   capturenodes capture-node attribution's GPU tests and trace_cost.py (markers, capture)
 #   sweepiso cells 0..999: one worker in order, in the eight workers' order, in a spawned worker
 #            process; eight workers with and without their memory fraction ($OUT/sweepiso.txt)
 #   sweepctx one worker over cells 0..999 beside seven idle processes that hold a CUDA context:
@@ -166,6 +167,15 @@ PY
         # shellcheck disable=SC2086
         timeout 60 python3 benchmarks/sweep_agreement.py $pair 2>&1 | sed -n '1,3p'
       done | tee -a "$OUT/sweepdiag.txt" ;;
+    capturenodes)
+      # Capture-node attribution (TORCHUTIL_CUPTI_CORRELATION=capture), first run: its GPU tests
+      # (every kernel attributed, the oracle against API records, trace_forwards) beside the
+      # graph-node ones, then what it costs and leaves behind (trace_cost.py, 3 processes each).
+      timeout 200 python3 -m pytest tests/test_kernel_trace.py tests/test_cuda.py -m cuda -q -p no:cacheprovider -s \
+        -k "every_kernel or replayed_kernel or trace_forwards" > "$OUT/pytest_capturenodes.txt" 2>&1
+      grep -E "passed|failed|FAILED|replay|resnet50 b8" "$OUT/pytest_capturenodes.txt" | tail -14
+      timeout 200 python3 benchmarks/trace_cost.py --rounds 7 --settings markers capture --processes 3 \
+        --json "$OUT/trace_cost_capture.json" 2>&1 | tee "$OUT/trace_cost_capture.txt" | head -4 ;;
     sweepiso)
       # What of the worker processes makes eight workers time cells ~5 % faster than one (the
       # GPU's state and other contexts are ruled out: sweeplevel, sweepctx)? Cells 0..999: one

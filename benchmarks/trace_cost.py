@@ -13,6 +13,8 @@ and which share of a traced call's kernel time is attributed to ops. The setting
   graph     TORCHUTIL_CUPTI_CORRELATION=graph: graph timing counts in the capture, whose graph
             nodes carry their op to the traced replays' kernels (no eager traced forward; CUPTI's
             callback subscriber for the capture); eager timing: markers
+  capture   TORCHUTIL_CUPTI_CORRELATION=capture: as graph, with the nodes' ops from CUDA's
+            capture queries (no CUPTI callback)
   api       TORCHUTIL_CUPTI_CORRELATION=api: CUPTI's runtime and driver API records
   teardown  api, and CUPTI detached after every trace (TORCHUTIL_CUPTI_TEARDOWN=1)
   kernels   TORCHUTIL_CUPTI_CORRELATION=0: kernel records alone, attributed to no op
@@ -32,6 +34,7 @@ import time
 
 
 SETTINGS = {"markers": {}, "graph": {"TORCHUTIL_CUPTI_CORRELATION": "graph"},
+            "capture": {"TORCHUTIL_CUPTI_CORRELATION": "capture"},
             "api": {"TORCHUTIL_CUPTI_CORRELATION": "api"},
             "teardown": {"TORCHUTIL_CUPTI_CORRELATION": "api", "TORCHUTIL_CUPTI_TEARDOWN": "1"},
             "kernels": {"TORCHUTIL_CUPTI_CORRELATION": "0"}}

@@ -204,13 +204,13 @@ def test_graph_timing_counts_the_capture_forward(resnet18_fp16, batch, monkeypat
     assert calls == [default] * 4, calls
 
 
-@pytest.mark.parametrize("correlation", ["markers", "graph"])
+@pytest.mark.parametrize("correlation", ["markers", "graph", "capture"])
 def test_trace_forwards_chooses_how_many_forwards_are_traced(resnet18_fp16, batch, monkeypatch, correlation):
     # With graph nodes, the counted forward is the capture's and only the replays are traced; but
     # trace_forwards=0 has no replay to attribute nodes on, so its counted forward is traced
     # eagerly (markers). Its kernel count is the oracle of the replays'.
-    if correlation == "graph":
-        monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
+    if correlation != "markers":
+        monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", correlation)
     results = {n: torchutil.profile(resnet18_fp16, batch, warmup=2, iters=10, trace_forwards=n) for n in (0, 1, 3)}
     for n, r in results.items():
         assert r.trace_status == "on" and r.traced_forwards == n

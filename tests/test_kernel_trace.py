@@ -96,13 +96,13 @@ def test_kernel_time_matches_event_time_when_gpu_bound():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("correlation", ["markers", "graph"])
+@pytest.mark.parametrize("correlation", ["markers", "graph", "capture"])
 def test_every_kernel_of_a_resnet50_forward_is_attributed(correlation, monkeypatch):
     # markers (the default): the counted forward runs eagerly, traced, and the traced replays
     # are attributed by position; graph (TORCHUTIL_CUPTI_CORRELATION=graph): the counted forward
     # is the capture's, and the replays' kernels are attributed through their graph nodes.
-    if correlation == "graph":
-        monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
+    if correlation != "markers":
+        monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", correlation)
     model, x = _resnet50(8)
     r = torchutil.profile(model, x, warmup=3, iters=5, trace_forwards=5)
     assert r.trace_status == "on", r.trace_status
@@ -120,7 +120,7 @@ def test_every_kernel_of_a_resnet50_forward_is_attributed(correlation, monkeypat
     assert r.kernels_per_forward == pytest.approx(float(timed.sum()) / 5)
     assert r.kernels_per_forward > 50
     assert r.timing_mode == "cuda_graph"
-    if correlation == "graph":
+    if correlation != "markers":
         assert int(counted.sum()) == 0
     else:
         assert int(timed.sum()) == 5 * int(counted.sum())
@@ -156,16 +156,18 @@ def test_op_markers_attribute_every_kernel_as_cuptis_api_records_do(monkeypatch)
 
 
 @pytest.mark.cuda
-def test_graph_nodes_attribute_every_replayed_kernel_as_cuptis_api_records_do(monkeypatch):
+@pytest.mark.parametrize("correlation", ["graph", "capture"])
+def test_graph_nodes_attribute_every_replayed_kernel_as_cuptis_api_records_do(monkeypatch, correlation):
     # The oracle: CUPTI's external correlation of an eager counted forward (API records, each
     # with the external id open at the launch). Graph nodes (TORCHUTIL_CUPTI_CORRELATION=graph),
     # a capture whose nodes carry the op open when the capture made them, must give each
     # replayed kernel the same op and module: as multisets of (name, kind, op, module), one
-    # replay against the counted forward.
+    # replay against the counted forward. Capture nodes (=capture) get the same nodes' ops
+    # from CUDA's capture queries instead of CUPTI's callbacks.
     model, x = _resnet50(8)
     monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "api")
     api = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=1, timing="eager")
-    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", correlation)
     graph = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=2)
     monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
     assert api.trace_status == "on" and graph.trace_status == "on", (api.trace_status, graph.trace_status)
@@ -176,7 +178,7 @@ def test_graph_nodes_attribute_every_replayed_kernel_as_cuptis_api_records_do(mo
         replay = sorted((k.name, k.kind, k.op, k.module) for k in graph.kernels if k.forward == f)
         missing = [k for k in reference if k not in replay]
         extra = [k for k in replay if k not in reference]
-        print(f"resnet50 b8: replay {f}: {len(replay)} kernels, API records {len(reference)}; "
+        print(f"resnet50 b8 {correlation}: replay {f}: {len(replay)} kernels, API records {len(reference)}; "
               f"only in the replay {extra[:3]}, only in the eager forward {missing[:3]}")
         assert replay == reference
     assert graph.unattributed_kernel_seconds == 0.0

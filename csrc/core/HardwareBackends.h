@@ -71,6 +71,12 @@ enum class Correlation : uint8_t {
   // recorded per launch. Opt-in (TORCHUTIL_CUPTI_CORRELATION=graph): CUPTI's callback
   // subscriber leaves the process's later eager launches slower, as API records do.
   GraphNodes,
+  // The same without CUPTI's callbacks: at every change of the innermost op during the capture
+  // the tracer asks CUDA how many nodes the capture holds (cudaStreamGetCaptureInfo), and at its
+  // end which nodes they are; the traced replays are attributed by position against that
+  // sequence (capturedSequence, attributeByPosition). Opt-in (TORCHUTIL_CUPTI_CORRELATION=
+  // capture) until it has run on a GPU.
+  CaptureNodes,
 };
 
 // One running trace of kernel, memcpy and memset records; the destructor disables what it
@@ -89,6 +95,11 @@ class ActivityTrace {
   // Correlation::GraphNodes: the op of every node the capture created, and the clones
   // instantiation made of them; empty for the other correlations.
   virtual GraphNodeOps takeGraphNodes() { return {}; }
+  // Correlation::CaptureNodes: the capture of the counted forward begins on this stream (a
+  // cudaStream_t), and ends (still capturing: the nodes are read then); what it recorded.
+  virtual void captureBegins(void* /*stream*/) {}
+  virtual void captureEnds() {}
+  virtual CapturedForward takeCapturedForward() { return {}; }
   // Records lost (buffers full); a non-zero count makes the trace incomplete.
   virtual uint64_t dropped() const = 0;
   // Whether the tracer detaches from the process when the trace ends (CUPTI: cuptiFinalize),

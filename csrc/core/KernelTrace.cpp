@@ -146,6 +146,29 @@ bool byStart(const KernelRecord& a, const KernelRecord& b) {
 
 }  // namespace
 
+std::vector<KernelRecord> capturedSequence(const CapturedForward& forward) {
+  std::vector<KernelRecord> out;
+  size_t change = 0;
+  uint64_t op = 0;
+  for (size_t i = 0; i < forward.nodes.size(); ++i) {
+    while (change < forward.opChanges.size() && forward.opChanges[change].first <= i) {
+      op = forward.opChanges[change++].second;
+    }
+    const CapturedNode& node = forward.nodes[i];
+    if (!node.runs) {
+      continue;
+    }
+    KernelRecord r;
+    r.kind = node.kind;
+    r.name = node.name;
+    r.startNs = out.size();
+    r.endNs = r.startNs;
+    r.opEvent = op > 0 ? static_cast<int64_t>(op) - 1 : -1;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 bool attributeByPosition(const std::vector<KernelRecord>& counted, std::vector<KernelRecord>& timed,
                          int64_t forwards) {
   if (forwards <= 0 || counted.empty() ||
@@ -158,7 +181,7 @@ bool attributeByPosition(const std::vector<KernelRecord>& counted, std::vector<K
   const size_t n = reference.size();
   for (size_t i = 0; i < timed.size(); ++i) {
     const KernelRecord& ref = reference[i % n];
-    if (timed[i].name != ref.name || timed[i].kind != ref.kind) {
+    if ((!ref.name.empty() && timed[i].name != ref.name) || timed[i].kind != ref.kind) {
       return false;
     }
   }

@@ -91,10 +91,30 @@ struct GraphNodeOps {
 bool attributeByGraphNodes(std::vector<KernelRecord>& timed, const GraphNodeOps& nodes,
                            int64_t forwards, std::string* problem);
 
+// Capture-node correlation, for a counted forward run inside a CUDA-graph capture with no CUPTI
+// callback: the nodes the capture created, in creation order, and at every change of the
+// innermost open op how many nodes there were. A node that produces a record when replayed
+// (kernel, memcpy, memset) runs; the others (events, empty nodes) produce none.
+struct CapturedNode {
+  bool runs = false;
+  KernelRecord::Kind kind = KernelRecord::Kind::Kernel;
+  std::string name;  // a kernel's demangled name as records carry it; "" when CUDA gave none
+};
+struct CapturedForward {
+  std::vector<CapturedNode> nodes;
+  // (nodes created before the change, the external id of the innermost op from then on; 0: none)
+  std::vector<std::pair<size_t, uint64_t>> opChanges;
+  bool complete = true;  // false when a query failed: the sequence cannot be trusted
+};
+// The nodes that run, in creation order, as reference records for attributeByPosition: kind,
+// name, and opEvent from the op open when the capture created each (startNs: its position).
+std::vector<KernelRecord> capturedSequence(const CapturedForward& forward);
+
 // Kernels of `forwards` timed forwards (eager or graph replays) launch the same sequence as the
 // counted forward. Sorts timed by start, splits it into `forwards` runs and copies opEvent and
-// the forward index by position, checking names. Returns false (and attributes nothing: no
-// opEvent, no forward index) when the sequence differs.
+// the forward index by position, checking kinds and names (a reference with no name matches
+// any name of its kind). Returns false (and attributes nothing: no opEvent, no forward index)
+// when the sequence differs.
 bool attributeByPosition(const std::vector<KernelRecord>& counted, std::vector<KernelRecord>& timed,
                          int64_t forwards);
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/KernelName.h"
 #include "cupti/ActivityDecoder.h"
 #include "cupti/CuptiStatus.h"
 
@@ -77,6 +78,10 @@ struct Marking {
   std::vector<uint64_t> open;    // the external ids pushed and not popped
   uint64_t current = 0;          // the id of the last marker issued
   GraphNodeOps nodes;            // GraphNodes: what the callbacks saw
+  // CaptureNodes: the capturing stream (null: not capturing yet), and what the queries saw.
+  bool capture = false;
+  cudaStream_t captureStream = nullptr;
+  CapturedForward captured;
 };
 
 Marking& marking() {
@@ -91,7 +96,81 @@ void openMarking(Marking& m) {
   m.open.clear();
   m.current = 0;
   m.nodes = GraphNodeOps();
+  m.captureStream = nullptr;
+  m.captured = CapturedForward();
   m.on = true;
+}
+
+// CaptureNodes: the graph the stream is capturing into, or null (and the capture marked
+// incomplete) when it is not capturing or CUDA fails.
+cudaGraph_t capturingGraph(Marking& m) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamGetCaptureInfo(m.captureStream, &status, nullptr, &graph) != cudaSuccess ||
+      status != cudaStreamCaptureStatusActive || graph == nullptr) {
+    cudaGetLastError();
+    m.captured.complete = false;
+    return nullptr;
+  }
+  return graph;
+}
+
+// CaptureNodes: the innermost op is `id` from the next node the capture creates on.
+void noteChange(Marking& m, uint64_t id) {
+  m.current = id;
+  if (m.captureStream == nullptr) {
+    return;  // before the capture began: nothing to attribute
+  }
+  size_t count = 0;
+  cudaGraph_t graph = capturingGraph(m);
+  if (graph == nullptr || cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
+    cudaGetLastError();
+    m.captured.complete = false;
+    return;
+  }
+  m.captured.opChanges.emplace_back(count, id);
+}
+
+// CaptureNodes: every node of the capture so far, in the order CUDA lists them (the order it
+// created them), with the kind of record each produces when replayed.
+void readCapturedNodes(Marking& m) {
+  cudaGraph_t graph = capturingGraph(m);
+  size_t count = 0;
+  if (graph == nullptr || cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
+    cudaGetLastError();
+    m.captured.complete = false;
+    return;
+  }
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0 && cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) {
+    cudaGetLastError();
+    m.captured.complete = false;
+    return;
+  }
+  for (cudaGraphNode_t node : nodes) {
+    CapturedNode n;
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    if (cudaGraphNodeGetType(node, &type) != cudaSuccess) {
+      cudaGetLastError();
+      m.captured.complete = false;
+    }
+    n.runs = type == cudaGraphNodeTypeKernel || type == cudaGraphNodeTypeMemcpy ||
+             type == cudaGraphNodeTypeMemset;
+    n.kind = type == cudaGraphNodeTypeMemcpy   ? KernelRecord::Kind::Memcpy
+             : type == cudaGraphNodeTypeMemset ? KernelRecord::Kind::Memset
+                                               : KernelRecord::Kind::Kernel;
+    cudaKernelNodeParams params{};
+    const char* name = nullptr;
+    // A kernel launched through the runtime names itself; one launched through the driver
+    // (a library's) may not: then any kernel name matches it (attributeByPosition).
+    if (type == cudaGraphNodeTypeKernel &&
+        cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess &&
+        cudaFuncGetName(&name, params.func) == cudaSuccess && name != nullptr) {
+      n.name = demangleKernelName(name);
+    }
+    cudaGetLastError();
+    m.captured.nodes.push_back(std::move(n));
+  }
 }
 
 bool markerResources(int device, MarkerResources* out, std::string* why) {
@@ -250,6 +329,14 @@ bool CuptiTracer::enable(std::string* why, Correlation how) {
   if (how == Correlation::GraphNodes) {
     return startGraphNodes(why);
   }
+  if (how == Correlation::CaptureNodes) {
+    Marking& m = marking();
+    m.issue = false;
+    m.capture = true;
+    captureNodes_ = true;
+    openMarking(m);
+    return true;
+  }
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
     TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
     enabledKinds_.push_back(kind);
@@ -277,6 +364,7 @@ bool CuptiTracer::startMarking(std::string* why) {
   Marking& m = marking();
   m.resources = r;
   m.issue = true;
+  m.capture = false;
   marked_ = true;
   openMarking(m);
   return true;
@@ -312,9 +400,32 @@ bool CuptiTracer::startGraphNodes(std::string* why) {
   }
   Marking& m = marking();
   m.issue = false;
+  m.capture = false;
   graphNodes_ = true;
   openMarking(m);
   return true;
+}
+
+void CuptiTracer::captureBegins(void* stream) {
+  Marking& m = marking();
+  if (captureNodes_ && m.on && std::this_thread::get_id() == m.owner) {
+    m.captureStream = static_cast<cudaStream_t>(stream);
+    m.captured = CapturedForward();
+    noteChange(m, m.current);  // the op open when the capture begins (none, in a profile)
+  }
+}
+
+void CuptiTracer::captureEnds() {
+  Marking& m = marking();
+  if (captureNodes_ && m.on && m.captureStream != nullptr &&
+      std::this_thread::get_id() == m.owner) {
+    readCapturedNodes(m);
+    m.captureStream = nullptr;
+  }
+}
+
+CapturedForward CuptiTracer::takeCapturedForward() {
+  return std::exchange(marking().captured, {});
 }
 
 // Disables the graph-node callbacks and unsubscribes; from release() too, so no failed or
@@ -427,6 +538,8 @@ void CuptiTracer::pushExternalId(uint64_t id) {
       m.open.push_back(id);
       if (m.issue && id != m.current) {
         mark(m, id);
+      } else if (m.capture && id != m.current) {
+        noteChange(m, id);
       }
     }
     return;
@@ -442,6 +555,8 @@ void CuptiTracer::popExternalId() {
       const uint64_t next = m.open.empty() ? 0 : m.open.back();
       if (m.issue && next != m.current) {
         mark(m, next);
+      } else if (m.capture && next != m.current) {
+        noteChange(m, next);
       }
     }
     return;

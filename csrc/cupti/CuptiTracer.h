@@ -46,6 +46,9 @@ class CuptiTracer final : public ActivityTrace {
   std::vector<KernelRecord> takeKernels() override;
   std::unordered_map<uint32_t, uint64_t> takeExternalIds() override;
   GraphNodeOps takeGraphNodes() override;
+  void captureBegins(void* stream) override;
+  void captureEnds() override;
+  CapturedForward takeCapturedForward() override;
   uint64_t dropped() const override;
   // CUPTI stays attached to the process after its activities are disabled, and the driver's API
   // calls keep paying for its hooks: on an H200, eager forwards ran 1.33-2.28x slower after one
@@ -82,6 +85,7 @@ class CuptiTracer final : public ActivityTrace {
   // Correlation::GraphNodes: CUPTI's subscriber for the graph-node callbacks (while
   // correlating), and what they saw (takeGraphNodes).
   bool graphNodes_ = false;
+  bool captureNodes_ = false;  // Correlation::CaptureNodes
   bool subscribed_ = false;
   CUpti_SubscriberHandle subscriber_ = nullptr;
   GraphNodeOps graphNodeOps_;

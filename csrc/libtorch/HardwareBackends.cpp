@@ -136,7 +136,10 @@ Correlation correlationFor(bool forwardMayFork, bool inCapture) {
   if (forwardMayFork || asked == "api") {
     return Correlation::ApiRecords;
   }
-  return inCapture && asked == "graph" ? Correlation::GraphNodes : Correlation::Markers;
+  if (inCapture && asked == "graph") {
+    return Correlation::GraphNodes;
+  }
+  return inCapture && asked == "capture" ? Correlation::CaptureNodes : Correlation::Markers;
 }
 
 bool torchProfilerRunning() {

@@ -32,7 +32,8 @@ bool teardownWanted();
 // =api: the API records always; =graph: graph nodes where the counted forward can be the one a
 // CUDA graph captures (inCapture): tracing then costs no eager forward, but CUPTI's callback
 // subscriber it needs leaves the process's later eager launches slower (~1.33x on an H200,
-// docs/results/reward/), as API records do, so it is not the default.
+// docs/results/reward/), as API records do, so it is not the default; =capture: the same
+// attribution without CUPTI's callbacks (Correlation::CaptureNodes), until it has run on a GPU.
 Correlation correlationFor(bool forwardMayFork, bool inCapture);
 
 }  // namespace torchutil

@@ -55,9 +55,10 @@ bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<Kerne
   std::vector<KernelRecord> all = trace_->takeKernels();
   const auto external = trace_->takeExternalIds();  // after takeKernels (ActivityTrace)
   const GraphNodeOps nodes = trace_->takeGraphNodes();
+  const CapturedForward captured = trace_->takeCapturedForward();
   dropped_ = trace_->dropped();
   trace_.reset();  // releases the backend now, not at the end of the call
-  const bool graph = how_ == Correlation::GraphNodes;
+  const bool graph = how_ == Correlation::GraphNodes || how_ == Correlation::CaptureNodes;
   for (KernelRecord& k : all) {
     // With graph nodes the counted forward ran nothing (it was captured): what ran before the
     // traced replays is warm-up.
@@ -68,8 +69,23 @@ bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<Kerne
       timed->push_back(std::move(k));
     }
   }
-  if (graph) {
+  if (how_ == Correlation::GraphNodes) {
     return !timed->empty() && attributeByGraphNodes(*timed, nodes, forwards, problem);
+  }
+  if (how_ == Correlation::CaptureNodes) {
+    const std::vector<KernelRecord> sequence = capturedSequence(captured);
+    if (!captured.complete) {
+      *problem = "a query of the capture's nodes failed";
+      return false;
+    }
+    if (!attributeByPosition(sequence, *timed, forwards)) {
+      *problem = "the traced replays' " + std::to_string(timed->size()) +
+                 " records do not repeat the captured sequence of " +
+                 std::to_string(sequence.size()) + " nodes " + std::to_string(forwards) +
+                 " time(s)";
+      return false;
+    }
+    return true;
   }
   attributeCounted(*counted, external);
   return false;

@@ -5,6 +5,7 @@
 // device, a build without CUPTI, torch.profiler running), start() says why and the profile runs
 // without kernel records.
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 #include <cstdint>
 #include <memory>
@@ -30,15 +31,20 @@ class KernelTracing {
 
   // Hooks for the counted forward (op events and external correlation).
   const TraceHooks* hooks() const { return &hooks_; }
+  // Correlation::CaptureNodes: the capture that counts begins on `stream`; the counted forward
+  // inside it is done (still capturing). No-ops for the other correlations.
+  void captureBegins(c10::Stream stream) { trace_->captureBegins(stream.native_handle()); }
+  void captureEnds() { trace_->captureEnds(); }
   // The counted forward has been launched: waits for the device and marks the boundary.
   void countedDone();
   // The traced forwards start now (the device is idle).
   void timedStart();
   // Waits for the device, stops tracing and returns the records of the counted forward
   // (attributed to op events) and of the `forwards` traced forwards. With
-  // Correlation::GraphNodes there is no eager counted forward: *counted stays empty, and the
-  // traced replays are attributed through their graph nodes; returns whether they were (else
-  // *problem says why). The other correlations return false: attributeByPosition's turn.
+  // Correlation::GraphNodes or CaptureNodes there is no eager counted forward: *counted stays
+  // empty, and the traced replays are attributed through their graph nodes or the captured
+  // sequence; returns whether they were (else *problem says why). The other correlations
+  // return false: attributeByPosition's turn.
   bool finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed,
               int64_t forwards, std::string* problem);
   Correlation correlation() const { return how_; }

@@ -174,8 +174,10 @@ class ProfileRun {
     // counted forward stays eager (the timeline times it), and so does one that may fork (its
     // ops run on other threads).
     const bool capturable = side_.has_value() && o_.counters.empty() && !forward_->mayFork();
-    graphTrace_ = capturable && traces_ && o_.traceForwards > 0 &&
-                  correlationFor(false, /*inCapture=*/true) == Correlation::GraphNodes;
+    inCapture_ = correlationFor(false, /*inCapture=*/true);
+    graphTrace_ =
+        capturable && traces_ && o_.traceForwards > 0 &&
+        (inCapture_ == Correlation::GraphNodes || inCapture_ == Correlation::CaptureNodes);
     fused_ = capturable && (!traces_ || graphTrace_);
     lock_ = std::make_unique<GpuLock>(o_.gpuLock, &out_.phases.wait);
   }
@@ -187,7 +189,7 @@ class ProfileRun {
     if (fused_) {
       lock_->release();  // the capture runs nothing on the GPU
       if (graphTrace_) {
-        startTrace(Correlation::GraphNodes);
+        startTrace(inCapture_);
         if (!tracing_) {
           graphRefusal_ = out_.traceStatus.substr(out_.traceStatus.find(':') + 1);
         }
@@ -336,7 +338,13 @@ class ProfileRun {
     }
     const std::function<void()> forward = [&] {
       if (counting) {
+        if (tracing_) {
+          tracing_->captureBegins(*side_);  // capture nodes: the capture is on
+        }
         countedForward([&] { forward_->run(inputs_); });
+        if (tracing_) {
+          tracing_->captureEnds();  // still capturing: its nodes are read now
+        }
       } else {
         forward_->run(inputs_);
       }
@@ -392,7 +400,8 @@ class ProfileRun {
     tracing_->timedStart();
     runForwards(*runner_, device_, o_.traceForwards);
     std::string problem;
-    graphTraced_ = tracing_->correlation() == Correlation::GraphNodes;
+    graphTraced_ = tracing_->correlation() == Correlation::GraphNodes ||
+                   tracing_->correlation() == Correlation::CaptureNodes;
     const bool attributed =
         tracing_->finish(&countedKernels_, &timedKernels_, o_.traceForwards, &problem);
     if (graphTraced_ && !attributed) {
@@ -505,7 +514,8 @@ class ProfileRun {
   TimingMode mode_ = TimingMode::Eager;
   bool compiled_ = false, onMeta_ = false, traces_ = false, fused_ = false, usedGraph_ = false,
        captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
-  std::string graphRefusal_;  // why a graph-node trace could not start
+  Correlation inCapture_ = Correlation::Markers;  // how a counted capture would be traced
+  std::string graphRefusal_;                      // why a graph-node trace could not start
   std::optional<c10::Stream> side_;
   std::unique_ptr<GpuLock> lock_;
   int64_t plainWarmups_ = 0;

@@ -30,7 +30,10 @@ class FakeTraceBackend final : public TraceBackend {
   std::unordered_map<uint32_t, uint64_t> externalIds;  // correlation id -> external id
   uint64_t dropped = 0;                                // records the trace lost
   GraphNodeOps graphNodes;                             // Correlation::GraphNodes' answer
-  bool kernelPerOp = false;                            // see the header comment
+  CapturedForward captured;                            // Correlation::CaptureNodes' answer
+  void* captureStream = nullptr;                       // what captureBegins was given
+  int captureEnds = 0;
+  bool kernelPerOp = false;  // see the header comment
 
   // ---- What happened ----
   int traces = 0;  // started
@@ -99,6 +102,9 @@ class FakeTraceBackend final : public TraceBackend {
       return std::exchange(b_.externalIds, {});
     }
     GraphNodeOps takeGraphNodes() override { return std::exchange(b_.graphNodes, {}); }
+    void captureBegins(void* stream) override { b_.captureStream = stream; }
+    void captureEnds() override { b_.captureEnds += 1; }
+    CapturedForward takeCapturedForward() override { return std::exchange(b_.captured, {}); }
     uint64_t dropped() const override { return b_.dropped; }
 
    private:

@@ -153,6 +153,47 @@ TEST(KernelTraceTest, GraphNodesRefuseUnknownNodesAndOtherLaunchCounts) {
   EXPECT_EQ(problem, "graph launches of 1 and 2 records");
 }
 
+TEST(KernelTraceTest, CapturedSequenceGivesEachNodeThatRunsTheOpOpenWhenItWasCreated) {
+  // Nodes 0..4: a kernel before any op, a memset and a kernel under external id 3, an event
+  // node (runs nothing) and a kernel under 7. The change at 4 nodes comes after a change at 4
+  // (an op with no node): the later one wins.
+  CapturedForward f;
+  f.nodes = {{true, KernelRecord::Kind::Kernel, "pre"},
+             {true, KernelRecord::Kind::Memset, ""},
+             {true, KernelRecord::Kind::Kernel, "gemm"},
+             {false, KernelRecord::Kind::Kernel, ""},
+             {true, KernelRecord::Kind::Kernel, ""}};
+  f.opChanges = {{1, 3}, {4, 5}, {4, 7}};
+  const std::vector<KernelRecord> seq = capturedSequence(f);
+  ASSERT_EQ(seq.size(), 4u);
+  EXPECT_EQ(seq[0].opEvent, -1);
+  EXPECT_EQ(seq[1].opEvent, 2);
+  EXPECT_EQ(seq[1].kind, KernelRecord::Kind::Memset);
+  EXPECT_EQ(seq[2].opEvent, 2);
+  EXPECT_EQ(seq[2].name, "gemm");
+  EXPECT_EQ(seq[3].opEvent, 6);
+  for (size_t i = 0; i < seq.size(); ++i) {
+    EXPECT_EQ(seq[i].startNs, i);  // its position, which attributeByPosition sorts by
+  }
+  // Replays repeat it: a reference with no name takes any kernel's name, never another kind.
+  std::vector<KernelRecord> timed;
+  for (uint32_t launch : {1u, 2u}) {
+    const uint64_t t = launch * 100;
+    timed.push_back(kernel("pre", t, t + 1, launch));
+    KernelRecord m = kernel("Memset (Device)", t + 2, t + 3, launch);
+    m.kind = KernelRecord::Kind::Memset;
+    timed.push_back(m);
+    timed.push_back(kernel("gemm", t + 4, t + 5, launch));
+    timed.push_back(kernel("cutlass_whatever", t + 6, t + 7, launch));
+  }
+  ASSERT_TRUE(attributeByPosition(seq, timed, 2));
+  EXPECT_EQ(timed[3].opEvent, 6);
+  EXPECT_EQ(timed[5].opEvent, 2);
+  EXPECT_EQ(timed[7].forward, 1);
+  timed[2].name = "not_gemm";  // a named node must match its name
+  EXPECT_FALSE(attributeByPosition(seq, timed, 2));
+}
+
 TEST(KernelTraceTest, AttributeByPositionCopiesOpsPerForward) {
   std::vector<KernelRecord> counted{kernel("gemm", 0, 10, 1), kernel("relu", 10, 12, 2)};
   counted[0].opEvent = 4;

@@ -99,6 +99,59 @@ TEST(KernelTracingTest, WithGraphNodesTheReplaysAreAttributedAndNothingIsCounted
   }
 }
 
+TEST(KernelTracingTest, WithCaptureNodesTheReplaysAreAttributedByTheCapturedSequence) {
+  FakeTraceBackend fake;
+  std::string status;
+  auto tracing = KernelTracing::start(kCpu, &status, fake, Correlation::CaptureNodes);
+  ASSERT_NE(tracing, nullptr) << status;
+  tracing->captureEnds();  // (captureBegins needs a CUDA stream's handle)
+  EXPECT_EQ(fake.captureEnds, 1);
+  tracing->countedDone();
+  tracing->timedStart();
+  const uint64_t t = FakeTraceBackend::now();
+  // One replay of a captured sequence: gemm under external id 2 (op event 1), then relu under
+  // none.
+  fake.kernels = {kernel("gemm", t + 10, t + 20, 40), kernel("relu", t + 30, t + 40, 40)};
+  fake.captured.nodes = {{true, KernelRecord::Kind::Kernel, "gemm"},
+                         {true, KernelRecord::Kind::Kernel, ""}};
+  fake.captured.opChanges = {{0, 2}, {1, 0}};
+  std::vector<KernelRecord> counted, timed;
+  std::string problem;
+  ASSERT_TRUE(tracing->finish(&counted, &timed, 1, &problem)) << problem;
+  EXPECT_TRUE(counted.empty());
+  ASSERT_EQ(timed.size(), 2u);
+  EXPECT_EQ(timed[0].opEvent, 1);
+  EXPECT_EQ(timed[1].opEvent, -1);
+  EXPECT_EQ(timed[1].forward, 0);
+}
+
+TEST(KernelTracingTest, CaptureNodesThatDoNotMatchTheReplaysAttributeNothingAndSayWhy) {
+  FakeTraceBackend fake;
+  std::string status;
+  auto tracing = KernelTracing::start(kCpu, &status, fake, Correlation::CaptureNodes);
+  ASSERT_NE(tracing, nullptr) << status;
+  tracing->countedDone();
+  tracing->timedStart();
+  const uint64_t t = FakeTraceBackend::now();
+  fake.kernels = {kernel("gemm", t + 10, t + 20, 40)};
+  fake.captured.nodes = {{true, KernelRecord::Kind::Kernel, "conv"}};
+  std::vector<KernelRecord> counted, timed;
+  std::string problem;
+  EXPECT_FALSE(tracing->finish(&counted, &timed, 1, &problem));
+  EXPECT_EQ(
+      problem,
+      "the traced replays' 1 records do not repeat the captured sequence of 1 nodes 1 time(s)");
+  EXPECT_EQ(timed[0].opEvent, -1);
+  fake.captured = CapturedForward();
+  auto again = KernelTracing::start(kCpu, &status, fake, Correlation::CaptureNodes);
+  again->countedDone();
+  again->timedStart();
+  fake.captured.complete = false;
+  timed.clear();
+  EXPECT_FALSE(again->finish(&counted, &timed, 1, &problem));
+  EXPECT_EQ(problem, "a query of the capture's nodes failed");
+}
+
 TEST(KernelTracingTest, TheHooksAreTheBackendsAndPushOnlyWhileCorrelating) {
   FakeTraceBackend fake;
   std::string status;
