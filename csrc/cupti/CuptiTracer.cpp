@@ -89,8 +89,14 @@ Marking& marking() {
   return m;
 }
 
+// What the hooks do at a change of the innermost op: issue a marker, note the capture's node
+// count, or only keep the stack (graph nodes: the callbacks read it).
+enum class Keeping : uint8_t { Markers, CapturedNodes, StackOnly };
+
 // Opens the stack for the thread starting a trace.
-void openMarking(Marking& m) {
+void openMarking(Marking& m, Keeping keeping) {
+  m.issue = keeping == Keeping::Markers;
+  m.capture = keeping == Keeping::CapturedNodes;
   m.owner = std::this_thread::get_id();
   m.issued.clear();
   m.open.clear();
@@ -330,11 +336,8 @@ bool CuptiTracer::enable(std::string* why, Correlation how) {
     return startGraphNodes(why);
   }
   if (how == Correlation::CaptureNodes) {
-    Marking& m = marking();
-    m.issue = false;
-    m.capture = true;
     captureNodes_ = true;
-    openMarking(m);
+    openMarking(marking(), Keeping::CapturedNodes);
     return true;
   }
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
@@ -361,12 +364,9 @@ bool CuptiTracer::startMarking(std::string* why) {
   uint32_t streamId = 0;
   TORCHUTIL_CUPTI_CHECK(cuptiGetStreamIdEx(nullptr, r.stream, 0, &streamId), why);
   markers_ = MarkerStream{static_cast<uint32_t>(device), streamId};
-  Marking& m = marking();
-  m.resources = r;
-  m.issue = true;
-  m.capture = false;
+  marking().resources = r;
   marked_ = true;
-  openMarking(m);
+  openMarking(marking(), Keeping::Markers);
   return true;
 }
 
@@ -398,11 +398,8 @@ bool CuptiTracer::startGraphNodes(std::string* why) {
   for (CUpti_CallbackIdResource id : kGraphCallbacks) {
     TORCHUTIL_CUPTI_CHECK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id), why);
   }
-  Marking& m = marking();
-  m.issue = false;
-  m.capture = false;
   graphNodes_ = true;
-  openMarking(m);
+  openMarking(marking(), Keeping::StackOnly);
   return true;
 }
 

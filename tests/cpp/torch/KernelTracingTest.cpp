@@ -118,8 +118,7 @@ TEST(KernelTracingTest, WithCaptureNodesTheReplaysAreAttributedByTheCapturedSequ
   std::vector<KernelRecord> counted, timed;
   std::string problem;
   ASSERT_TRUE(tracing->finish(&counted, &timed, 1, &problem)) << problem;
-  EXPECT_TRUE(counted.empty());
-  ASSERT_EQ(timed.size(), 2u);
+  ASSERT_TRUE(counted.empty() && timed.size() == 2u);
   EXPECT_EQ(timed[0].opEvent, 1);
   EXPECT_EQ(timed[1].opEvent, -1);
   EXPECT_EQ(timed[1].forward, 0);
