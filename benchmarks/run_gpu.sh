@@ -169,10 +169,11 @@ PY
       done | tee -a "$OUT/sweepdiag.txt" ;;
     capturenodes)
       # Capture-node attribution (TORCHUTIL_CUPTI_CORRELATION=capture), first run: its GPU tests
-      # (every kernel attributed, the oracle against API records, trace_forwards) beside the
-      # graph-node ones, then what it costs and leaves behind (trace_cost.py, 3 processes each).
+      # (every kernel attributed, the oracle against API records, trace_forwards, eager timing
+      # counting in a capture) beside the graph-node ones, then what it costs and leaves behind
+      # (trace_cost.py, 3 processes each: default and eager calls).
       timeout 200 python3 -m pytest tests/test_kernel_trace.py tests/test_cuda.py -m cuda -q -p no:cacheprovider -s \
-        -k "every_kernel or replayed_kernel or trace_forwards" > "$OUT/pytest_capturenodes.txt" 2>&1
+        -k "every_kernel or replayed_kernel or trace_forwards or counts_in_a_capture" > "$OUT/pytest_capturenodes.txt" 2>&1
       grep -E "passed|failed|FAILED|replay|resnet50 b8" "$OUT/pytest_capturenodes.txt" | tail -14
       timeout 200 python3 benchmarks/trace_cost.py --rounds 7 --settings markers capture --processes 3 \
         --json "$OUT/trace_cost_capture.json" 2>&1 | tee "$OUT/trace_cost_capture.txt" | head -4 ;;

@@ -186,6 +186,28 @@ def test_graph_nodes_attribute_every_replayed_kernel_as_cuptis_api_records_do(mo
 
 
 @pytest.mark.cuda
+def test_eager_timing_counts_in_a_capture_with_capture_nodes(monkeypatch):
+    # With capture nodes, eager timing counts in a capture that is never replayed (no markers,
+    # no GPU work), and the traced eager forwards are attributed against its nodes. Oracle: the
+    # markers' eager counted forward (itself checked against CUPTI's API records above), as
+    # multisets of (name, kind, op, module) per traced forward.
+    model, x = _resnet50(8)
+    markers = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=2, timing="eager")
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "capture")
+    r = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=2, timing="eager")
+    assert r.trace_status == "on" and r.timing_mode == "eager", r.trace_status
+    assert (r.flops, r.bytes) == (markers.flops, markers.bytes)
+    assert not [k for k in r.kernels if not k.timed]
+    reference = sorted((k.name, k.kind, k.op, k.module) for k in markers.kernels if not k.timed)
+    for f in (0, 1):
+        forward = sorted((k.name, k.kind, k.op, k.module) for k in r.kernels if k.forward == f)
+        print(f"resnet50 b8 eager, capture nodes: forward {f}: {len(forward)} kernels, markers {len(reference)}; "
+              f"count phase {1e3 * r.phase_count_seconds:.2f} ms (markers {1e3 * markers.phase_count_seconds:.2f} ms)")
+        assert forward == reference
+    assert r.unattributed_kernel_seconds == 0.0
+
+
+@pytest.mark.cuda
 def test_cuda_graph_replays_are_traced_and_attributed():
     model, x = _resnet50(1)
     r = torchutil.profile(model, x, warmup=3, iters=10, cuda_graph=True)

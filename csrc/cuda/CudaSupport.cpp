@@ -124,4 +124,28 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
   return capture;
 }
 
+bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
+                          c10::Stream stream, std::string* failure) {
+  c10::cuda::CUDAGuard deviceGuard(device);
+  c10::cuda::CUDAStream side(stream);
+  side.synchronize();
+  at::cuda::CUDAGraph graph(/*keep_graph=*/true);  // capture_end instantiates nothing
+  c10::cuda::CUDAStreamGuard streamGuard(side);
+  graph.capture_begin();
+  try {
+    forward();
+  } catch (const std::exception& e) {
+    try {
+      graph.capture_end();
+    } catch (...) {
+      // capture is invalid after a failure inside it; capture_end reports that too
+    }
+    (void)cudaGetLastError();
+    *failure = e.what();
+    return false;
+  }
+  graph.capture_end();
+  return true;
+}
+
 }  // namespace torchutil::cuda

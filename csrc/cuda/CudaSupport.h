@@ -33,4 +33,10 @@ DeviceInfo deviceInfo(c10::DeviceIndex index);
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
                      c10::Device device, c10::Stream stream);
 
+// Captures forward() on `stream` into a graph that is never instantiated nor replayed (kept as
+// a template and destroyed): for a forward whose capture only counts and lists its nodes. False
+// with *failure (the forward's error) when the capture fails, with the CUDA state cleaned up.
+bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
+                          c10::Stream stream, std::string* failure);
+
 }  // namespace torchutil::cuda

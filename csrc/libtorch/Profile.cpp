@@ -179,6 +179,11 @@ class ProfileRun {
         capturable && traces_ && o_.traceForwards > 0 &&
         (inCapture_ == Correlation::GraphNodes || inCapture_ == Correlation::CaptureNodes);
     fused_ = capturable && (!traces_ || graphTrace_);
+    // Eager timing with capture nodes counts in a capture that is never replayed, and the
+    // traced eager forwards are attributed against its nodes: no markers, no GPU work.
+    countCapture_ = traces_ && mode_ == TimingMode::Eager && o_.counters.empty() &&
+                    !forward_->mayFork() && o_.traceForwards > 0 &&
+                    inCapture_ == Correlation::CaptureNodes;
     lock_ = std::make_unique<GpuLock>(o_.gpuLock, &out_.phases.wait);
   }
 
@@ -251,8 +256,9 @@ class ProfileRun {
     // traced eager ones, and the capture's (when it is not the counted one).
     const int64_t tracedEager = traces_ && mode_ == TimingMode::Eager ? o_.traceForwards : 0;
     const int64_t capture = side_.has_value() && !fused_ ? 1 : 0;
+    const int64_t counted = countCapture_ ? 0 : 1;  // a counting capture runs nothing
     const int64_t plain =
-        std::max<int64_t>(o_.warmup - 1 - tracedEager - capture, compiled_ ? 1 : 0);
+        std::max<int64_t>(o_.warmup - counted - tracedEager - capture, compiled_ ? 1 : 0);
     c10::OptionalStreamGuard onSide(side_);
     for (int64_t i = 0; i < plain; ++i) {
       if (estimate() && i == plain - 1) {
@@ -293,6 +299,9 @@ class ProfileRun {
   // The counted forward, eager, traced when tracing, its launches correlated with the ops that
   // made them (markers, or CUPTI's API records for forwards that may fork: correlationFor).
   void count() {
+    if (countCapture_ && countInCapture()) {
+      return;
+    }
     if (o_.trace && !onMeta_) {
       startTrace(correlationFor(forward_->mayFork(), /*inCapture=*/false));
     } else {
@@ -314,6 +323,34 @@ class ProfileRun {
             "; an eager counted forward traced, since graph nodes could not be:" + graphRefusal_;
       }
     }
+  }
+
+  // Eager timing, capture nodes: counts in a capture never replayed, whose nodes the traced
+  // eager forwards are attributed against. False (nothing counted, no trace) when the trace or
+  // the capture fails: count() then traces an eager counted forward with markers.
+  bool countInCapture() {
+    startTrace(Correlation::CaptureNodes);
+    if (!tracing_) {
+      return false;
+    }
+    const std::optional<c10::Stream> stream = captureStream(device_, TimingMode::Auto);
+    PhaseTimer t(&out_.phases.count);
+    std::string failure;
+    const bool captured =
+        stream.has_value() && captureWithoutReplay(
+                                  [&] {
+                                    tracing_->captureBegins(*stream);
+                                    countedForward([&] { forward_->run(inputs_); });
+                                    tracing_->captureEnds();
+                                  },
+                                  device_, *stream, &failure);
+    if (!captured) {
+      counted_.reset();
+      tracing_.reset();
+      return false;
+    }
+    tracing_->countedDone();
+    return true;
   }
 
   // Starts the kernel trace (phases.trace), or sets the status that says why not.
@@ -515,6 +552,7 @@ class ProfileRun {
   bool compiled_ = false, onMeta_ = false, traces_ = false, fused_ = false, usedGraph_ = false,
        captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
   Correlation inCapture_ = Correlation::Markers;  // how a counted capture would be traced
+  bool countCapture_ = false;                     // eager timing counts in a capture
   std::string graphRefusal_;                      // why a graph-node trace could not start
   std::optional<c10::Stream> side_;
   std::unique_ptr<GpuLock> lock_;
@@ -530,46 +568,6 @@ class ProfileRun {
 };
 
 }  // namespace
-
-void nameTables(const ProfileOutput& out, NamedResult* r) {
-  const auto& rows = out.table.rows();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const bool traced = out.traced && i < out.trace.perRow.size();
-    addOpRow(r->ops, rows[i], traced ? &out.trace.perRow[i] : nullptr, out.peak.flopsPerSecond,
-             out.bandwidth.bytesPerSecond);
-  }
-  for (const auto& [op, calls] : out.table.unknown()) {
-    const size_t row = r->unknownOps.addRow();
-    r->unknownOps.setText(row, UnknownOpField::op, op);
-    r->unknownOps.set(row, UnknownOpField::calls, static_cast<double>(calls));
-  }
-  addKernelRows(r->kernels, out.kernels, out.events);
-  hw::fillOpRows(r->ops, out.hw, rows);
-  hw::fillKernelRows(r->kernels, out.hw);
-}
-
-NamedResult nameResult(const ProfileOutput& out, bool tables) {
-  NamedResult r;
-  r.summary = out.summary;
-  if (tables) {
-    nameTables(out, &r);
-  }
-  r.setText(TextField::peak_source, out.peak.source);
-  r.setText(TextField::peak_dtype, out.peak.dtype);
-  r.setText(TextField::timing_mode, out.timingMode);
-  r.setText(TextField::timing_note, out.timingNote);
-  r.setText(TextField::repetition, out.repetition);
-  r.setText(TextField::bandwidth_source, out.bandwidth.source);
-  r.setText(TextField::device, out.device);
-  r.setText(TextField::trace_status, out.traceStatus);
-  r.setText(TextField::kernel_attribution, !out.traced                ? "none"
-                                           : out.trace.perOpFromTimed ? "timed"
-                                                                      : "counted");
-  r.setText(TextField::chrome_trace, out.chromeTrace);
-  r.setText(TextField::counters_status, out.countersStatus);
-  r.setText(TextField::counters_not_on_gpu, out.countersNotOnGpu);
-  return r;
-}
 
 ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batchSize,
                              double seconds, RateSource peakSource,

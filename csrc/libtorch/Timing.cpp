@@ -163,6 +163,19 @@ Capture captureForward(const std::function<void()>& forward, const std::function
 #endif
 }
 
+bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
+                          c10::Stream stream, std::string* failure) {
+#ifdef TORCHUTIL_WITH_CUDA
+  return cuda::captureWithoutReplay(forward, device, stream, failure);
+#else
+  (void)forward;
+  (void)device;
+  (void)stream;
+  (void)failure;
+  TORCH_CHECK(false, "torchutil: a capture needs torchutil built with CUDA");
+#endif
+}
+
 void runForwards(Runner& runner, c10::Device device, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     runner.run();

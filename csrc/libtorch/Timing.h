@@ -59,6 +59,11 @@ struct Capture {
 Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
                        c10::Device device, c10::Stream stream);
 
+// Captures forward() on `stream` into a graph never replayed (cuda::captureWithoutReplay):
+// false with *failure when it fails. Throws c10::Error without CUDA in the build.
+bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
+                          c10::Stream stream, std::string* failure);
+
 // n forwards, untimed, then waits for the device.
 void runForwards(Runner& runner, c10::Device device, int64_t n);
 
