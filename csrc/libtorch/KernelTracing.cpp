@@ -69,7 +69,11 @@ bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<Kerne
     }
   }
   if (graph) {
-    return !timed->empty() && attributeByGraphNodes(*timed, nodes, forwards, problem);
+    if (timed->empty()) {
+      *problem = "the traced replays left no record";
+      return false;
+    }
+    return attributeByGraphNodes(*timed, nodes, forwards, problem);
   }
   attributeCounted(*counted, external);
   return false;
