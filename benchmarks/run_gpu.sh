@@ -14,6 +14,9 @@
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and workers, into $OUT/sweep.sqlite,
 #            and its agreement with docs/results/nas/sweep_auto_a.csv.gz
 #   capturenodes capture-node attribution's GPU tests and trace_cost.py (markers, capture)
+#   sweepdiag cells 0..1499 with one worker and with the default workers, the SM clock sampled,
+#            each against sweep_auto_a and the other
+#   sweep3k  cells 0..2999 in one process (more captures than a GPU's memory of freed graph pools)
 #   sweepiso cells 0..999: one worker in order, in the eight workers' order, in a spawned worker
 #            process; eight workers with and without their memory fraction ($OUT/sweepiso.txt)
 #   sweepctx one worker over cells 0..999 beside seven idle processes that hold a CUDA context:

@@ -67,7 +67,7 @@ def agreement(a: dict, b: dict) -> dict[str, object]:
     for name, run in (("a", a), ("b", b)):
         e = np.array([number(run[k].get("eval_seconds")) for k in keys])
         g = np.array([number(run[k].get("cuda_graph")) for k in keys])
-        result[f"eval_seconds_per_cell_{name}"] = float(np.nanmean(e))
+        result[f"eval_seconds_per_cell_{name}"] = float(np.nanmean(e)) if np.isfinite(e).any() else math.nan
         result[f"graph_timed_{name}"] = int(np.nansum(g)) if np.isfinite(g).any() else None
     return result
 

@@ -69,8 +69,12 @@ bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<Kerne
       timed->push_back(std::move(k));
     }
   }
+  if (graph && timed->empty()) {
+    *problem = "the traced forwards left no record";
+    return false;
+  }
   if (how_ == Correlation::GraphNodes) {
-    return !timed->empty() && attributeByGraphNodes(*timed, nodes, forwards, problem);
+    return attributeByGraphNodes(*timed, nodes, forwards, problem);
   }
   if (how_ == Correlation::CaptureNodes) {
     const std::vector<KernelRecord> sequence = capturedSequence(captured);

@@ -151,6 +151,19 @@ TEST(KernelTracingTest, CaptureNodesThatDoNotMatchTheReplaysAttributeNothingAndS
   EXPECT_EQ(problem, "a query of the capture's nodes failed");
 }
 
+TEST(KernelTracingTest, GraphNodesWithNoReplayedRecordSayWhy) {
+  FakeTraceBackend fake;
+  std::string status;
+  auto tracing = KernelTracing::start(kCpu, &status, fake, Correlation::GraphNodes);
+  ASSERT_NE(tracing, nullptr) << status;
+  tracing->countedDone();
+  tracing->timedStart();
+  std::vector<KernelRecord> counted, timed;
+  std::string problem;
+  EXPECT_FALSE(tracing->finish(&counted, &timed, 1, &problem));
+  EXPECT_EQ(problem, "the traced forwards left no record");
+}
+
 TEST(KernelTracingTest, TheHooksAreTheBackendsAndPushOnlyWhileCorrelating) {
   FakeTraceBackend fake;
   std::string status;
