@@ -19,6 +19,9 @@
 #   sweep3k  cells 0..2999 in one process (more captures than a GPU's memory of freed graph pools)
 #   sweepiso cells 0..999: one worker in order, in the eight workers' order, in a spawned worker
 #            process; eight workers with and without their memory fraction ($OUT/sweepiso.txt)
+#   timingprobe benchmarks/timing_probe.py on cells 0..95: torchutil's, a plain and a gated graph
+#            timing against both committed sweeps; alone, beside 7 CPU-bound processes, with the
+#            workers' memory fraction, with 10 timed replays ($OUT/timingprobe.txt)
 #   sweepctx one worker over cells 0..999 beside seven idle processes that hold a CUDA context:
 #            does the presence of other contexts move its level? ($OUT/sweepctx.txt)
 #   sweeplevel why eight workers time every cell ~0.1 ms per forward faster than one: cells 0..999
@@ -180,6 +183,11 @@ PY
       grep -E "passed|failed|FAILED|replay|resnet50 b8" "$OUT/pytest_capturenodes.txt" | tail -14
       timeout 200 python3 benchmarks/trace_cost.py --rounds 7 --settings markers capture --processes 3 \
         --json "$OUT/trace_cost_capture.json" 2>&1 | tee "$OUT/trace_cost_capture.txt" | head -4 ;;
+    timingprobe)
+      for extra in "" "--burn 7" "--fraction 0.1125" "--iters 10"; do
+        echo "=== timing_probe.py $extra"
+        timeout 120 python3 benchmarks/timing_probe.py --cells 0:96 $extra 2>&1 | grep -v "CUDA Graph is empty"
+      done 2>&1 | tee "$OUT/timingprobe.txt" ;;
     sweepiso)
       # What of the worker processes makes eight workers time cells ~5 % faster than one (the
       # GPU's state and other contexts are ruled out: sweeplevel, sweepctx)? Cells 0..999: one

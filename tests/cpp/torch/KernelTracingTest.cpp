@@ -146,6 +146,8 @@ TEST(KernelTracingTest, CaptureNodesThatDoNotMatchTheReplaysAttributeNothingAndS
   again->countedDone();
   again->timedStart();
   fake.captured.complete = false;
+  const uint64_t t2 = FakeTraceBackend::now();
+  fake.kernels = {kernel("gemm", t2 + 10, t2 + 20, 40)};
   timed.clear();
   EXPECT_FALSE(again->finish(&counted, &timed, 1, &problem));
   EXPECT_EQ(problem, "a query of the capture's nodes failed");

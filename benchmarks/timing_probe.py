@@ -1,0 +1,131 @@
+"""Why do eight sweep workers time NATS-Bench cells ~0.1 ms per forward faster than one?
+
+One process, the sweep's own set-up (NetworkPool, cifar10 batch 256, fp16, channels_last, one
+warm-up and three timed replays as `nas evaluate` runs them). Per cell it times:
+
+  torchutil   torch.ops.util.profile(model, x, ...) as the sweep calls it: its `seconds`
+  plain       the same graph timing written out here: an own CUDA graph, a pair of events around
+              each of `--iters` replays queued back to back after one synchronization
+  gated       the same, but a spin kernel (torch.cuda._sleep) holds the stream until every
+              replay is queued, so no replay can wait for the host to launch it
+
+and the host's time to queue one replay. Each figure is compared with the committed sweeps'
+`seconds` for the same cells: sweep_auto_a (one worker) and sweep_workers8 (eight workers).
+--burn K runs K CPU-bound processes beside it (does a loaded host change the timings?);
+--fraction F sets the per-process memory fraction the sweep's workers set (0.9 / 8).
+
+    python benchmarks/timing_probe.py --cells 0:48 [--burn 7] [--fraction 0.1125]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import multiprocessing
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import torchutil  # noqa: F401  (registers torch.ops.util)
+from torchutil.fields import FIELDS
+from torchutil.nas import natsbench as nb
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results" / "nas"
+
+
+def _burn() -> None:
+    while True:
+        pass
+
+
+def _reference(name: str) -> dict[int, float]:
+    with gzip.open(RESULTS / name, "rt") as f:
+        return {int(r["idx"]): float(r["seconds"]) for r in csv.DictReader(f)}
+
+
+def _time_replays(graph: torch.cuda.CUDAGraph, iters: int, gate_cycles: int) -> tuple[list[float], float]:
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    torch.cuda.synchronize()
+    if gate_cycles:
+        torch.cuda._sleep(gate_cycles)
+    t0 = time.perf_counter()
+    for s, e in zip(starts, ends):
+        s.record()
+        graph.replay()
+        e.record()
+    queued = (time.perf_counter() - t0) / iters
+    ends[-1].synchronize()
+    return [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends)], queued
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cells", default="0:48", help="first:last (exclusive) NATS-Bench indices")
+    ap.add_argument("--iters", type=int, default=3, help="timed replays per cell (nas evaluate: 3)")
+    ap.add_argument("--burn", type=int, default=0, help="CPU-bound processes to run beside it")
+    ap.add_argument("--fraction", type=float, default=0.0, help="per-process memory fraction (0: none)")
+    ap.add_argument("--gate-ms", type=float, default=5.0, help="the spin kernel's length before the replays")
+    args = ap.parse_args()
+    lo, hi = (int(v) for v in args.cells.split(":"))
+    burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(args.burn)]
+    for p in burners:
+        p.start()
+    try:
+        run(args, range(lo, hi))
+    finally:
+        for p in burners:
+            p.terminate()
+            p.join()
+
+
+def run(args: argparse.Namespace, cells: range) -> None:
+    device = torch.device("cuda")
+    if args.fraction:
+        torch.cuda.set_per_process_memory_fraction(args.fraction, device)
+    a, w8 = _reference("sweep_auto_a.csv.gz"), _reference("sweep_workers8.csv.gz")
+    pool = nb.NetworkPool("cifar10", device, torch.float16, channels_last=True)
+    x = torch.randn(nb.input_shape("cifar10", 256), device=device, dtype=torch.float16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    seconds_at = FIELDS.index("seconds")
+    gate_cycles = int(args.gate_ms * 1e-3 * torch.cuda.get_device_properties(device).clock_rate * 1e3)
+    rows = []
+    for i in cells:
+        model = pool.get(i)
+        with torch.inference_mode():
+            ours = torch.ops.util.profile(model, x, warmup=1, iters=args.iters, timing="auto").tolist()[seconds_at]
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                model(x)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                model(x)
+            graph.replay()
+            plain, queued = _time_replays(graph, args.iters, 0)
+            gated, queued_g = _time_replays(graph, args.iters, gate_cycles)
+            del graph
+        rows.append((i, ours, statistics.median(plain), statistics.median(gated), queued, queued_g))
+    print(f"cells {cells.start}..{cells.stop - 1}, {args.iters} timed replays each, burners {args.burn}, "
+          f"memory fraction {args.fraction or 'none'}; per cell, microseconds")
+    print("idx   torchutil  plain   gated  queue/replay  auto_a  workers8")
+    for i, ours, plain, gated, queued, _ in rows[:8]:
+        print(f"{i:4d} {ours * 1e6:9.1f} {plain * 1e6:7.1f} {gated * 1e6:7.1f} {queued * 1e6:9.1f}"
+              f"   {a.get(i, float('nan')) * 1e6:7.1f} {w8.get(i, float('nan')) * 1e6:7.1f}")
+
+    def med(f) -> float:
+        return statistics.median(f(r) for r in rows if r[0] in a and r[0] in w8)
+
+    print("medians over the cells (level = b / a - 1 of seconds; utilization moves the other way):")
+    for name, k in (("torchutil", 1), ("plain", 2), ("gated", 3)):
+        print(f"  {name:9s}: vs auto_a {100 * med(lambda r: r[k] / a[r[0]] - 1):+6.2f} %, "
+              f"vs workers8 {100 * med(lambda r: r[k] / w8[r[0]] - 1):+6.2f} %")
+    print(f"  plain - gated: {med(lambda r: r[2] - r[3]) * 1e6:.1f} us; host queueing per replay "
+          f"{med(lambda r: r[4]) * 1e6:.1f} us (gated {med(lambda r: r[5]) * 1e6:.1f} us)")
+
+
+if __name__ == "__main__":
+    main()
