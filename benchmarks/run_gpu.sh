@@ -184,7 +184,7 @@ PY
       timeout 200 python3 benchmarks/trace_cost.py --rounds 7 --settings markers capture --processes 3 \
         --json "$OUT/trace_cost_capture.json" 2>&1 | tee "$OUT/trace_cost_capture.txt" | head -4 ;;
     timingprobe)
-      for extra in "" "--burn 7" "--fraction 0.1125" "--iters 10"; do
+      for extra in ${PROBE_ARGS:-"" "--burn 7" "--fraction 0.1125" "--iters 10" "--lock"}; do
         echo "=== timing_probe.py $extra"
         timeout 120 python3 benchmarks/timing_probe.py --cells 0:96 $extra 2>&1 | grep -v "CUDA Graph is empty"
       done 2>&1 | tee "$OUT/timingprobe.txt" ;;

@@ -23,6 +23,7 @@ import csv
 import gzip
 import multiprocessing
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,6 +68,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=3, help="timed replays per cell (nas evaluate: 3)")
     ap.add_argument("--burn", type=int, default=0, help="CPU-bound processes to run beside it")
     ap.add_argument("--fraction", type=float, default=0.0, help="per-process memory fraction (0: none)")
+    ap.add_argument("--lock", action="store_true", help="pass torchutil a gpu_lock file, as the workers do")
     ap.add_argument("--gate-ms", type=float, default=5.0, help="the spin kernel's length before the replays")
     args = ap.parse_args()
     lo, hi = (int(v) for v in args.cells.split(":"))
@@ -82,7 +84,7 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, cells: range) -> None:
-    device = torch.device("cuda")
+    device = torch.device("cuda", torch.cuda.current_device())
     if args.fraction:
         torch.cuda.set_per_process_memory_fraction(args.fraction, device)
     a, w8 = _reference("sweep_auto_a.csv.gz"), _reference("sweep_workers8.csv.gz")
@@ -91,11 +93,13 @@ def run(args: argparse.Namespace, cells: range) -> None:
     x = x.contiguous(memory_format=torch.channels_last)
     seconds_at = FIELDS.index("seconds")
     gate_cycles = int(args.gate_ms * 1e-3 * torch.cuda.get_device_properties(device).clock_rate * 1e3)
+    lock = str(Path(tempfile.gettempdir()) / "timing_probe.lock") if args.lock else None
     rows = []
     for i in cells:
         model = pool.get(i)
         with torch.inference_mode():
-            ours = torch.ops.util.profile(model, x, warmup=1, iters=args.iters, timing="auto").tolist()[seconds_at]
+            ours = torch.ops.util.profile(model, x, warmup=1, iters=args.iters, timing="auto",
+                                         gpu_lock=lock).tolist()[seconds_at]
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
@@ -110,7 +114,7 @@ def run(args: argparse.Namespace, cells: range) -> None:
             del graph
         rows.append((i, ours, statistics.median(plain), statistics.median(gated), queued, queued_g))
     print(f"cells {cells.start}..{cells.stop - 1}, {args.iters} timed replays each, burners {args.burn}, "
-          f"memory fraction {args.fraction or 'none'}; per cell, microseconds")
+          f"memory fraction {args.fraction or 'none'}, gpu_lock {lock}; per cell, microseconds")
     print("idx   torchutil  plain   gated  queue/replay  auto_a  workers8")
     for i, ours, plain, gated, queued, _ in rows[:8]:
         print(f"{i:4d} {ours * 1e6:9.1f} {plain * 1e6:7.1f} {gated * 1e6:7.1f} {queued * 1e6:9.1f}"
