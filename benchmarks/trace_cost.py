@@ -8,13 +8,15 @@ torch.ops.util.profile traced and untraced, eager and in the default (graph) tim
 one-kernel model (CUPTI's set-up and tear-down alone). Medians over the rounds, with quartiles;
 and which share of a traced call's kernel time is attributed to ops. The settings:
 
-  markers   the default: the counted forward runs eagerly, traced, its launches correlated by
-            op markers, no API records
+  default   no setting: capture nodes (as capture below)
+  markers   TORCHUTIL_CUPTI_CORRELATION=markers: the counted forward runs eagerly, traced, its
+            launches correlated by op markers, no API records
   graph     TORCHUTIL_CUPTI_CORRELATION=graph: graph timing counts in the capture, whose graph
             nodes carry their op to the traced replays' kernels (no eager traced forward; CUPTI's
             callback subscriber for the capture); eager timing: markers
-  capture   TORCHUTIL_CUPTI_CORRELATION=capture: as graph, with the nodes' ops from CUDA's
-            capture queries (no CUPTI callback)
+  capture   TORCHUTIL_CUPTI_CORRELATION=capture (the default): as graph, with the nodes' ops
+            from CUDA's capture queries (no CUPTI callback); eager timing counts in a capture that
+            is never replayed and attributes its traced eager forwards against the nodes
   api       TORCHUTIL_CUPTI_CORRELATION=api: CUPTI's runtime and driver API records
   teardown  api, and CUPTI detached after every trace (TORCHUTIL_CUPTI_TEARDOWN=1)
   kernels   TORCHUTIL_CUPTI_CORRELATION=0: kernel records alone, attributed to no op
@@ -33,7 +35,7 @@ import sys
 import time
 
 
-SETTINGS = {"markers": {}, "graph": {"TORCHUTIL_CUPTI_CORRELATION": "graph"},
+SETTINGS = {"default": {}, "markers": {"TORCHUTIL_CUPTI_CORRELATION": "markers"}, "graph": {"TORCHUTIL_CUPTI_CORRELATION": "graph"},
             "capture": {"TORCHUTIL_CUPTI_CORRELATION": "capture"},
             "api": {"TORCHUTIL_CUPTI_CORRELATION": "api"},
             "teardown": {"TORCHUTIL_CUPTI_CORRELATION": "api", "TORCHUTIL_CUPTI_TEARDOWN": "1"},
@@ -105,7 +107,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--processes", type=int, default=2, help="fresh processes per setting")
-    ap.add_argument("--settings", nargs="+", default=["markers", "graph", "api"], choices=list(SETTINGS))
+    ap.add_argument("--settings", nargs="+", default=["default", "markers"], choices=list(SETTINGS))
     ap.add_argument("--json", default=None)
     ap.add_argument("--report", default=None, metavar="JSON", help="print the report of a saved --json and exit")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

@@ -547,3 +547,21 @@ def test_a_hugging_face_model_takes_its_keyword_arguments():
     # Oracle: the same call counted by a Profiler block; the batch is the ids' first dimension.
     assert r.batch_size == 3 and r.flops > 0 and r.flops == p.result.flops
     assert r.matrix_flops == p.result.matrix_flops
+
+
+def test_gpu_lock_waits_while_another_holder_shares_it(net, tmp_path):
+    """A shared holder (another process's capture) keeps the call's GPU phases waiting: they
+    take the lock exclusively, and the wait is reported as phase_wait_seconds."""
+    import fcntl
+    import threading
+
+    lock = tmp_path / "gpu.lock"
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_SH)
+        release = threading.Timer(0.3, fcntl.flock, (f, fcntl.LOCK_UN))
+        release.start()
+        r = torchutil.profile(net, X, warmup=1, iters=1, trace=False, peak_flops=PEAK, gpu_lock=str(lock))
+        release.join()
+    assert r.phase_wait_seconds >= 0.2
+    with open(lock, "a") as f:  # free again once the call returns
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -189,15 +189,19 @@ def test_graph_timing_counts_the_capture_forward(resnet18_fp16, batch, monkeypat
     default = torch.cuda.current_stream(batch.device).stream_id
     assert calls[0] != default, (calls, default)
     calls.clear()
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "markers")  # an eager counted forward, traced
     r = torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph", trace=True)
     assert r.flops == eager.flops and r.trace_status == "on"
     assert len(calls) == 2 and calls[0] == calls[1] != default, (calls, default)
-    calls.clear()
-    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "graph")
-    r = torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph", trace=True)
-    monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
-    assert r.flops == eager.flops and r.trace_status == "on" and r.kernel_attribution == "timed"
-    assert len(calls) == 1 and calls[0] != default, (calls, default)
+    for correlation in ("graph", None):  # None: the default, capture nodes
+        calls.clear()
+        if correlation:
+            monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", correlation)
+        else:
+            monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
+        r = torchutil.profile(forward, batch, warmup=1, iters=3, timing="cuda_graph", trace=True)
+        assert r.flops == eager.flops and r.trace_status == "on" and r.kernel_attribution == "timed"
+        assert len(calls) == 1 and calls[0] != default, (correlation, calls, default)
     # Eager timing stays on the current stream, with no capture.
     calls.clear()
     torchutil.profile(forward, batch, warmup=1, iters=3, timing="eager", trace=False)
@@ -209,8 +213,7 @@ def test_trace_forwards_chooses_how_many_forwards_are_traced(resnet18_fp16, batc
     # With graph nodes, the counted forward is the capture's and only the replays are traced; but
     # trace_forwards=0 has no replay to attribute nodes on, so its counted forward is traced
     # eagerly (markers). Its kernel count is the oracle of the replays'.
-    if correlation != "markers":
-        monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", correlation)
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", correlation)
     results = {n: torchutil.profile(resnet18_fp16, batch, warmup=2, iters=10, trace_forwards=n) for n in (0, 1, 3)}
     for n, r in results.items():
         assert r.trace_status == "on" and r.traced_forwards == n
@@ -247,3 +250,32 @@ def test_gpu_lock_is_held_for_the_call_and_released_after(resnet18_fp16, batch, 
     assert seen == ["held"] * 4 and r.phase_wait_seconds >= 0
     with open(lock, "a") as f:  # released when the call returns
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_gpu_lock_is_shared_while_the_capture_runs_and_exclusive_for_the_gpu(resnet18_fp16, batch, tmp_path):
+    """The capture makes CUDA calls that run nothing on the GPU: other processes may capture
+    beside it (a shared try succeeds) but not time (an exclusive one fails); the warm-up forward
+    runs on the GPU, so no other holder may join it."""
+    import fcntl
+
+    lock = tmp_path / "gpu.lock"
+    seen = []
+
+    def can(f, how):
+        try:
+            fcntl.flock(f, how | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+    def forward(x):
+        with open(lock, "a") as f:
+            seen.append((torch.cuda.is_current_stream_capturing(), can(f, fcntl.LOCK_EX), can(f, fcntl.LOCK_SH)))
+        return resnet18_fp16(x)
+
+    r = torchutil.profile(forward, batch, warmup=2, iters=2, timing="cuda_graph", trace=False, gpu_lock=str(lock))
+    assert r.cuda_graph == 1
+    assert seen == [(False, False, False), (True, False, True)], seen
+    with open(lock, "a") as f:  # released when the call returns
+        assert can(f, fcntl.LOCK_EX)

@@ -98,11 +98,11 @@ def test_kernel_time_matches_event_time_when_gpu_bound():
 @pytest.mark.cuda
 @pytest.mark.parametrize("correlation", ["markers", "graph", "capture"])
 def test_every_kernel_of_a_resnet50_forward_is_attributed(correlation, monkeypatch):
-    # markers (the default): the counted forward runs eagerly, traced, and the traced replays
-    # are attributed by position; graph (TORCHUTIL_CUPTI_CORRELATION=graph): the counted forward
-    # is the capture's, and the replays' kernels are attributed through their graph nodes.
-    if correlation != "markers":
-        monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", correlation)
+    # markers (TORCHUTIL_CUPTI_CORRELATION=markers): the counted forward runs eagerly, traced,
+    # and the traced replays are attributed by position; graph (=graph): the counted forward is
+    # the capture's, and the replays' kernels are attributed through their graph nodes; capture
+    # (the default): the same nodes' ops from CUDA's capture queries.
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", correlation)
     model, x = _resnet50(8)
     r = torchutil.profile(model, x, warmup=3, iters=5, trace_forwards=5)
     assert r.trace_status == "on", r.trace_status
@@ -144,7 +144,7 @@ def test_op_markers_attribute_every_kernel_as_cuptis_api_records_do(monkeypatch)
 
     monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "api")
     api = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=1)
-    monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "markers")
     markers = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=1)
     assert api.trace_status == "on" and markers.trace_status == "on"
     print(f"resnet50 b8: {len(counted(markers))} kernels in the counted forward; markers and API records "
@@ -192,6 +192,7 @@ def test_eager_timing_counts_in_a_capture_with_capture_nodes(monkeypatch):
     # markers' eager counted forward (itself checked against CUPTI's API records above), as
     # multisets of (name, kind, op, module) per traced forward.
     model, x = _resnet50(8)
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "markers")
     markers = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=2, timing="eager")
     monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", "capture")
     r = torchutil.profile(model, x, warmup=3, iters=3, trace_forwards=2, timing="eager")

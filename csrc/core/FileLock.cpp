@@ -32,34 +32,40 @@ FileLock::~FileLock() {
   ::close(fd_);
 }
 
-void FileLock::lock() {
-  if (held_) {
+void FileLock::lock(Mode mode) {
+  if (mode == Mode::None) {
+    unlock();
     return;
   }
-  while (::flock(fd_, LOCK_EX) != 0) {
+  if (mode_ == mode) {
+    return;
+  }
+  while (::flock(fd_, mode == Mode::Shared ? LOCK_SH : LOCK_EX) != 0) {
     if (errno != EINTR) {
       throw std::invalid_argument(reason("lock", path_, errno));
     }
   }
-  held_ = true;
+  mode_ = mode;
 }
 
-bool FileLock::tryLock() {
-  if (held_) {
+bool FileLock::tryLock(Mode mode) {
+  if (mode == Mode::None || mode_ == mode) {
+    return mode_ == mode;
+  }
+  if (::flock(fd_, (mode == Mode::Shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0) {
+    mode_ = mode;
     return true;
   }
-  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
-    held_ = true;
-  } else if (errno != EWOULDBLOCK) {
+  if (errno != EWOULDBLOCK) {
     throw std::invalid_argument(reason("lock", path_, errno));
   }
-  return held_;
+  return false;
 }
 
 void FileLock::unlock() {
-  if (held_) {
+  if (mode_ != Mode::None) {
     ::flock(fd_, LOCK_UN);
-    held_ = false;
+    mode_ = Mode::None;
   }
 }
 

@@ -139,7 +139,10 @@ Correlation correlationFor(bool forwardMayFork, bool inCapture) {
   if (inCapture && asked == "graph") {
     return Correlation::GraphNodes;
   }
-  return inCapture && asked == "capture" ? Correlation::CaptureNodes : Correlation::Markers;
+  // Capture nodes by default: graph nodes' attribution without CUPTI's callback subscriber,
+  // which leaves the process's later eager launches slower (docs/results/reward).
+  const bool capture = asked.empty() || asked == "capture";
+  return inCapture && capture ? Correlation::CaptureNodes : Correlation::Markers;
 }
 
 bool torchProfilerRunning() {
