@@ -12,16 +12,20 @@ warm-up and three timed replays as `nas evaluate` runs them). Per cell it times:
 and the host's time to queue one replay. Each figure is compared with the committed sweeps'
 `seconds` for the same cells: sweep_auto_a (one worker) and sweep_workers8 (eight workers).
 --burn K runs K CPU-bound processes beside it (does a loaded host change the timings?);
---fraction F sets the per-process memory fraction the sweep's workers set (0.9 / 8).
+--fraction F sets the per-process memory fraction the sweep's workers set (0.9 / 8); --heater
+runs another CUDA context beside it that launches a small kernel every 2 ms, free or locked out
+of the timed forwards (does another context's GPU work move the timings?).
 
     python benchmarks/timing_probe.py --cells 0:48 [--burn 7] [--fraction 0.1125]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import gzip
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -39,6 +43,39 @@ RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results" / "nas"
 def _burn() -> None:
     while True:
         pass
+
+
+def _heat(lock: str | None) -> None:
+    """Another process's CUDA context with a little GPU work every 2 ms (taking the lock around
+    it when given, so that it never runs beside a timed forward)."""
+    import fcntl
+
+    torch.cuda.init()
+    y = torch.ones(1024, device="cuda")
+    with open(lock or os.devnull, "a") as f:
+        while True:
+            if lock:
+                fcntl.flock(f, fcntl.LOCK_EX)
+            y.add_(1.0)
+            torch.cuda.synchronize()
+            if lock:
+                fcntl.flock(f, fcntl.LOCK_UN)
+            time.sleep(0.002)
+
+
+@contextlib.contextmanager
+def _locked(lock: str | None):
+    import fcntl
+
+    if lock is None:
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _reference(name: str) -> dict[int, float]:
@@ -62,6 +99,10 @@ def _time_replays(graph: torch.cuda.CUDAGraph, iters: int, gate_cycles: int) -> 
     return [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends)], queued
 
 
+def _lock_path() -> str:
+    return str(Path(tempfile.gettempdir()) / "timing_probe.lock")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cells", default="0:48", help="first:last (exclusive) NATS-Bench indices")
@@ -69,10 +110,17 @@ def main() -> None:
     ap.add_argument("--burn", type=int, default=0, help="CPU-bound processes to run beside it")
     ap.add_argument("--fraction", type=float, default=0.0, help="per-process memory fraction (0: none)")
     ap.add_argument("--lock", action="store_true", help="pass torchutil a gpu_lock file, as the workers do")
+    ap.add_argument("--heater", choices=["free", "locked"], default=None,
+                    help="another process with a CUDA context running a small kernel every 2 ms, free to run "
+                         "beside the timed forwards or locked out of them (implies --lock)")
     ap.add_argument("--gate-ms", type=float, default=5.0, help="the spin kernel's length before the replays")
     args = ap.parse_args()
     lo, hi = (int(v) for v in args.cells.split(":"))
+    args.lock = args.lock or args.heater == "locked"
     burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(args.burn)]
+    if args.heater:
+        heat_lock = _lock_path() if args.heater == "locked" else None
+        burners.append(multiprocessing.get_context("spawn").Process(target=_heat, args=(heat_lock,), daemon=True))
     for p in burners:
         p.start()
     try:
@@ -93,7 +141,7 @@ def run(args: argparse.Namespace, cells: range) -> None:
     x = x.contiguous(memory_format=torch.channels_last)
     seconds_at = FIELDS.index("seconds")
     gate_cycles = int(args.gate_ms * 1e-3 * torch.cuda.get_device_properties(device).clock_rate * 1e3)
-    lock = str(Path(tempfile.gettempdir()) / "timing_probe.lock") if args.lock else None
+    lock = _lock_path() if args.lock else None
     rows = []
     for i in cells:
         model = pool.get(i)
@@ -109,12 +157,13 @@ def run(args: argparse.Namespace, cells: range) -> None:
             with torch.cuda.graph(graph):
                 model(x)
             graph.replay()
-            plain, queued = _time_replays(graph, args.iters, 0)
-            gated, queued_g = _time_replays(graph, args.iters, gate_cycles)
+            with _locked(lock):
+                plain, queued = _time_replays(graph, args.iters, 0)
+                gated, queued_g = _time_replays(graph, args.iters, gate_cycles)
             del graph
         rows.append((i, ours, statistics.median(plain), statistics.median(gated), queued, queued_g))
     print(f"cells {cells.start}..{cells.stop - 1}, {args.iters} timed replays each, burners {args.burn}, "
-          f"memory fraction {args.fraction or 'none'}, gpu_lock {lock}; per cell, microseconds")
+          f"memory fraction {args.fraction or 'none'}, gpu_lock {lock}, heater {args.heater}; per cell, microseconds")
     print("idx   torchutil  plain   gated  queue/replay  auto_a  workers8")
     for i, ours, plain, gated, queued, _ in rows[:8]:
         print(f"{i:4d} {ours * 1e6:9.1f} {plain * 1e6:7.1f} {gated * 1e6:7.1f} {queued * 1e6:9.1f}"
