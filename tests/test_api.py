@@ -550,8 +550,8 @@ def test_a_hugging_face_model_takes_its_keyword_arguments():
 
 
 def test_gpu_lock_waits_while_another_holder_shares_it(net, tmp_path):
-    """A shared holder (another process's capture) keeps the call's GPU phases waiting: they
-    take the lock exclusively, and the wait is reported as phase_wait_seconds."""
+    """Another holder of the lock (here a shared one) keeps the call's GPU phases waiting: they
+    take it exclusively, and the wait is reported as phase_wait_seconds."""
     import fcntl
     import threading
 

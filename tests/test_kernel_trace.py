@@ -250,11 +250,15 @@ def test_torch_compile_kernels_are_recorded():
 
 
 @pytest.mark.cuda
-def test_timed_kernels_not_split_when_the_sequence_changes():
+@pytest.mark.parametrize("correlation", ["markers", "capture"])
+def test_timed_kernels_not_split_when_the_sequence_changes(correlation, monkeypatch):
     # A forward that launches one more kernel every other call: the timed forwards do not repeat
-    # the counted forward's sequence, so position attribution refuses, per-op kernel figures
-    # come from the counted forward alone, and the timed kernels are reported as timed with no
-    # forward index (never as counted-forward kernels).
+    # the counted forward's sequence, so position attribution refuses, and the timed kernels are
+    # reported as timed with no forward index (never as counted-forward kernels). With markers,
+    # per-op kernel figures come from the eager counted forward; with capture nodes (the
+    # default) nothing ran eagerly to fall back on, and the status says why nothing is
+    # attributed.
+    monkeypatch.setenv("TORCHUTIL_CUPTI_CORRELATION", correlation)
     lin = torch.nn.Linear(64, 64).cuda().half()
     calls = [0]
 
@@ -265,6 +269,11 @@ def test_timed_kernels_not_split_when_the_sequence_changes():
 
     r = torchutil.profile(forward, torch.randn(4, 64, device="cuda", dtype=torch.half), warmup=0, iters=4,
                           timing="eager")
+    if correlation == "capture":
+        assert r.trace_status.startswith("on, unattributed: the traced forwards' "), r.trace_status
+        assert "do not repeat the captured sequence" in r.trace_status
+        assert r.kernels and all(k.timed and k.op_row is None for k in r.kernels)
+        return
     assert r.trace_status == "on", r.trace_status
     assert r.kernel_attribution == "counted"
     timed = [k for k in r.kernels if k.timed]
@@ -330,7 +339,8 @@ def test_chrome_trace_opens_as_json(tmp_path):
     assert len(kernels) == int((_column(r, "kind") == 0).sum())
     assert any(e["name"] == "aten::convolution" and e["args"]["flops_per_call"] > 0 for e in ops)
     assert all(k["args"]["op"] for k in kernels if k["args"]["forward"] == "counted")
-    assert {k["args"]["forward"] for k in kernels} == {"counted", 0}  # trace_forwards=1
+    # trace_forwards=1; counted in the capture (capture nodes), so no eager counted forward
+    assert {k["args"]["forward"] for k in kernels} == {0}
     r.kernels_to_csv(str(tmp_path / "k.csv"))
     with open(tmp_path / "k.csv") as f:
         assert sum(1 for _ in f) == r.kernel_table.shape[0] + 1

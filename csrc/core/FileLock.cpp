@@ -32,40 +32,34 @@ FileLock::~FileLock() {
   ::close(fd_);
 }
 
-void FileLock::lock(Mode mode) {
-  if (mode == Mode::None) {
-    unlock();
+void FileLock::lock() {
+  if (held_) {
     return;
   }
-  if (mode_ == mode) {
-    return;
-  }
-  while (::flock(fd_, mode == Mode::Shared ? LOCK_SH : LOCK_EX) != 0) {
+  while (::flock(fd_, LOCK_EX) != 0) {
     if (errno != EINTR) {
       throw std::invalid_argument(reason("lock", path_, errno));
     }
   }
-  mode_ = mode;
+  held_ = true;
 }
 
-bool FileLock::tryLock(Mode mode) {
-  if (mode == Mode::None || mode_ == mode) {
-    return mode_ == mode;
-  }
-  if (::flock(fd_, (mode == Mode::Shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0) {
-    mode_ = mode;
+bool FileLock::tryLock() {
+  if (held_) {
     return true;
   }
-  if (errno != EWOULDBLOCK) {
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+    held_ = true;
+  } else if (errno != EWOULDBLOCK) {
     throw std::invalid_argument(reason("lock", path_, errno));
   }
-  return false;
+  return held_;
 }
 
 void FileLock::unlock() {
-  if (mode_ != Mode::None) {
+  if (held_) {
     ::flock(fd_, LOCK_UN);
-    mode_ = Mode::None;
+    held_ = false;
   }
 }
 

@@ -1,9 +1,8 @@
 #pragma once
-// An advisory lock on a file (flock(2)), torch-free: processes that share one GPU take turns
-// through it, so that the forwards one of them times run with the GPU to themselves. Exclusive
-// for work on the GPU; shared for CUDA calls that run nothing there (a capture, freeing memory),
-// which may overlap each other but not another process's exclusive holding. flock locks belong
-// to an open file, so two FileLocks on one path exclude each other within one process too.
+// An exclusive advisory lock on a file (flock(2)), torch-free: processes that share one GPU take
+// turns through it, so that the forwards one of them times run with the GPU to themselves.
+// flock locks belong to an open file, so two FileLocks on one path exclude each other within
+// one process too.
 #include <string>
 
 namespace torchutil {
@@ -17,21 +16,16 @@ class FileLock {
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
-  enum class Mode { None, Shared, Exclusive };
-  // Waits until the lock is ours in `mode` (no-op when held so already). Changing a held lock's
-  // mode is not atomic (flock(2)): another process may take it in between.
-  void lock(Mode mode = Mode::Exclusive);
-  // Takes the lock in `mode` if no other holder excludes it; false otherwise.
-  bool tryLock(Mode mode = Mode::Exclusive);
-  void unlock();  // no-op when not held
-  bool held() const { return mode_ != Mode::None; }
-  Mode mode() const { return mode_; }
+  void lock();     // waits until the lock is ours (no-op when already held)
+  bool tryLock();  // takes the lock if free; false when another holder has it
+  void unlock();   // no-op when not held
+  bool held() const { return held_; }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   int fd_ = -1;
-  Mode mode_ = Mode::None;
+  bool held_ = false;
 };
 
 }  // namespace torchutil

@@ -83,7 +83,7 @@ bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<Kerne
       return false;
     }
     if (!attributeByPosition(sequence, *timed, forwards)) {
-      *problem = "the traced replays' " + std::to_string(timed->size()) +
+      *problem = "the traced forwards' " + std::to_string(timed->size()) +
                  " records do not repeat the captured sequence of " +
                  std::to_string(sequence.size()) + " nodes " + std::to_string(forwards) +
                  " time(s)";

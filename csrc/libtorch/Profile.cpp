@@ -11,11 +11,11 @@
 #include <limits>
 #include <memory>
 
+#include "core/FileLock.h"
 #include "core/HwResult.h"
 #include "core/Metrics.h"
 #include "libtorch/CounterReading.h"
 #include "libtorch/Forward.h"
-#include "libtorch/GpuLock.h"
 #include "libtorch/KernelTracing.h"
 #include "libtorch/OpCounter.h"
 #include "libtorch/ValueErrors.h"
@@ -110,6 +110,31 @@ void setPhases(std::vector<double>& summary, const PhaseSeconds& p) {
   set(Field::phase_assemble_seconds, p.assemble);
 }
 
+// gpu_lock: held by every phase that runs work on the GPU; waiting for it is a phase of its own.
+class GpuLock {
+ public:
+  GpuLock(const std::optional<std::string>& path, double* wait) : wait_(wait) {
+    if (path.has_value()) {
+      lock_ = valueErrors([&] { return std::make_unique<FileLock>(*path); });
+    }
+  }
+  void hold() {
+    if (lock_ && !lock_->held()) {
+      PhaseTimer t(wait_);
+      valueErrors([&] { lock_->lock(); });
+    }
+  }
+  void release() {
+    if (lock_) {
+      lock_->unlock();
+    }
+  }
+
+ private:
+  std::unique_ptr<FileLock> lock_;
+  double* wait_;
+};
+
 // One profile call, phase by phase. The phases run in this order: warm-up (plain forwards),
 // count (the counted forward; traced when tracing), capture (graph timing: the capture, which
 // is the counted forward itself when nothing is traced), trace (the traced forwards), time
@@ -167,7 +192,7 @@ class ProfileRun {
     lock_->hold();
     warmUp();
     if (fused_) {
-      lock_->share();  // the capture runs nothing on the GPU
+      lock_->release();  // the capture runs nothing on the GPU
       if (graphTrace_) {
         startTrace(inCapture_);
         if (!tracing_) {
@@ -215,7 +240,7 @@ class ProfileRun {
       timeForwards();
       readCounters();
     }
-    lock_->share();  // the destructor releases it once the graph is gone
+    lock_->release();
     return assemble();
   }
 
@@ -368,7 +393,7 @@ class ProfileRun {
       lock_->hold();
       forward_->run(inputs_);
       synchronizeDevice(device_);
-      lock_->share();
+      lock_->release();
     };
     Capture c =
         captureForward(forward, counting ? warmUp : std::function<void()>(), device_, *side_);

@@ -56,29 +56,6 @@ TEST(FileLockTest, LockingTwiceIsANoOp) {
   std::remove(path.c_str());
 }
 
-TEST(FileLockTest, SharedHoldersOverlapAndExcludeAnExclusiveOne) {
-  using Mode = FileLock::Mode;
-  const std::string path = tempPath();
-  FileLock a(path), b(path), c(path);
-  EXPECT_TRUE(a.tryLock(Mode::Shared));
-  EXPECT_TRUE(b.tryLock(Mode::Shared));  // two captures at once
-  EXPECT_FALSE(c.tryLock());             // but no timing while either runs
-  a.unlock();
-  EXPECT_FALSE(c.tryLock());
-  b.lock();  // shared to exclusive: b now excludes everyone
-  EXPECT_EQ(b.mode(), Mode::Exclusive);
-  EXPECT_FALSE(a.tryLock(Mode::Shared));
-  b.lock(Mode::Shared);  // and back: shared holders may join again, an exclusive one may not
-  EXPECT_TRUE(a.tryLock(Mode::Shared));
-  EXPECT_FALSE(c.tryLock());
-  a.unlock();
-  b.lock(Mode::None);
-  EXPECT_FALSE(b.held());
-  EXPECT_TRUE(c.tryLock());
-  EXPECT_FALSE(a.tryLock(Mode::Shared));
-  std::remove(path.c_str());
-}
-
 TEST(FileLockTest, AnUnopenablePathIsNamed) {
   try {
     FileLock a("/nonexistent-dir/x.lock");

@@ -362,8 +362,7 @@ def _evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLi
             if device.type == "cuda" and gpu_lock is not None and n % _EMPTY_CACHE_EVERY == _EMPTY_CACHE_EVERY - 1:
                 # Each destroyed graph's private pool stays in this process's allocator cache;
                 # with several processes on one GPU, give it back before it crowds the others.
-                with _holding(gpu_lock, shared=True):
-                    torch.cuda.empty_cache()
+                torch.cuda.empty_cache()
             t0 = time.perf_counter()
             row = evaluate_arch(i, config, x, peak, device, pool, gpu_lock, stages)
             pending.append(row)
@@ -394,16 +393,15 @@ def _diagnostic(name: str) -> bool:
 
 
 @contextlib.contextmanager
-def _holding(lock_file: str | None, shared: bool = False) -> Iterator[None]:
-    """The GPU lock (the file gpu_lock names, which torchutil's C++ flocks too) inside the block:
-    exclusive for work on the GPU, shared for CUDA calls that run nothing there."""
+def _holding(lock_file: str | None) -> Iterator[None]:
+    """The GPU lock (the file gpu_lock names, which torchutil's C++ flocks too) inside the block."""
     if lock_file is None:
         yield
         return
     import fcntl
 
     with open(lock_file, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -139,7 +139,7 @@ TEST(KernelTracingTest, CaptureNodesThatDoNotMatchTheReplaysAttributeNothingAndS
   EXPECT_FALSE(tracing->finish(&counted, &timed, 1, &problem));
   EXPECT_EQ(
       problem,
-      "the traced replays' 1 records do not repeat the captured sequence of 1 nodes 1 time(s)");
+      "the traced forwards' 1 records do not repeat the captured sequence of 1 nodes 1 time(s)");
   EXPECT_EQ(timed[0].opEvent, -1);
   fake.captured = CapturedForward();
   auto again = KernelTracing::start(kCpu, &status, fake, Correlation::CaptureNodes);
