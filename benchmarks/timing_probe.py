@@ -21,7 +21,6 @@ of the timed forwards (does another context's GPU work move the timings?).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import gzip
 import multiprocessing
@@ -36,6 +35,7 @@ import torch
 import torchutil  # noqa: F401  (registers torch.ops.util)
 from torchutil.fields import FIELDS
 from torchutil.nas import natsbench as nb
+from torchutil.studies.nas_evaluate import _holding
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results" / "nas"
 
@@ -61,21 +61,6 @@ def _heat(lock: str | None) -> None:
             if lock:
                 fcntl.flock(f, fcntl.LOCK_UN)
             time.sleep(0.002)
-
-
-@contextlib.contextmanager
-def _locked(lock: str | None):
-    import fcntl
-
-    if lock is None:
-        yield
-        return
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _reference(name: str) -> dict[int, float]:
@@ -157,7 +142,7 @@ def run(args: argparse.Namespace, cells: range) -> None:
             with torch.cuda.graph(graph):
                 model(x)
             graph.replay()
-            with _locked(lock):
+            with _holding(lock):  # as the sweep holds the GPU lock
                 plain, queued = _time_replays(graph, args.iters, 0)
                 gated, queued_g = _time_replays(graph, args.iters, gate_cycles)
             del graph
