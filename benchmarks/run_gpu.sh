@@ -19,9 +19,6 @@
 #   sweep3k  cells 0..2999 in one process (more captures than a GPU's memory of freed graph pools)
 #   sweepiso cells 0..999: one worker in order, in the eight workers' order, in a spawned worker
 #            process; eight workers with and without their memory fraction ($OUT/sweepiso.txt)
-#   sweepshared eight workers on cells 0..999 with the shared gpu_lock (captures hold it shared,
-#            timed forwards exclusive) against sweep_auto_a; where the level is within 0.5 %, the
-#            full sweep (the sweep phase) follows ($OUT/sweepshared.txt)
 #   timingprobe benchmarks/timing_probe.py on cells 0..95: torchutil's, a plain and a gated graph
 #            timing against both committed sweeps; alone, beside 7 CPU-bound processes, with the
 #            workers' memory fraction, with 10 timed replays ($OUT/timingprobe.txt)
@@ -186,19 +183,6 @@ PY
       grep -E "passed|failed|FAILED|replay|resnet50 b8" "$OUT/pytest_capturenodes.txt" | tail -14
       timeout 200 python3 benchmarks/trace_cost.py --rounds 7 --settings markers capture --processes 3 \
         --json "$OUT/trace_cost_capture.json" 2>&1 | tee "$OUT/trace_cost_capture.txt" | head -4 ;;
-    sweepshared)
-      rm -f /tmp/shared.sqlite*
-      start=$SECONDS
-      timeout 100 python3 -m torchutil nas evaluate --db /tmp/shared.sqlite --indices 0:1000 --no-progress 2>&1 \
-        | grep -v "CUDA Graph is empty" | tail -2 | tee "$OUT/sweepshared.txt"
-      echo "cells 0..999: $((SECONDS - start)) s" | tee -a "$OUT/sweepshared.txt"
-      timeout 30 python3 benchmarks/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz /tmp/shared.sqlite \
-        --json "$OUT/agreement_shared1000.json" 2>&1 | tee -a "$OUT/sweepshared.txt" | sed -n '1,4p'
-      if python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['utilization']; sys.exit(abs(m['median_level_difference']) > 0.005)" \
-          "$OUT/agreement_shared1000.json"; then
-        bash "$0" sweep
-      fi
-      echo "level outside 0.5 %: no full sweep" ;;
     timingprobe)
       for extra in ${PROBE_ARGS:-"" "--burn 7" "--fraction 0.1125" "--iters 10" "--lock"}; do
         echo "=== timing_probe.py $extra"
