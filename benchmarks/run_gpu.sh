@@ -20,8 +20,10 @@
 #   sweepiso cells 0..999: one worker in order, in the eight workers' order, in a spawned worker
 #            process; eight workers with and without their memory fraction ($OUT/sweepiso.txt)
 #   timingprobe benchmarks/timing_probe.py on cells 0..95: torchutil's, a plain and a gated graph
-#            timing against both committed sweeps; alone, beside 7 CPU-bound processes, with the
-#            workers' memory fraction, with 10 timed replays ($OUT/timingprobe.txt)
+#            timing against both committed sweeps; alone, beside a second CUDA context locked out
+#            of the timed replays (the eight workers' level), beside 7 CPU-bound processes, with
+#            the workers' memory fraction, with a gpu_lock ($OUT/timingprobe.txt; PROBE_ARGS:
+#            the list of argument sets)
 #   sweepctx one worker over cells 0..999 beside seven idle processes that hold a CUDA context:
 #            does the presence of other contexts move its level? ($OUT/sweepctx.txt)
 #   sweeplevel why eight workers time every cell ~0.1 ms per forward faster than one: cells 0..999
@@ -184,7 +186,7 @@ PY
       timeout 200 python3 benchmarks/trace_cost.py --rounds 7 --settings markers capture --processes 3 \
         --json "$OUT/trace_cost_capture.json" 2>&1 | tee "$OUT/trace_cost_capture.txt" | head -4 ;;
     timingprobe)
-      for extra in ${PROBE_ARGS:-"" "--burn 7" "--fraction 0.1125" "--iters 10" "--lock"}; do
+      for extra in ${PROBE_ARGS:-"" "--heater locked" "--burn 7" "--fraction 0.1125" "--lock"}; do
         echo "=== timing_probe.py $extra"
         timeout 120 python3 benchmarks/timing_probe.py --cells 0:96 $extra 2>&1 | grep -v "CUDA Graph is empty"
       done 2>&1 | tee "$OUT/timingprobe.txt" ;;
