@@ -74,8 +74,8 @@ enum class Correlation : uint8_t {
   // The same without CUPTI's callbacks: at every change of the innermost op during the capture
   // the tracer asks CUDA how many nodes the capture holds (cudaStreamGetCaptureInfo), and at its
   // end which nodes they are; the traced replays are attributed by position against that
-  // sequence (capturedSequence, attributeByPosition). Opt-in (TORCHUTIL_CUPTI_CORRELATION=
-  // capture) until it has run on a GPU.
+  // sequence (capturedSequence, attributeByPosition). The default where the counted forward is
+  // captured (correlationFor; TORCHUTIL_CUPTI_CORRELATION=markers asks for Markers instead).
   CaptureNodes,
 };
 
