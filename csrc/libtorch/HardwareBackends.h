@@ -26,14 +26,13 @@ bool torchProfilerRunning();
 // (docs/results/reward/), Correlation::Markers avoids by recording no API call.
 bool teardownWanted();
 
-// How a profile's trace correlates the counted forward's launches with its ops: markers (an
-// eager counted forward), or CUPTI's API records where the forward may run ops on other threads.
-// The switch TORCHUTIL_CUPTI_CORRELATION (benchmarks/trace_cost.py, the oracle tests) takes
-// =api: the API records always; =graph: graph nodes where the counted forward can be the one a
-// CUDA graph captures (inCapture): tracing then costs no eager forward, but CUPTI's callback
-// subscriber it needs leaves the process's later eager launches slower (~1.33x on an H200,
-// docs/results/reward/), as API records do, so it is not the default; =capture: the same
-// attribution without CUPTI's callbacks (Correlation::CaptureNodes), until it has run on a GPU.
+// How a profile's trace correlates the counted forward's launches with its ops: capture nodes
+// where the counted forward is captured (inCapture; Correlation::CaptureNodes, no CUPTI
+// callback), markers for an eager counted forward, CUPTI's API records where the forward may run
+// ops on other threads. The switch TORCHUTIL_CUPTI_CORRELATION (benchmarks/trace_cost.py, the
+// oracle tests) takes =api: the API records always; =markers: markers always; =graph: graph
+// nodes in a capture, whose CUPTI callback subscriber leaves the process's later eager launches
+// slower (~1.3x on an H200, docs/results/reward/), as API records do, so it is opt-in.
 Correlation correlationFor(bool forwardMayFork, bool inCapture);
 
 }  // namespace torchutil

@@ -77,11 +77,11 @@ bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<Kerne
     return attributeByGraphNodes(*timed, nodes, forwards, problem);
   }
   if (how_ == Correlation::CaptureNodes) {
-    const std::vector<KernelRecord> sequence = capturedSequence(captured);
     if (!captured.complete) {
       *problem = "a query of the capture's nodes failed";
       return false;
     }
+    const std::vector<KernelRecord> sequence = capturedSequence(captured);
     if (!attributeByPosition(sequence, *timed, forwards)) {
       *problem = "the traced forwards' " + std::to_string(timed->size()) +
                  " records do not repeat the captured sequence of " +

@@ -20,6 +20,19 @@ using testing::FakeTraceBackend;
 
 const c10::Device kCpu(c10::kCPU);
 
+// A trace with `how`, past its counted forward and at the start of its timed ones (null, with
+// the status in the failure message, when it did not start).
+std::unique_ptr<KernelTracing> inTimedForwards(FakeTraceBackend& fake, Correlation how) {
+  std::string status;
+  auto tracing = KernelTracing::start(kCpu, &status, fake, how);
+  EXPECT_NE(tracing, nullptr) << status;
+  if (tracing) {
+    tracing->countedDone();
+    tracing->timedStart();
+  }
+  return tracing;
+}
+
 TEST(KernelTracingTest, RecordsSplitByTimeAndCountedOnesTakeTheirLaunchersOpEvent) {
   FakeTraceBackend fake;
   std::string status;
@@ -126,11 +139,8 @@ TEST(KernelTracingTest, WithCaptureNodesTheReplaysAreAttributedByTheCapturedSequ
 
 TEST(KernelTracingTest, CaptureNodesThatDoNotMatchTheReplaysAttributeNothingAndSayWhy) {
   FakeTraceBackend fake;
-  std::string status;
-  auto tracing = KernelTracing::start(kCpu, &status, fake, Correlation::CaptureNodes);
-  ASSERT_NE(tracing, nullptr) << status;
-  tracing->countedDone();
-  tracing->timedStart();
+  auto tracing = inTimedForwards(fake, Correlation::CaptureNodes);
+  ASSERT_NE(tracing, nullptr);
   const uint64_t t = FakeTraceBackend::now();
   fake.kernels = {kernel("gemm", t + 10, t + 20, 40)};
   fake.captured.nodes = {{true, KernelRecord::Kind::Kernel, "conv"}};
@@ -142,9 +152,8 @@ TEST(KernelTracingTest, CaptureNodesThatDoNotMatchTheReplaysAttributeNothingAndS
       "the traced forwards' 1 records do not repeat the captured sequence of 1 nodes 1 time(s)");
   EXPECT_EQ(timed[0].opEvent, -1);
   fake.captured = CapturedForward();
-  auto again = KernelTracing::start(kCpu, &status, fake, Correlation::CaptureNodes);
-  again->countedDone();
-  again->timedStart();
+  auto again = inTimedForwards(fake, Correlation::CaptureNodes);
+  ASSERT_NE(again, nullptr);
   fake.captured.complete = false;
   const uint64_t t2 = FakeTraceBackend::now();
   fake.kernels = {kernel("gemm", t2 + 10, t2 + 20, 40)};
@@ -155,11 +164,8 @@ TEST(KernelTracingTest, CaptureNodesThatDoNotMatchTheReplaysAttributeNothingAndS
 
 TEST(KernelTracingTest, GraphNodesWithNoReplayedRecordSayWhy) {
   FakeTraceBackend fake;
-  std::string status;
-  auto tracing = KernelTracing::start(kCpu, &status, fake, Correlation::GraphNodes);
-  ASSERT_NE(tracing, nullptr) << status;
-  tracing->countedDone();
-  tracing->timedStart();
+  auto tracing = inTimedForwards(fake, Correlation::GraphNodes);
+  ASSERT_NE(tracing, nullptr);
   std::vector<KernelRecord> counted, timed;
   std::string problem;
   EXPECT_FALSE(tracing->finish(&counted, &timed, 1, &problem));
