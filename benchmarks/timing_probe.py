@@ -157,10 +157,14 @@ def run(args: argparse.Namespace, cells: range) -> None:
     def med(f) -> float:
         return statistics.median(f(r) for r in rows if r[0] in a and r[0] in w8)
 
+    def spread(f) -> str:
+        q1, q2, q3 = statistics.quantiles([f(r) for r in rows if r[0] in a and r[0] in w8], n=4)
+        return f"{100 * q2:+6.2f} % (q1 {100 * q1:+.2f}, q3 {100 * q3:+.2f})"
+
     print("medians over the cells (level = b / a - 1 of seconds; utilization moves the other way):")
     for name, k in (("torchutil", 1), ("plain", 2), ("gated", 3)):
-        print(f"  {name:9s}: vs auto_a {100 * med(lambda r: r[k] / a[r[0]] - 1):+6.2f} %, "
-              f"vs workers8 {100 * med(lambda r: r[k] / w8[r[0]] - 1):+6.2f} %")
+        print(f"  {name:9s}: vs auto_a {spread(lambda r: r[k] / a[r[0]] - 1)}, "
+              f"vs workers8 {spread(lambda r: r[k] / w8[r[0]] - 1)}")
     print(f"  plain - gated: {med(lambda r: r[2] - r[3]) * 1e6:.1f} us; host queueing per replay "
           f"{med(lambda r: r[4]) * 1e6:.1f} us (gated {med(lambda r: r[5]) * 1e6:.1f} us)")
 
