@@ -210,6 +210,27 @@ def test_graph_timing_counts_the_capture_forward(resnet18_fp16, batch, monkeypat
     assert calls == [default] * 4, calls
 
 
+def test_an_eager_call_counting_in_a_capture_runs_warmup_host_forwards_before_the_timed_ones(resnet18_fp16, batch):
+    # Eager timing with capture nodes (the default correlation) counts in a capture that is never
+    # replayed. Its forward runs on the host like any warm-up, so the host forwards before the
+    # timed ones are `warmup` in all (the user's loop of warmup + iters is the baseline), with one
+    # plain forward before the capture whatever warmup says: lazy initialization cannot be captured.
+    calls = []
+
+    def forward(x):
+        calls.append(torch.cuda.is_current_stream_capturing())
+        return resnet18_fp16(x)
+
+    r = torchutil.profile(forward, batch, warmup=3, iters=4, timing="eager")
+    assert r.trace_status == "on" and r.traced_forwards == 1 and r.iterations == 4
+    # plain warm-up, counting capture, traced eager forward, then the 4 timed ones
+    assert calls == [False, True, False] + [False] * 4, calls
+    calls.clear()
+    r = torchutil.profile(forward, batch, warmup=0, iters=1, timing="eager")
+    assert r.trace_status == "on" and r.iterations == 1
+    assert calls == [False, True, False, False], calls
+
+
 @pytest.mark.parametrize("correlation", ["markers", "graph", "capture"])
 def test_trace_forwards_chooses_how_many_forwards_are_traced(resnet18_fp16, batch, monkeypatch, correlation):
     # With graph nodes, the counted forward is the capture's and only the replays are traced; but

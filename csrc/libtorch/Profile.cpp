@@ -256,9 +256,10 @@ class ProfileRun {
     // traced eager ones, and the capture's (when it is not the counted one).
     const int64_t tracedEager = traces_ && mode_ == TimingMode::Eager ? o_.traceForwards : 0;
     const int64_t capture = side_.has_value() && !fused_ ? 1 : 0;
-    const int64_t counted = countCapture_ ? 0 : 1;  // a counting capture runs nothing
-    const int64_t plain =
-        std::max<int64_t>(o_.warmup - counted - tracedEager - capture, compiled_ ? 1 : 0);
+    // A counting capture runs nothing on the GPU but its forward runs on the host like any
+    // other, and it needs one plain forward before it (lazy initialization cannot be captured).
+    const int64_t plain = std::max<int64_t>(o_.warmup - 1 - tracedEager - capture,
+                                            compiled_ || countCapture_ ? 1 : 0);
     c10::OptionalStreamGuard onSide(side_);
     for (int64_t i = 0; i < plain; ++i) {
       if (estimate() && i == plain - 1) {
@@ -270,6 +271,10 @@ class ProfileRun {
     }
     plainWarmups_ = plain;
   }
+
+  // A gpu_lock means others share the GPU, other threads of this process among them (a sweep's
+  // threads): captures then leave their CUDA calls free (thread-local capture mode).
+  bool sharedGpu() const { return o_.gpuLock.has_value(); }
 
   // The timeline's sampling interval is chosen from how long the sampled forwards will take:
   // one forward is timed for that, the last warm-up (else the counted forward).
@@ -343,7 +348,7 @@ class ProfileRun {
                                     countedForward([&] { forward_->run(inputs_); });
                                     tracing_->captureEnds();
                                   },
-                                  device_, *stream, &failure);
+                                  device_, *stream, sharedGpu(), &failure);
     if (!captured) {
       counted_.reset();
       tracing_.reset();
@@ -395,8 +400,8 @@ class ProfileRun {
       synchronizeDevice(device_);
       lock_->release();
     };
-    Capture c =
-        captureForward(forward, counting ? warmUp : std::function<void()>(), device_, *side_);
+    Capture c = captureForward(forward, counting ? warmUp : std::function<void()>(), device_,
+                               *side_, sharedGpu());
     if (c.runner) {
       runner_ = std::move(c.runner);
       usedGraph_ = true;
