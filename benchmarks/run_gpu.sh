@@ -24,6 +24,9 @@
 #            of the timed replays (the eight workers' level), beside 7 CPU-bound processes, with
 #            the workers' memory fraction, with a gpu_lock ($OUT/timingprobe.txt; PROBE_ARGS:
 #            the list of argument sets)
+#   sweepthreads nas evaluate --threads: its GPU test, then cells 0..999 with 2, 3 and 4 threads of
+#            one process (THREADS: the list), each's time, stages and agreement with sweep_auto_a
+#            ($OUT/sweepthreads.txt). The whole space with threads: NAS_ARGS="--threads N" ... sweep
 #   sweepctx one worker over cells 0..999 beside seven idle processes that hold a CUDA context:
 #            does the presence of other contexts move its level? ($OUT/sweepctx.txt)
 #   sweeplevel why eight workers time every cell ~0.1 ms per forward faster than one: cells 0..999
@@ -140,7 +143,9 @@ for phase in "${phases[@]}"; do
       # The whole NATS-Bench space in the default (repeatable, auto) timing, one GPU, one
       # process: $OUT/sweep.sqlite. SWEEP_TIMEOUT bounds it (what is left of a 10-minute call).
       start=$SECONDS
-      timeout "${SWEEP_TIMEOUT:-570}" python3 -m torchutil nas evaluate --db "$OUT/sweep.sqlite" --no-progress 2>&1 \
+      # NAS_ARGS: more nas evaluate arguments, one word each (e.g. --threads 3)
+      # shellcheck disable=SC2086
+      timeout "${SWEEP_TIMEOUT:-570}" python3 -m torchutil nas evaluate --db "$OUT/sweep.sqlite" --no-progress ${NAS_ARGS:-} 2>&1 \
         | grep -v "CUDA Graph is empty" | tee "$OUT/sweep.txt" | tail -5
       echo "command wall $((SECONDS - start)) s" | tee -a "$OUT/sweep.txt"
       graph_timed "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt"
@@ -221,6 +226,19 @@ PY
           done
         done
       ) 2>&1 | tee "$OUT/sweepiso.txt" ;;
+    sweepthreads)
+      (
+        timeout 120 python3 -m pytest tests/test_sweep_workers.py -m cuda -q -p no:cacheprovider 2>&1 | tail -3
+        for n in ${THREADS:-2 3 4}; do
+          rm -f "/tmp/threads_$n.sqlite"*
+          start=$SECONDS
+          timeout 100 python3 -m torchutil nas evaluate --db "/tmp/threads_$n.sqlite" --indices 0:1000 --threads "$n" \
+            --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -3
+          echo "$n threads: $((SECONDS - start)) s; $(graph_timed "/tmp/threads_$n.sqlite")"
+          timeout 30 python3 benchmarks/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "/tmp/threads_$n.sqlite" \
+            2>&1 | sed -n '1,4p'
+        done
+      ) 2>&1 | tee "$OUT/sweepthreads.txt" ;;
     sweepctx)
       # Is it other processes' CUDA contexts that make eight workers time cells faster? One worker
       # over cells 0..999 while seven idle processes hold a context on the GPU (each made one

@@ -1,6 +1,7 @@
-"""nas evaluate's worker processes (several per GPU, taking turns through one lock file), run on
-the meta device, where only the count runs: every cell exactly once, resumable, and a worker's
-failure named. The lock's exclusion itself is tested in C++ (tests/cpp/FileLockTest.cpp)."""
+"""nas evaluate's worker processes and worker threads (several per GPU, taking turns through one
+lock file), run on the meta device, where only the count runs: every cell exactly once,
+resumable, and a worker's failure named. The lock's exclusion itself is tested in C++
+(tests/cpp/FileLockTest.cpp); threads on CUDA in the last test (marked cuda)."""
 from __future__ import annotations
 
 import sqlite3
@@ -17,20 +18,28 @@ def rows(db):
         return [r[0] for r in con.execute("SELECT idx FROM results ORDER BY idx")]
 
 
-def test_workers_evaluate_every_cell_exactly_once(tmp_path):
+KINDS = {"workers": dict(workers=2), "threads": dict(threads=3)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_cell_is_evaluated_exactly_once(tmp_path, kind):
     db = tmp_path / "r.sqlite"
-    stats = ev.sweep(META, range(10), db, workers=2, progress=False)
-    assert stats.workers == 2 and stats.evaluated == 10 and stats.skipped == 0
+    stats = ev.sweep(META, range(10), db, progress=False, **KINDS[kind])
+    assert (stats.workers, stats.threads) == ((2, 1) if kind == "workers" else (1, 3))
+    assert stats.evaluated == 10 and stats.skipped == 0
     assert rows(db) == list(range(10))
     assert not list(tmp_path.glob("r.worker*"))  # merged and removed
     assert set(stats.stages) == set(ev.STAGES) and stats.stages["count"] > 0
+    assert stats.stages["write"] > 0
+    assert f"per {kind[:-1]}" in stats.stage_line()
 
 
-def test_a_run_resumes_from_the_dbs_a_killed_one_left(tmp_path):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_resumes_from_the_dbs_a_killed_one_left(tmp_path, kind):
     db = tmp_path / "r.sqlite"
-    # What a killed worker leaves: its own db with the cells it committed.
-    ev.sweep(META, [1, 4, 7], ev.worker_path(db, 1), progress=False)
-    stats = ev.sweep(META, range(8), db, workers=2, progress=False)
+    # What a killed worker leaves: its own db with the cells it committed (threads write to db).
+    ev.sweep(META, [1, 4, 7], ev.worker_path(db, 1) if kind == "workers" else db, progress=False)
+    stats = ev.sweep(META, range(8), db, progress=False, **KINDS[kind])
     assert stats.skipped == 3 and stats.evaluated == 5
     assert rows(db) == list(range(8))
 
@@ -42,9 +51,65 @@ def test_a_failing_worker_is_named_and_the_sweep_stops(tmp_path):
     assert not list(tmp_path.glob("r.worker*"))
 
 
-def test_workers_on_the_cpu_are_refused(tmp_path):
-    with pytest.raises(Exception, match=r"workers > 1 needs a CUDA device.*got cpu"):
-        ev.sweep(ev.EvalConfig(device="cpu", batch=2), range(2), tmp_path / "r.sqlite", workers=2, progress=False)
+def test_a_failing_thread_is_named_the_others_stop_and_its_rows_before_are_kept(tmp_path, monkeypatch):
+    from torchutil.studies import nas_parallel
+
+    real = nas_parallel.evaluate_arch
+
+    def failing(index, *args, **kwargs):
+        if index == 5:
+            raise RuntimeError(f"cell {index} broke")
+        return real(index, *args, **kwargs)
+
+    monkeypatch.setattr(nas_parallel, "evaluate_arch", failing)
+    db = tmp_path / "r.sqlite"
+    with pytest.raises(Exception, match=r"a sweep thread failed.*thread \d: RuntimeError: cell 5 broke"):
+        ev.sweep(META, range(40), db, threads=2, progress=False)
+    done = rows(db)
+    assert 5 not in done and len(done) < 40  # stopped, not run to the end
+    monkeypatch.setattr(nas_parallel, "evaluate_arch", real)
+    stats = ev.sweep(META, range(40), db, threads=2, progress=False)  # the rerun resumes
+    assert stats.skipped == len(done) and rows(db) == list(range(40))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_workers_or_threads_on_the_cpu_are_refused(tmp_path, kind):
+    with pytest.raises(Exception, match=rf"{kind} > 1 needs a CUDA device.*got cpu"):
+        ev.sweep(ev.EvalConfig(device="cpu", batch=2), range(2), tmp_path / "r.sqlite", progress=False, **KINDS[kind])
+
+
+def test_workers_and_threads_together_are_refused(tmp_path):
+    with pytest.raises(Exception, match=r"workers > 1 and threads > 1 do not combine.*workers=2, threads=2"):
+        ev.sweep(META, range(2), tmp_path / "r.sqlite", workers=2, threads=2, progress=False)
+
+
+def test_the_gate_lets_one_caller_alone_only_once_no_cell_is_inside():
+    import threading
+    import time
+
+    from torchutil.studies.nas_parallel import _Gate
+
+    gate, log = _Gate(), []
+    inside = threading.Event()
+    release = threading.Event()
+
+    def cell():
+        with gate.cell():
+            log.append("cell in")
+            inside.set()
+            release.wait(5)
+            log.append("cell out")
+
+    t = threading.Thread(target=cell)
+    t.start()
+    inside.wait(5)
+    threading.Timer(0.2, release.set).start()
+    t0 = time.perf_counter()
+    with gate.alone():
+        log.append("alone")
+    assert time.perf_counter() - t0 >= 0.15  # it waited for the cell to leave
+    t.join(5)
+    assert log == ["cell in", "cell out", "alone"]
 
 
 @pytest.mark.parametrize("cores, ranks, expected", [
@@ -53,3 +118,28 @@ def test_default_workers_share_half_the_cores_among_the_hosts_gpus(monkeypatch, 
     monkeypatch.setattr(ev.os, "cpu_count", lambda: cores)
     assert ev.default_workers("cuda", ranks) == expected
     assert ev.default_workers("cpu", ranks) == 1
+
+
+@pytest.mark.cuda
+def test_threads_on_cuda_time_cells_as_one_thread_does(tmp_path):
+    # The point of threads over worker processes: one CUDA context, so a cell's timed replays
+    # measure as in a one-thread sweep (worker processes measure ~5 % faster beside each other).
+    # Oracle: the same cells swept by one thread in this process, just before.
+    import statistics
+
+    config = ev.EvalConfig(device="cuda", dtype="float16", channels_last=True)
+    cells = range(96)
+    ev.sweep(config, cells, tmp_path / "one.sqlite", progress=False)
+    stats = ev.sweep(config, cells, tmp_path / "three.sqlite", threads=3, progress=False)
+    assert stats.threads == 3 and stats.evaluated == len(cells) and stats.stages["wait"] > 0
+
+    def read(db):
+        with sqlite3.connect(db) as con:
+            return {i: (s, f, g) for i, s, f, g in con.execute("SELECT idx, seconds, flops, cuda_graph FROM results")}
+
+    one, three = read(tmp_path / "one.sqlite"), read(tmp_path / "three.sqlite")
+    assert sorted(three) == list(cells)
+    assert all(three[i][2] == 1 for i in cells)  # every cell graph-timed
+    assert all(three[i][1] == one[i][1] for i in cells)  # the same count
+    level = statistics.median(three[i][0] / one[i][0] - 1 for i in cells)
+    assert abs(level) < 0.02, f"three threads time cells {100 * level:+.2f} % against one thread"

@@ -74,12 +74,17 @@ class GraphRunner final : public Runner {
 
 namespace {
 
+cudaStreamCaptureMode captureMode(bool threadLocal) {
+  return threadLocal ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
+}
+
 // One capture attempt: the runner, or the message of the forward's failure during capture.
 std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c10::Device device,
-                                        c10::cuda::CUDAStream side, std::string* failure) {
+                                        c10::cuda::CUDAStream side, bool threadLocal,
+                                        std::string* failure) {
   auto runner = std::make_unique<GraphRunner>(device, side);
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  runner->graph().capture_begin();
+  runner->graph().capture_begin({0, 0}, captureMode(threadLocal));
   try {
     forward();
   } catch (const std::exception& e) {
@@ -99,12 +104,12 @@ std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c1
 }  // namespace
 
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                     c10::Device device, c10::Stream stream) {
+                     c10::Device device, c10::Stream stream, bool threadLocal) {
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
   Capture capture;
-  if ((capture.runner = tryCapture(forward, device, side, &capture.failure))) {
+  if ((capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure))) {
     return capture;
   }
   // A destroyed graph's private memory pool stays cached until the allocator frees cached
@@ -120,18 +125,18 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
     side.synchronize();
   }
   capture.failure.clear();
-  capture.runner = tryCapture(forward, device, side, &capture.failure);
+  capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure);
   return capture;
 }
 
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, std::string* failure) {
+                          c10::Stream stream, bool threadLocal, std::string* failure) {
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
   at::cuda::CUDAGraph graph(/*keep_graph=*/true);  // capture_end instantiates nothing
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  graph.capture_begin();
+  graph.capture_begin({0, 0}, captureMode(threadLocal));
   try {
     forward();
   } catch (const std::exception& e) {

@@ -29,14 +29,17 @@ DeviceInfo deviceInfo(c10::DeviceIndex index);
 // Captures forward() in a CUDA graph on `stream`, a side stream (captureStream()); the runner
 // replays it. A failed capture is retried once after freeing the allocator's cache and running
 // warmUp() (if given) on the stream; a second failure is the Capture's failure, with the CUDA
-// state cleaned up. See Timing.h's captureForward.
+// state cleaned up. threadLocal: capture in cudaStreamCaptureModeThreadLocal, where other
+// threads of the process may make any CUDA call meanwhile (a sweep's threads sharing the GPU);
+// else in the global mode, which refuses them. See Timing.h's captureForward.
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                     c10::Device device, c10::Stream stream);
+                     c10::Device device, c10::Stream stream, bool threadLocal);
 
 // Captures forward() on `stream` into a graph that is never instantiated nor replayed (kept as
 // a template and destroyed): for a forward whose capture only counts and lists its nodes. False
 // with *failure (the forward's error) when the capture fails, with the CUDA state cleaned up.
+// threadLocal as captureGraph's.
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, std::string* failure);
+                          c10::Stream stream, bool threadLocal, std::string* failure);
 
 }  // namespace torchutil::cuda

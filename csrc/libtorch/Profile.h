@@ -49,9 +49,9 @@ struct ProfileOptions {
   std::vector<hw::CounterSet> counters;
   uint64_t pmIntervalNs = 10000;
   hw::Replay counterReplay = hw::Replay::User;  // how the range profiler gets its passes
-  // A lock file that every phase running work on the GPU holds (flock), so that processes
-  // sharing one GPU time their forwards one at a time; the host-only capture of an untraced
-  // graph profile runs without it.
+  // A lock file that every phase running work on the GPU holds (flock), so that processes, or
+  // threads of one, sharing one GPU time their forwards one at a time; the host-only capture of
+  // an untraced graph profile runs without it, in thread-local capture mode.
   std::optional<std::string> gpuLock;
   // The tracer and counter profilers (null, or a null member: CUPTI's, or what a build without
   // it says). Tests pass fakes (tests/cpp/FakeTraceBackend.h, tests/cpp/FakeCounterBackend.h).

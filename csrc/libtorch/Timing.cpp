@@ -149,10 +149,11 @@ std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
 }
 
 Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                       c10::Device device, c10::Stream stream) {
+                       c10::Device device, c10::Stream stream, bool threadLocal) {
 #ifdef TORCHUTIL_WITH_CUDA
-  return cuda::captureGraph(forward, warmUp, device, stream);
+  return cuda::captureGraph(forward, warmUp, device, stream, threadLocal);
 #else
+  (void)threadLocal;
   (void)forward;
   (void)warmUp;
   (void)device;
@@ -164,10 +165,11 @@ Capture captureForward(const std::function<void()>& forward, const std::function
 }
 
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, std::string* failure) {
+                          c10::Stream stream, bool threadLocal, std::string* failure) {
 #ifdef TORCHUTIL_WITH_CUDA
-  return cuda::captureWithoutReplay(forward, device, stream, failure);
+  return cuda::captureWithoutReplay(forward, device, stream, threadLocal, failure);
 #else
+  (void)threadLocal;
   (void)forward;
   (void)device;
   (void)stream;

@@ -55,14 +55,16 @@ struct Capture {
 // Captures forward() (one forward of the model; the caller may count it) on `stream`
 // (captureStream()). When the capture fails it frees the allocator's cache, runs warmUp() once
 // on the stream (may be null: an eager forward outside the graph, for lazy initialization the
-// caller's warm-ups did not do) and tries once more. Throws c10::Error without CUDA in the build.
+// caller's warm-ups did not do) and tries once more. threadLocal: the capture lets the
+// process's other threads make CUDA calls meanwhile (cuda::captureGraph). Throws c10::Error
+// without CUDA in the build.
 Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                       c10::Device device, c10::Stream stream);
+                       c10::Device device, c10::Stream stream, bool threadLocal);
 
 // Captures forward() on `stream` into a graph never replayed (cuda::captureWithoutReplay):
 // false with *failure when it fails. Throws c10::Error without CUDA in the build.
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, std::string* failure);
+                          c10::Stream stream, bool threadLocal, std::string* failure);
 
 // n forwards, untimed, then waits for the device.
 void runForwards(Runner& runner, c10::Device device, int64_t n);

@@ -23,7 +23,6 @@ import contextlib
 import functools
 import math
 import os
-import queue
 import sqlite3
 import sys
 import tempfile
@@ -231,8 +230,8 @@ def _device_name(device: torch.device) -> str:
 class SweepStats:
     """What a sweep did. seconds_per_arch: wall time per evaluated arch (construction, profile
     and the db write); projected_full_space_seconds: that times 15,625 / world_size; stages:
-    where an arch's time went (seconds per arch for each of STAGES, summed over the workers, so
-    with several workers they add up to about workers x seconds_per_arch)."""
+    where an arch's time went (seconds per arch for each of STAGES, summed over the workers or
+    threads, so with several they add up to about workers (threads) x seconds_per_arch)."""
 
     evaluated: int
     skipped: int
@@ -243,6 +242,7 @@ class SweepStats:
     world_size: int = 1
     rank: int = 0
     workers: int = 1
+    threads: int = 1
     stages: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -251,7 +251,11 @@ class SweepStats:
     def stage_line(self) -> str:
         """Where an arch's time goes, for people: "build 0.4 ms, count 0.0 ms, ...". """
         parts = [f"{name} {1e3 * self.stages[name]:.2f}" for name in STAGES if name in self.stages]
-        who = f" (per worker; {self.workers} workers share the GPU through gpu_lock)" if self.workers > 1 else ""
+        who = ""
+        if self.workers > 1:
+            who = f" (per worker; {self.workers} workers share the GPU through gpu_lock)"
+        elif self.threads > 1:
+            who = f" (per thread; {self.threads} threads of one process share the GPU through gpu_lock)"
         return "ms per arch: " + ", ".join(parts) + who
 
 
@@ -291,7 +295,7 @@ def merge_workers(db: str | os.PathLike[str]) -> None:
 def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *,
           rank: int = 0, world_size: int = 1, commit_every: int = 1,
           cudnn_benchmark: bool = False, progress: bool = True, rebuild: bool = False,
-          skip: Iterable[int] = (), workers: int = 1) -> SweepStats:
+          skip: Iterable[int] = (), workers: int = 1, threads: int = 1) -> SweepStats:
     """Evaluates `indices` (this rank's share of them) with `config` into `db`, skipping rows
     that are already there (and the indices in `skip`), committing every `commit_every` archs
     (default 1: a kill loses at most the arch in flight in each worker; WAL mode keeps a commit
@@ -299,15 +303,24 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
     of swapping edge ops in one (nb.NetworkPool). workers > 1 (CUDA): that many processes
     evaluate the cells, each building and capturing its own on the host while the GPU replays
     another's; the GPU phases take turns through one lock per GPU (gpu_lock_path), so every
-    timed forward has the GPU to itself."""
+    timed forward has the GPU to itself, but each worker is a CUDA context of its own, and an H200
+    times a cell ~5 % faster beside another context. threads > 1 (CUDA, one worker): that many
+    threads of this process share the GPU the same way in its one context (nas_threads.py), so
+    that the cells measure as in a one-process sweep."""
     device = torch.device(config.device)
     if device.type == "cuda":
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
         config = EvalConfig(**{**asdict(config), "device": str(device)})
-    if workers < 1:
-        raise nas_error(f"workers must be >= 1, got {workers}")
+    if workers < 1 or threads < 1:
+        raise nas_error(f"workers and threads must be >= 1, got workers={workers}, threads={threads}")
+    if workers > 1 and threads > 1:
+        raise nas_error(f"workers > 1 and threads > 1 do not combine (got workers={workers}, threads={threads}): "
+                        "worker processes are contexts of their own, threads share one")
+    if threads > 1 and device.type == "cpu":
+        raise nas_error(f"threads > 1 needs a CUDA device (CPU timings would share the cores they measure), "
+                        f"got {device}")
     mine = shard_indices(indices, rank, world_size)
     with db_errors(db):
         merge_workers(db)
@@ -319,6 +332,7 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
         sys.stderr.write(f"nas evaluate: resuming {db}: {len(mine) - len(todo):,} of these {len(mine):,} cells "
                          f"are measured already; evaluating the other {len(todo):,}, from cell {todo[0]}\n")
     workers = min(workers, max(len(todo), 1))
+    threads = min(threads, max(len(todo), 1))
     desc = f"nas evaluate rank {rank}" if world_size > 1 else "nas evaluate"
     bar = Progress(len(todo), desc, "arch", enabled=progress, every=10.0)
     t0 = time.perf_counter()
@@ -327,7 +341,14 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
         if device.type == "cpu":
             raise nas_error(f"workers > 1 needs a CUDA device (CPU timings would share the cores they measure), "
                             f"got {device}")
-        evaluated, stages = _run_workers(config, todo, db, workers, options, bar)
+        from torchutil.studies.nas_parallel import run_workers
+
+        evaluated, stages = run_workers(config, todo, db, workers, options, bar)
+    elif threads > 1:
+        from torchutil.studies.nas_parallel import run_threads
+
+        lock = gpu_lock_path(device) if device.type == "cuda" else None
+        evaluated, stages = run_threads(config, todo, db, threads, options, lock, bar)
     else:
         stages = dict.fromkeys(STAGES, 0.0)
         evaluated = _evaluate_cells(config, todo, db, options, None, bar.update, stages)
@@ -338,7 +359,7 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
         evaluated=evaluated, skipped=len(mine) - len(todo), seconds=seconds, seconds_per_arch=per_arch,
         build_seconds_per_arch=stages["build"] / evaluated if evaluated else math.nan,
         projected_full_space_seconds=per_arch * nb.num_archs() / world_size,
-        world_size=world_size, rank=rank, workers=workers,
+        world_size=world_size, rank=rank, workers=workers, threads=threads,
         stages={k: v / evaluated for k, v in stages.items()} if evaluated else {})
 
 
@@ -406,84 +427,3 @@ def _holding(lock_file: str | None) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _worker(k: int, config: dict[str, Any], todo: list[int], db: str, options: dict[str, Any], lock: str | None,
-            counter: Any, results: Any) -> None:
-    """One worker process: its cells into its own db; (k, error text or None, stages) at the end.
-    Stops at the next cell once its parent is gone (killed), so no orphan sweeps on."""
-    parent = os.getppid()
-    stages = dict.fromkeys(STAGES, 0.0)
-
-    def done() -> None:
-        with counter.get_lock():
-            counter.value += 1
-        if os.getppid() != parent:
-            raise SystemExit(f"nas evaluate worker {k}: the sweep's process is gone")
-
-    try:
-        device = torch.device(config["device"])
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-            # A share of the GPU's memory each, so that one worker's cached graph pools cannot
-            # starve another's capture (a full share frees its cache and captures again).
-            if not _diagnostic("TORCHUTIL_SWEEP_NO_MEMORY_FRACTION"):
-                torch.cuda.set_per_process_memory_fraction(0.9 / options["workers"])
-        _evaluate_cells(EvalConfig(**config), todo, worker_path(db, k), options, lock, done, stages)
-        results.put((k, None, stages))
-    except BaseException as e:  # reported to the parent, which names the worker
-        results.put((k, f"{type(e).__name__}: {e}", stages))
-
-
-def _run_workers(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[str], workers: int,
-                 options: dict[str, Any], bar: Progress) -> tuple[int, dict[str, float]]:
-    """Evaluates todo over `workers` spawned processes (cells dealt round-robin) sharing the GPU
-    through its lock file; merges their dbs into db. A worker's error stops the others and is
-    raised naming the worker; what was committed is kept either way."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    counter, results = ctx.Value("q", 0), ctx.Queue()
-    device = torch.device(config.device)
-    lock = gpu_lock_path(device) if device.type == "cuda" else None
-    options = {**options, "workers": workers}
-    procs = [ctx.Process(target=_worker, name=f"nas-evaluate-worker{k}", daemon=True,
-                         args=(k, asdict(config), list(todo[k::workers]), str(db), options, lock, counter, results))
-             for k in range(workers)]
-    stages = dict.fromkeys(STAGES, 0.0)
-    errors: list[str] = []
-    finished = 0
-    try:
-        for p in procs:
-            p.start()
-        while finished < workers:
-            try:
-                k, error, worker_stages = results.get(timeout=0.5)
-            except queue.Empty:
-                if not all(p.is_alive() or p.exitcode == 0 for p in procs):
-                    dead = [p.name for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
-                    errors.append(f"{', '.join(dead)} died (exit code "
-                                  f"{', '.join(str(p.exitcode) for p in procs if p.name in dead)})")
-                    break
-            else:
-                finished += 1
-                for name, v in worker_stages.items():
-                    stages[name] += v
-                if error is not None:
-                    errors.append(f"worker {k}: {error}")
-                    break
-            while bar.done < counter.value:
-                bar.update()
-    finally:
-        for p in procs:
-            if p.is_alive() and (errors or finished < workers):
-                p.terminate()
-            p.join(timeout=30)
-        with db_errors(db):
-            merge_workers(db)
-    while bar.done < counter.value:
-        bar.update()
-    if errors:
-        raise nas_error("a sweep worker failed, the others were stopped (committed cells are kept; a rerun "
-                        "resumes): " + "; ".join(errors))
-    return counter.value, stages

@@ -1,0 +1,265 @@
+"""nas evaluate in parallel on one GPU: worker processes (`--workers`) or worker threads of one
+process (`--threads`). Either way each worker builds, counts and captures its cells on the host
+while another replays on the GPU under the GPU's lock file (gpu_lock_path), so every timed
+replay has the GPU to itself.
+
+Why threads as well as processes: an H200 runs a graph's kernels ~0.6 us a kernel faster while
+a second CUDA context uses it, so cells timed beside other worker processes measure ~5 % faster
+than the same cells timed alone (docs/results/nas/README.md). Threads share the process's one
+context, so a cell's timed replays see the GPU as a one-process sweep does. The host work that
+holds Python's GIL (building a cell, its Python forward) still runs one thread at a time; what
+runs in C++ without the GIL (the capture's instantiation, the replays, the waits) overlaps.
+
+Worker processes write a db each, merged at the end. Threads each have their own NetworkPool (a
+network whose edge ops they swap) and take the next cell from a shared queue; the main thread
+writes the rows (every `commit_every`) and drives the progress bar, so a kill loses at most the
+cells in flight. The allocator's cache (each destroyed graph leaves its private pool there) is
+emptied every _EMPTY_CACHE_EVERY cells while no thread is inside a cell: emptying it beside
+another thread's capture is not safe.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+from dataclasses import asdict
+import threading
+import time
+from typing import Any, Iterator, Sequence
+
+import torch
+
+import torchutil
+from torchutil.models import DTYPES
+from torchutil.nas import natsbench as nb
+from torchutil.studies._common import Progress, cudnn_autotune, nas_error
+from torchutil.studies.nas_db import connect, db_errors, insert_rows
+from torchutil.studies.nas_evaluate import (_EMPTY_CACHE_EVERY, STAGES, EvalConfig, _diagnostic, _evaluate_cells,
+                                            _holding, _make_input, evaluate_arch, gpu_lock_path, merge_workers,
+                                            worker_path)
+
+class _Gate:
+    """Lets any number of threads into a cell at once, or one caller alone with none inside
+    (a readers-writer lock whose writer goes first once it asks)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._inside = 0
+        self._closing = False
+
+    @contextlib.contextmanager
+    def cell(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._closing)
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._inside -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._closing)
+            self._closing = True
+            self._cond.wait_for(lambda: self._inside == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closing = False
+                self._cond.notify_all()
+
+
+def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[str], threads: int,
+                options: dict[str, Any], lock: str | None, bar: Progress) -> tuple[int, dict[str, float]]:
+    """Evaluates `todo` into db over `threads` threads of this process sharing config.device
+    through the lock file `lock` (None: no lock, the meta device). Returns (cells written,
+    seconds per stage of STAGES summed over the threads). A thread's error stops the others after
+    their cell and is raised naming the thread; the rows made before it are written either way."""
+    device = torch.device(config.device)
+    cells: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in todo:
+        cells.put(i)
+    out: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
+    stop = threading.Event()
+    gate = _Gate()
+    count_lock = threading.Lock()
+    started = [0]
+    stages = [dict.fromkeys(STAGES, 0.0) for _ in range(threads)]
+
+    with _holding(lock):  # the set-up runs kernels (the input, the peak's measurement)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        x = _make_input(config, device)
+        peak = None if device.type == "meta" else torchutil.peak_flops(device, DTYPES[config.dtype])[0]
+
+    def work(k: int) -> None:
+        try:
+            if device.type == "cuda":
+                torch.cuda.set_device(device)  # the current device is per thread
+            with _holding(lock):
+                pool = None if options["rebuild"] else nb.NetworkPool(
+                    config.dataset, device, DTYPES[config.dtype], config.channels_last)
+            while not stop.is_set():
+                try:
+                    i = cells.get_nowait()
+                except queue.Empty:
+                    break
+                with count_lock:
+                    started[0] += 1
+                    drain = device.type == "cuda" and started[0] % _EMPTY_CACHE_EVERY == 0
+                if drain:
+                    with gate.alone():
+                        torch.cuda.empty_cache()
+                t0 = time.perf_counter()
+                with gate.cell():
+                    row = evaluate_arch(i, config, x, peak, device, pool, lock, stages[k])
+                out.put(("row", k, row))
+                stages[k]["other"] += time.perf_counter() - t0 - row["eval_seconds"]
+        except BaseException as e:  # reported to the main thread, which names the thread
+            out.put(("error", k, f"{type(e).__name__}: {e}"))
+        finally:
+            out.put(("done", k, None))
+
+    workers = [threading.Thread(target=work, args=(k,), name=f"nas-evaluate-thread{k}", daemon=True)
+               for k in range(threads)]
+    errors: list[str] = []
+    pending: list[dict[str, Any]] = []
+    written = 0
+    write_seconds = 0.0
+    running = threads
+
+    def write() -> None:
+        nonlocal written, write_seconds
+        t0 = time.perf_counter()
+        with db_errors(db):
+            insert_rows(con, pending)
+        written += len(pending)
+        pending.clear()
+        write_seconds += time.perf_counter() - t0
+
+    with contextlib.closing(connect(db)) as con, cudnn_autotune(options["cudnn_benchmark"]):
+        try:
+            for t in workers:
+                t.start()
+            while running:
+                try:
+                    kind, k, value = out.get(timeout=0.5)  # a timeout keeps Ctrl-C heard
+                except queue.Empty:
+                    continue
+                if kind == "row":
+                    pending.append(value)
+                    if len(pending) >= options["commit_every"]:
+                        write()
+                    bar.update()
+                elif kind == "error":
+                    errors.append(f"thread {k}: {value}")
+                    stop.set()
+                else:
+                    running -= 1
+        finally:
+            stop.set()  # an interrupt of the main thread stops the others after their cell
+            for t in workers:
+                t.join()
+            while True:  # rows that arrived after the loop stopped reading
+                try:
+                    kind, k, value = out.get_nowait()
+                except queue.Empty:
+                    break
+                if kind == "row":
+                    pending.append(value)
+            if pending:
+                write()
+    if errors:
+        raise nas_error("a sweep thread failed, the others were stopped (committed cells are kept; a rerun "
+                        "resumes): " + "; ".join(errors))
+    total = dict.fromkeys(STAGES, 0.0)
+    for s in stages:
+        for name, v in s.items():
+            total[name] += v
+    total["write"] += write_seconds
+    return written, total
+
+
+def _worker(k: int, config: dict[str, Any], todo: list[int], db: str, options: dict[str, Any], lock: str | None,
+            counter: Any, results: Any) -> None:
+    """One worker process: its cells into its own db; (k, error text or None, stages) at the end.
+    Stops at the next cell once its parent is gone (killed), so no orphan sweeps on."""
+    parent = os.getppid()
+    stages = dict.fromkeys(STAGES, 0.0)
+
+    def done() -> None:
+        with counter.get_lock():
+            counter.value += 1
+        if os.getppid() != parent:
+            raise SystemExit(f"nas evaluate worker {k}: the sweep's process is gone")
+
+    try:
+        device = torch.device(config["device"])
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            # A share of the GPU's memory each, so that one worker's cached graph pools cannot
+            # starve another's capture (a full share frees its cache and captures again).
+            if not _diagnostic("TORCHUTIL_SWEEP_NO_MEMORY_FRACTION"):
+                torch.cuda.set_per_process_memory_fraction(0.9 / options["workers"])
+        _evaluate_cells(EvalConfig(**config), todo, worker_path(db, k), options, lock, done, stages)
+        results.put((k, None, stages))
+    except BaseException as e:  # reported to the parent, which names the worker
+        results.put((k, f"{type(e).__name__}: {e}", stages))
+
+
+def run_workers(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[str], workers: int,
+                options: dict[str, Any], bar: Progress) -> tuple[int, dict[str, float]]:
+    """Evaluates todo over `workers` spawned processes (cells dealt round-robin) sharing the GPU
+    through its lock file; merges their dbs into db. A worker's error stops the others and is
+    raised naming the worker; what was committed is kept either way."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    counter, results = ctx.Value("q", 0), ctx.Queue()
+    device = torch.device(config.device)
+    lock = gpu_lock_path(device) if device.type == "cuda" else None
+    options = {**options, "workers": workers}
+    procs = [ctx.Process(target=_worker, name=f"nas-evaluate-worker{k}", daemon=True,
+                         args=(k, asdict(config), list(todo[k::workers]), str(db), options, lock, counter, results))
+             for k in range(workers)]
+    stages = dict.fromkeys(STAGES, 0.0)
+    errors: list[str] = []
+    finished = 0
+    try:
+        for p in procs:
+            p.start()
+        while finished < workers:
+            try:
+                k, error, worker_stages = results.get(timeout=0.5)
+            except queue.Empty:
+                if not all(p.is_alive() or p.exitcode == 0 for p in procs):
+                    dead = [p.name for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
+                    errors.append(f"{', '.join(dead)} died (exit code "
+                                  f"{', '.join(str(p.exitcode) for p in procs if p.name in dead)})")
+                    break
+            else:
+                finished += 1
+                for name, v in worker_stages.items():
+                    stages[name] += v
+                if error is not None:
+                    errors.append(f"worker {k}: {error}")
+                    break
+            while bar.done < counter.value:
+                bar.update()
+    finally:
+        for p in procs:
+            if p.is_alive() and (errors or finished < workers):
+                p.terminate()
+            p.join(timeout=30)
+        with db_errors(db):
+            merge_workers(db)
+    while bar.done < counter.value:
+        bar.update()
+    if errors:
+        raise nas_error("a sweep worker failed, the others were stopped (committed cells are kept; a rerun "
+                        "resumes): " + "; ".join(errors))
+    return counter.value, stages
