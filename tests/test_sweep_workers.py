@@ -78,6 +78,17 @@ def test_workers_or_threads_on_the_cpu_are_refused(tmp_path, kind):
         ev.sweep(ev.EvalConfig(device="cpu", batch=2), range(2), tmp_path / "r.sqlite", progress=False, **KINDS[kind])
 
 
+@pytest.mark.parametrize("option", ["rebuild", "trace"])
+def test_threads_with_rebuild_or_trace_are_refused(tmp_path, option):
+    config, kwargs = META, {}
+    if option == "trace":
+        config = ev.EvalConfig(device="meta", batch=2, dtype="float32", warmup=0, iters=1, trace=True)
+    else:
+        kwargs["rebuild"] = True
+    with pytest.raises(Exception, match=rf"threads > 1 does not combine with {option}.*threads=2"):
+        ev.sweep(config, range(2), tmp_path / "r.sqlite", threads=2, progress=False, **kwargs)
+
+
 def test_workers_and_threads_together_are_refused(tmp_path):
     with pytest.raises(Exception, match=r"workers > 1 and threads > 1 do not combine.*workers=2, threads=2"):
         ev.sweep(META, range(2), tmp_path / "r.sqlite", workers=2, threads=2, progress=False)

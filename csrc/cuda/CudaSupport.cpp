@@ -78,6 +78,14 @@ cudaStreamCaptureMode captureMode(bool threadLocal) {
   return threadLocal ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
 }
 
+// Captures of threads sharing the GPU take turns: PyTorch's CUDA generator keeps one capture's
+// state per device (torch 2.11), and the retry frees the allocator's cache, which must not run
+// beside another capture. Their Python forwards hold the GIL anyway; the replays still overlap.
+std::unique_lock<std::mutex> captureTurn(bool threadLocal) {
+  static std::mutex mutex;
+  return threadLocal ? std::unique_lock<std::mutex>(mutex) : std::unique_lock<std::mutex>();
+}
+
 // One capture attempt: the runner, or the message of the forward's failure during capture.
 std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c10::Device device,
                                         c10::cuda::CUDAStream side, bool threadLocal,
@@ -105,6 +113,7 @@ std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c1
 
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
                      c10::Device device, c10::Stream stream, bool threadLocal) {
+  const std::unique_lock<std::mutex> turn = captureTurn(threadLocal);
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
@@ -131,6 +140,7 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
 
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
                           c10::Stream stream, bool threadLocal, std::string* failure) {
+  const std::unique_lock<std::mutex> turn = captureTurn(threadLocal);
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
@@ -151,6 +161,21 @@ bool captureWithoutReplay(const std::function<void()>& forward, c10::Device devi
   }
   graph.capture_end();
   return true;
+}
+
+SharedCaptureMode::SharedCaptureMode(bool on) : on_(on) {
+  if (on_) {
+    auto mode = cudaStreamCaptureModeThreadLocal;
+    C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    previous_ = static_cast<int>(mode);
+  }
+}
+
+SharedCaptureMode::~SharedCaptureMode() {
+  if (on_) {
+    auto mode = static_cast<cudaStreamCaptureMode>(previous_);
+    C10_CUDA_CHECK_WARN(cudaThreadExchangeStreamCaptureMode(&mode));
+  }
 }
 
 }  // namespace torchutil::cuda

@@ -30,8 +30,9 @@ DeviceInfo deviceInfo(c10::DeviceIndex index);
 // replays it. A failed capture is retried once after freeing the allocator's cache and running
 // warmUp() (if given) on the stream; a second failure is the Capture's failure, with the CUDA
 // state cleaned up. threadLocal: capture in cudaStreamCaptureModeThreadLocal, where other
-// threads of the process may make any CUDA call meanwhile (a sweep's threads sharing the GPU);
-// else in the global mode, which refuses them. See Timing.h's captureForward.
+// threads of the process (in SharedCaptureMode) may make any CUDA call meanwhile (a sweep's
+// threads sharing the GPU), one such capture at a time in the process; else in the global mode,
+// which refuses them. See Timing.h's captureForward.
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
                      c10::Device device, c10::Stream stream, bool threadLocal);
 
@@ -41,5 +42,21 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
 // threadLocal as captureGraph's.
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
                           c10::Stream stream, bool threadLocal, std::string* failure);
+
+// While it lives (and is on), this thread's CUDA calls are refused only during its own captures
+// (CUDA's thread-local interaction mode), not while another thread of the process captures: the
+// default (global) mode refuses a synchronization whenever any thread captures in a mode other
+// than relaxed. The thread's mode is restored after.
+class SharedCaptureMode {
+ public:
+  explicit SharedCaptureMode(bool on);
+  ~SharedCaptureMode();
+  SharedCaptureMode(const SharedCaptureMode&) = delete;
+  SharedCaptureMode& operator=(const SharedCaptureMode&) = delete;
+
+ private:
+  bool on_;
+  int previous_ = 0;
+};
 
 }  // namespace torchutil::cuda

@@ -189,6 +189,7 @@ class ProfileRun {
 
   ProfileOutput run() {
     c10::InferenceMode inference;
+    const std::shared_ptr<void> shared = shareCapturesWithThreads(sharedGpu());
     lock_->hold();
     warmUp();
     if (fused_) {
@@ -272,9 +273,8 @@ class ProfileRun {
     plainWarmups_ = plain;
   }
 
-  // A gpu_lock means others share the GPU, other threads of this process among them (a sweep's
-  // threads): captures then leave their CUDA calls free (thread-local capture mode).
-  bool sharedGpu() const { return o_.gpuLock.has_value(); }
+  // A gpu_lock: others share the GPU, maybe threads of this process (shareCapturesWithThreads).
+  bool sharedGpu() const { return o_.gpuLock.has_value() && device_.is_cuda(); }
 
   // The timeline's sampling interval is chosen from how long the sampled forwards will take:
   // one forward is timed for that, the last warm-up (else the counted forward).

@@ -164,6 +164,15 @@ Capture captureForward(const std::function<void()>& forward, const std::function
 #endif
 }
 
+std::shared_ptr<void> shareCapturesWithThreads(bool on) {
+#ifdef TORCHUTIL_WITH_CUDA
+  return on ? std::make_shared<cuda::SharedCaptureMode>(true) : nullptr;
+#else
+  (void)on;
+  return nullptr;
+#endif
+}
+
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
                           c10::Stream stream, bool threadLocal, std::string* failure) {
 #ifdef TORCHUTIL_WITH_CUDA

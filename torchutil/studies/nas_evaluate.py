@@ -321,6 +321,11 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
     if threads > 1 and device.type == "cpu":
         raise nas_error(f"threads > 1 needs a CUDA device (CPU timings would share the cores they measure), "
                         f"got {device}")
+    if threads > 1 and (rebuild or config.trace):
+        # rebuild draws random weights per cell, beside other threads' captures; CUPTI's
+        # activity records are the process's, so two threads' traces would mix.
+        raise nas_error(f"threads > 1 does not combine with {'rebuild' if rebuild else 'trace'} "
+                        f"(got threads={threads})")
     mine = shard_indices(indices, rank, world_size)
     with db_errors(db):
         merge_workers(db)

@@ -11,7 +11,10 @@ holds Python's GIL (building a cell, its Python forward) still runs one thread a
 runs in C++ without the GIL (the capture's instantiation, the replays, the waits) overlaps.
 
 Worker processes write a db each, merged at the end. Threads each have their own NetworkPool (a
-network whose edge ops they swap) and take the next cell from a shared queue; the main thread
+network whose edge ops they swap), all built before the first capture (random numbers drawn
+beside a capture break PyTorch's CUDA generator), and take the next cell from a shared queue.
+Their profile calls pass gpu_lock, so their captures run in CUDA's thread-local mode, one at a
+time in the process, and their other CUDA calls stay legal beside a capture. The main thread
 writes the rows (every `commit_every`) and drives the progress bar, so a kill loses at most the
 cells in flight. The allocator's cache (each destroyed graph leaves its private pool there) is
 emptied every _EMPTY_CACHE_EVERY cells while no thread is inside a cell: emptying it beside
@@ -90,19 +93,24 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
     started = [0]
     stages = [dict.fromkeys(STAGES, 0.0) for _ in range(threads)]
 
-    with _holding(lock):  # the set-up runs kernels (the input, the peak's measurement)
+    # The set-up runs kernels (random weights, the input, the peak's measurement), all of it
+    # before any thread captures: random numbers drawn beside a capture break PyTorch's CUDA
+    # generator (seen: "Offset increment outside graph capture encountered unexpectedly").
+    with _holding(lock):
         if device.type == "cuda":
             torch.cuda.set_device(device)
         x = _make_input(config, device)
         peak = None if device.type == "meta" else torchutil.peak_flops(device, DTYPES[config.dtype])[0]
+        pools = [nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
+                 for _ in range(threads)]
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     def work(k: int) -> None:
         try:
             if device.type == "cuda":
                 torch.cuda.set_device(device)  # the current device is per thread
-            with _holding(lock):
-                pool = None if options["rebuild"] else nb.NetworkPool(
-                    config.dataset, device, DTYPES[config.dtype], config.channels_last)
+            pool = pools[k]
             while not stop.is_set():
                 try:
                     i = cells.get_nowait()
