@@ -228,12 +228,13 @@ PY
       ) 2>&1 | tee "$OUT/sweepiso.txt" ;;
     sweepthreads)
       (
-        timeout 120 python3 -m pytest tests/test_sweep_workers.py -m cuda -q -p no:cacheprovider 2>&1 | tail -3
+        timeout 120 python3 -m pytest tests/test_sweep_workers.py -m cuda -q -p no:cacheprovider > "$OUT/pytest_threads.txt" 2>&1
+        grep -E "^E  |passed|failed" "$OUT/pytest_threads.txt" | head -12
         for n in ${THREADS:-2 3 4}; do
           rm -f "/tmp/threads_$n.sqlite"*
           start=$SECONDS
           timeout 100 python3 -m torchutil nas evaluate --db "/tmp/threads_$n.sqlite" --indices 0:1000 --threads "$n" \
-            --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -3
+            --no-progress 2>&1 | grep -v "CUDA Graph is empty" | grep -E "rror|ms per arch|evaluated" | head -6
           echo "$n threads: $((SECONDS - start)) s; $(graph_timed "/tmp/threads_$n.sqlite")"
           timeout 30 python3 benchmarks/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "/tmp/threads_$n.sqlite" \
             2>&1 | sed -n '1,4p'

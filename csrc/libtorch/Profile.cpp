@@ -145,6 +145,7 @@ class ProfileRun {
   ProfileRun(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
              const ProfileOptions& options)
       : start_(Clock::now()), inputs_(inputs), o_(options), device_(checkInputs(inputs)) {
+    shared_ = shareCapturesWithThreads(sharedGpu());
     valueErrors([&] { checkRepeatPolicy(o_.repeat); });
     checkForwardCount("warmup", o_.warmup);
     checkForwardCount("trace_forwards", o_.traceForwards);
@@ -189,7 +190,6 @@ class ProfileRun {
 
   ProfileOutput run() {
     c10::InferenceMode inference;
-    const std::shared_ptr<void> shared = shareCapturesWithThreads(sharedGpu());
     lock_->hold();
     warmUp();
     if (fused_) {
@@ -253,12 +253,11 @@ class ProfileRun {
   // graph timing they run on the capture's stream, as its warm-up.
   void warmUp() {
     PhaseTimer t(&out_.phases.warmup);
-    // The host forwards before the timed ones are `warmup` in all: these, the counted one, the
-    // traced eager ones, and the capture's (when it is not the counted one).
+    // The host forwards before the timed ones are `warmup` in all: these, the counted one (a
+    // counting capture's too, which needs one of these before it: lazy initialization cannot be
+    // captured), the traced eager ones, and the capture's (when it is not the counted one).
     const int64_t tracedEager = traces_ && mode_ == TimingMode::Eager ? o_.traceForwards : 0;
     const int64_t capture = side_.has_value() && !fused_ ? 1 : 0;
-    // A counting capture runs nothing on the GPU but its forward runs on the host like any
-    // other, and it needs one plain forward before it (lazy initialization cannot be captured).
     const int64_t plain = std::max<int64_t>(o_.warmup - 1 - tracedEager - capture,
                                             compiled_ || countCapture_ ? 1 : 0);
     c10::OptionalStreamGuard onSide(side_);
@@ -273,7 +272,6 @@ class ProfileRun {
     plainWarmups_ = plain;
   }
 
-  // A gpu_lock: others share the GPU, maybe threads of this process (shareCapturesWithThreads).
   bool sharedGpu() const { return o_.gpuLock.has_value() && device_.is_cuda(); }
 
   // The timeline's sampling interval is chosen from how long the sampled forwards will take:
@@ -551,6 +549,7 @@ class ProfileRun {
   const std::vector<at::Tensor>& inputs_;
   const ProfileOptions& o_;
   c10::Device device_;
+  std::shared_ptr<void> shared_;  // shareCapturesWithThreads, outliving the CUDA objects below
   int64_t batch_ = 0;
   std::unique_ptr<Forward> forward_;
   TimingMode mode_ = TimingMode::Eager;

@@ -38,7 +38,7 @@ from torchutil.nas import natsbench as nb
 from torchutil.studies._common import Progress, cudnn_autotune, nas_error
 from torchutil.studies.nas_db import connect, db_errors, insert_rows
 from torchutil.studies.nas_evaluate import (_EMPTY_CACHE_EVERY, STAGES, EvalConfig, _diagnostic, _evaluate_cells,
-                                            _holding, _make_input, evaluate_arch, gpu_lock_path, merge_workers,
+                                            _device_name, _holding, _make_input, evaluate_arch, gpu_lock_path, merge_workers,
                                             worker_path)
 
 class _Gate:
@@ -104,13 +104,16 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
         pools = [nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
                  for _ in range(threads)]
         if device.type == "cuda":
+            _device_name(device)  # cached: the rows' device_name asks no CUDA call beside a capture
             torch.cuda.synchronize(device)
+    ready = threading.Barrier(threads)  # no cell starts before every thread has its device set
 
     def work(k: int) -> None:
         try:
             if device.type == "cuda":
                 torch.cuda.set_device(device)  # the current device is per thread
             pool = pools[k]
+            ready.wait()
             while not stop.is_set():
                 try:
                     i = cells.get_nowait()
@@ -128,6 +131,7 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
                 out.put(("row", k, row))
                 stages[k]["other"] += time.perf_counter() - t0 - row["eval_seconds"]
         except BaseException as e:  # reported to the main thread, which names the thread
+            ready.abort()  # no thread waits for this one
             out.put(("error", k, f"{type(e).__name__}: {e}"))
         finally:
             out.put(("done", k, None))
