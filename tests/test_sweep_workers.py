@@ -63,7 +63,7 @@ def test_a_failing_thread_is_named_the_others_stop_and_its_rows_before_are_kept(
 
     monkeypatch.setattr(nas_parallel, "evaluate_arch", failing)
     db = tmp_path / "r.sqlite"
-    with pytest.raises(Exception, match=r"a sweep thread failed.*thread \d: RuntimeError: cell 5 broke"):
+    with pytest.raises(Exception, match=r"a sweep thread failed.*thread \d: RuntimeError \(at test_sweep_workers.py:\d+\): cell 5 broke"):
         ev.sweep(META, range(40), db, threads=2, progress=False)
     done = rows(db)
     assert 5 not in done and len(done) < 40  # stopped, not run to the end

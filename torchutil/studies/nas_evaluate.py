@@ -414,7 +414,9 @@ _EMPTY_CACHE_EVERY = 256
 def _diagnostic(name: str) -> bool:
     """A diagnostic switch of benchmarks/run_gpu.sh sweepiso (why eight workers time cells faster
     than one): TORCHUTIL_SWEEP_SPAWN=1 evaluates even one worker's cells in a spawned worker
-    process; TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1 leaves the workers' memory unbounded."""
+    process; TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1 leaves the workers' memory unbounded;
+    TORCHUTIL_SWEEP_NO_THREAD_WARMUP=1 skips the eager forward each sweep thread runs before its
+    first capture (nas_parallel.run_threads)."""
     return os.environ.get(name) == "1"
 
 

@@ -28,6 +28,8 @@ import queue
 from dataclasses import asdict
 import threading
 import time
+import traceback
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
@@ -113,6 +115,12 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
             if device.type == "cuda":
                 torch.cuda.set_device(device)  # the current device is per thread
             pool = pools[k]
+            if device.type == "cuda" and not _diagnostic("TORCHUTIL_SWEEP_NO_THREAD_WARMUP"):
+                # One eager forward in this thread before any capture: its library handles
+                # (cuDNN's, cuBLAS's are per thread) are made lazily, which a capture forbids.
+                with _holding(lock), torch.inference_mode():
+                    pool.get(todo[0])(x)
+                    torch.cuda.synchronize(device)
             ready.wait()
             while not stop.is_set():
                 try:
@@ -132,7 +140,9 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
                 stages[k]["other"] += time.perf_counter() - t0 - row["eval_seconds"]
         except BaseException as e:  # reported to the main thread, which names the thread
             ready.abort()  # no thread waits for this one
-            out.put(("error", k, f"{type(e).__name__}: {e}"))
+            where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+            at = f" (at {Path(where.filename).name}:{where.lineno})" if where else ""
+            out.put(("error", k, f"{type(e).__name__}{at}: {e}"))
         finally:
             out.put(("done", k, None))
 
