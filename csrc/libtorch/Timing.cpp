@@ -140,6 +140,7 @@ std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
   c10::Event ready(device.type());
   ready.record(impl->getStream(device));
   ready.block(side);
+  noteThreadStream(side);
   return side;
 #else
   (void)device;
@@ -166,7 +167,11 @@ Capture captureForward(const std::function<void()>& forward, const std::function
 
 std::shared_ptr<void> shareCapturesWithThreads(bool on) {
 #ifdef TORCHUTIL_WITH_CUDA
-  return on ? std::make_shared<cuda::SharedCaptureMode>(true) : nullptr;
+  struct Shared {
+    cuda::SharedCaptureMode mode{true};
+    ThreadStreams streams;
+  };
+  return on ? std::make_shared<Shared>() : nullptr;
 #else
   (void)on;
   return nullptr;
