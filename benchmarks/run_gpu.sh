@@ -11,8 +11,8 @@
 #   gap      where torchutil.profile's time goes beyond torch.ops.util.profile's (benchmarks/profile_gap.py)
 #   tracecost tracing's cost, and CUPTI after a trace with and without teardown (benchmarks/trace_cost.py)
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
-#   sweep    all 15,625 NATS-Bench cells, default timing (auto) and workers, into $OUT/sweep.sqlite,
-#            and its agreement with docs/results/nas/sweep_auto_a.csv.gz
+#   sweep    all 15,625 NATS-Bench cells, default timing (auto) and threads, into $OUT/sweep.sqlite,
+#            and its agreement with docs/results/nas/sweep_auto_a.csv.gz (NAS_ARGS: more arguments)
 #   capturenodes capture-node attribution's GPU tests and trace_cost.py (markers, capture)
 #   sweepdiag cells 0..1499 with one worker and with the default workers, the SM clock sampled,
 #            each against sweep_auto_a and the other
@@ -79,7 +79,7 @@ fi
 mkdir -p "$SWEEP_DIR"
 
 # sweep_gpus N: a fresh sweep of the whole space (SWEEP_QUICK: a slice on the CPU) over N GPUs,
-# one process each (N=1: GPU 0, no torchrun), default timing and workers, into $SWEEP_DIR.
+# one process each (N=1: GPU 0, no torchrun), default timing and threads, into $SWEEP_DIR.
 sweep_gpus() {
   local n=$1 db="$SWEEP_DIR/sweep$1.sqlite" have start rc wall
   if [ "${SWEEP_QUICK:-0}" != 1 ]; then
@@ -213,9 +213,9 @@ PY
             | grep -v "CUDA Graph is empty" | tail -2
           echo "$name: $((SECONDS - start)) s"
         }
-        run_iso ref TORCHUTIL_SWEEP_SPAWN=0 --indices 0:1000 --workers 1
-        run_iso order TORCHUTIL_SWEEP_SPAWN=0 --indices "$order" --workers 1
-        run_iso spawn TORCHUTIL_SWEEP_SPAWN=1 --indices 0:1000 --workers 1
+        run_iso ref TORCHUTIL_SWEEP_SPAWN=0 --indices 0:1000 --workers 1 --threads 1
+        run_iso order TORCHUTIL_SWEEP_SPAWN=0 --indices "$order" --workers 1 --threads 1
+        run_iso spawn TORCHUTIL_SWEEP_SPAWN=1 --indices 0:1000 --workers 1 --threads 1
         run_iso nofraction TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1 --indices 0:1000 --workers 8
         run_iso w8 TORCHUTIL_SWEEP_SPAWN=0 --indices 0:1000 --workers 8
         for name in ref order spawn nofraction w8; do
@@ -255,7 +255,7 @@ PY
         sleep 12
         nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l | sed 's/^/processes on the GPU: /'
         start=$SECONDS
-        timeout 120 python3 -m torchutil nas evaluate --db /tmp/ctx_w1.sqlite --indices 0:1000 --workers 1 \
+        timeout 120 python3 -m torchutil nas evaluate --db /tmp/ctx_w1.sqlite --indices 0:1000 --workers 1 --threads 1 \
           --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -3
         echo "one worker beside 7 idle contexts: $((SECONDS - start)) s"
         kill "${sleepers[@]}" 2>/dev/null; wait "${sleepers[@]}" 2>/dev/null
@@ -272,7 +272,7 @@ PY
       #   b  one worker, 10 warm-up replays right before the timed ones (--warmup 10 also runs 9
       #      eager forwards before the capture): does it move to d's level?
       #   c  one worker, 10 timed replays
-      #   d  eight workers (the default on a 16-core host)
+      #   d  eight workers (the default on a 16-core host until --threads became it)
       #   e  eight workers, the GPU left idle 20 ms before each cell's timed replays (the C++
       #      sleeps under the GPU lock: TORCHUTIL_IDLE_BEFORE_TIMING_US, csrc/libtorch/Timing.cpp):
       #      does it move back to a's?
@@ -286,8 +286,8 @@ PY
       level_args=(--indices 0:1000)
       [ "${SWEEP_QUICK:-0}" = 1 ] && level_args=(--device cpu --indices 0:4 --batch 1 --warmup 0 --iters 1)
       # name | arguments | idle us | its own limit (s)
-      for v in "a|--workers 1|0|50" "d|--workers 8|0|40" "e|--workers 8|20000|55" "f|--workers 1|20000|80" \
-               "c|--workers 1 --iters 10|0|75" "b|--workers 1 --warmup 10|0|150"; do
+      for v in "a|--workers 1 --threads 1|0|50" "d|--workers 8|0|40" "e|--workers 8|20000|55" "f|--workers 1 --threads 1|20000|80" \
+               "c|--workers 1 --threads 1 --iters 10|0|75" "b|--workers 1 --threads 1 --warmup 10|0|150"; do
         IFS='|' read -r name vargs idle cap <<< "$v"
         db=/tmp/level_$name.sqlite
         rm -f "$db" "$db"-wal "$db"-shm /tmp/level_"$name".worker*

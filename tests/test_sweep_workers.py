@@ -124,11 +124,11 @@ def test_the_gate_lets_one_caller_alone_only_once_no_cell_is_inside():
 
 
 @pytest.mark.parametrize("cores, ranks, expected", [
-    (16, 1, 8), (16, 2, 4), (32, 2, 8), (128, 8, 8), (64, 1, 8), (4, 8, 1), (None, 1, 1)])
-def test_default_workers_share_half_the_cores_among_the_hosts_gpus(monkeypatch, cores, ranks, expected):
+    (16, 1, 4), (16, 2, 4), (16, 4, 2), (32, 2, 4), (128, 8, 4), (6, 1, 3), (4, 8, 1), (None, 1, 1)])
+def test_default_threads_share_half_the_cores_among_the_hosts_gpus(monkeypatch, cores, ranks, expected):
     monkeypatch.setattr(ev.os, "cpu_count", lambda: cores)
-    assert ev.default_workers("cuda", ranks) == expected
-    assert ev.default_workers("cpu", ranks) == 1
+    assert ev.default_threads("cuda", ranks) == expected
+    assert ev.default_threads("cpu", ranks) == 1
 
 
 @pytest.mark.cuda

@@ -56,7 +56,7 @@ __all__ = [
     "check_db",
     "connect",
     "db_errors",
-    "default_workers",
+    "default_threads",
     "evaluate_arch",
     "finished_indices",
     "gpu_lock_path",
@@ -259,14 +259,16 @@ class SweepStats:
         return "ms per arch: " + ", ".join(parts) + who
 
 
-def default_workers(device: torch.device | str, ranks_on_host: int = 1) -> int:
-    """Processes a sweep runs on one device: on CUDA half the host's cores shared by the
-    `ranks_on_host` ranks (one per GPU) of this host, at most 8 a GPU (each builds and captures
-    its cells on the host while one of them at a time replays on the GPU); elsewhere 1 (CPU
-    timings would share the cores they measure)."""
+def default_threads(device: torch.device | str, ranks_on_host: int = 1) -> int:
+    """Threads a sweep runs on one device by default (nas_parallel.run_threads): on CUDA half the
+    host's cores shared by the `ranks_on_host` ranks (one per GPU) of this host, at most 4 a GPU
+    (each builds and captures its cells on the host while one of them at a time replays on the
+    GPU; their Python forwards hold the GIL, and on an H200 four ran the space in 3.8 minutes
+    against 6.3 projected for two); elsewhere 1 (CPU timings would share the cores they
+    measure)."""
     if torch.device(device).type != "cuda":
         return 1
-    return max(1, min(8, (os.cpu_count() or 2) // 2 // max(ranks_on_host, 1)))
+    return max(1, min(4, (os.cpu_count() or 2) // 2 // max(ranks_on_host, 1)))
 
 
 def gpu_lock_path(device: torch.device) -> str:
@@ -304,9 +306,9 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
     evaluate the cells, each building and capturing its own on the host while the GPU replays
     another's; the GPU phases take turns through one lock per GPU (gpu_lock_path), so every
     timed forward has the GPU to itself, but each worker is a CUDA context of its own, and an H200
-    times a cell ~5 % faster beside another context. threads > 1 (CUDA, one worker): that many
-    threads of this process share the GPU the same way in its one context (nas_threads.py), so
-    that the cells measure as in a one-process sweep."""
+    times a cell ~5 % faster beside another context. threads > 1 (CUDA, one worker; the CLI's
+    default, default_threads): that many threads of this process share the GPU the same way in
+    its one context (nas_parallel.py), so that the cells measure as in a one-thread sweep."""
     device = torch.device(config.device)
     if device.type == "cuda":
         if device.index is None:

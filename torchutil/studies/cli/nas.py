@@ -38,14 +38,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="archs per SQLite transaction (default 1: a kill loses only the arch in flight)")
     p.add_argument("--rebuild", action="store_true",
                    help="build every network afresh (default: swap edge ops in one prebuilt network)")
-    p.add_argument("--workers", type=positive, default=None,
-                   help="processes per GPU: each builds and captures cells on the host while one at a time "
-                        "replays on the GPU (default on CUDA: half the cores over this host's GPUs, at most 8 a GPU; "
-                        "1 elsewhere)")
-    p.add_argument("--threads", type=positive, default=1,
-                   help="threads of one process sharing the GPU the same way (CUDA; with --threads > 1 the "
-                        "default --workers is 1): one CUDA context, so cells time as in a one-process sweep, "
-                        "which separate worker processes do not (~5 %% faster beside each other on an H200)")
+    p.add_argument("--threads", type=positive, default=None,
+                   help="threads of this process per GPU: each builds and captures cells on the host while one "
+                        "at a time replays on the GPU, all in one CUDA context, so cells time as in a one-thread "
+                        "sweep (default on CUDA: half the cores over this host's GPUs, at most 4 a GPU; 1 elsewhere, "
+                        "and with --trace, --rebuild or --workers)")
+    p.add_argument("--workers", type=positive, default=1,
+                   help="processes per GPU instead of threads (CUDA): faster where the host's Python is the "
+                        "bottleneck, but each is a CUDA context of its own, and beside each other they time cells "
+                        "~5 %% faster on an H200 than one process does (default 1)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_evaluate)
 
@@ -109,18 +110,24 @@ def run_evaluate(args: argparse.Namespace) -> int:
         warmup=args.warmup, iters=args.iters, timing=timing(args, default="auto"), trace=args.trace,
         channels_last=on_cuda if args.channels_last is None else args.channels_last)
     indices = args.indices if args.indices is not None else ev.parse_indices(None)
-    # Default: on CUDA half the host's cores over the ranks of this host, at most 8 a GPU; one
-    # process where threads are asked for.
-    if args.threads > 1 and not on_cuda:
-        raise UsageError(f"--threads {args.threads} needs a CUDA device (CPU timings would share the cores "
-                         f"they measure), got {device}")
-    if args.threads > 1 and (args.workers or 1) > 1:
-        raise UsageError(f"--threads {args.threads} and --workers {args.workers} do not combine: worker "
-                         "processes are CUDA contexts of their own, threads share one")
-    workers = args.workers or (1 if args.threads > 1 else
-                               ev.default_workers(device, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    # Default: on CUDA threads over half the host's cores shared by the ranks of this host, at most
+    # 4 a GPU; one thread where what is asked for does not combine with threads.
+    threads = args.threads
+    if threads is not None and threads > 1:
+        if not on_cuda:
+            raise UsageError(f"--threads {threads} needs a CUDA device (CPU timings would share the cores "
+                             f"they measure), got {device}")
+        clash = [f for f, on in (("--workers", args.workers > 1), ("--trace", args.trace),
+                                 ("--rebuild", args.rebuild)) if on]
+        if clash:
+            raise UsageError(f"--threads {threads} does not combine with {', '.join(clash)}: worker processes are "
+                             "CUDA contexts of their own, a trace records the whole process, a rebuild draws "
+                             "random weights beside other threads' captures")
+    elif threads is None:
+        alone = args.workers > 1 or args.trace or args.rebuild
+        threads = 1 if alone else ev.default_threads(device, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     kwargs = dict(commit_every=args.commit_every, cudnn_benchmark=args.cudnn_benchmark,
-                  progress=not args.no_progress, rebuild=args.rebuild, workers=workers, threads=args.threads)
+                  progress=not args.no_progress, rebuild=args.rebuild, workers=args.workers, threads=threads)
     if world > 1:
         import torch.distributed as dist
 
