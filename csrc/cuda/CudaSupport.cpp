@@ -78,9 +78,10 @@ cudaStreamCaptureMode captureMode(bool threadLocal) {
   return threadLocal ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
 }
 
-// Captures of threads sharing the GPU take turns: PyTorch's CUDA generator keeps one capture's
-// state per device (torch 2.11), and the retry frees the allocator's cache, which must not run
-// beside another capture. Their Python forwards hold the GIL anyway; the replays still overlap.
+// Captures of threads sharing the GPU take turns: the retry frees the allocator's cache, which
+// must not run beside another capture, and torch 2.11's CUDA generator tracks whether a capture
+// is underway (random numbers drawn beside one failed: "Offset increment outside graph capture
+// encountered unexpectedly"). Their Python forwards hold the GIL anyway; replays still overlap.
 std::unique_lock<std::mutex> captureTurn(bool threadLocal) {
   static std::mutex mutex;
   return threadLocal ? std::unique_lock<std::mutex>(mutex) : std::unique_lock<std::mutex>();

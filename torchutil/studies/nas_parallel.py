@@ -1,34 +1,35 @@
-"""nas evaluate in parallel on one GPU: worker processes (`--workers`) or worker threads of one
-process (`--threads`). Either way each worker builds, counts and captures its cells on the host
-while another replays on the GPU under the GPU's lock file (gpu_lock_path), so every timed
-replay has the GPU to itself.
+"""nas evaluate in parallel on one GPU: worker threads of one process (`--threads`, the default
+on CUDA) or worker processes (`--workers`). Either way each worker builds, counts and captures
+its cells on the host while another replays on the GPU under the GPU's lock file
+(gpu_lock_path), so every timed replay has the GPU to itself.
 
-Why threads as well as processes: an H200 runs a graph's kernels ~0.6 us a kernel faster while
-a second CUDA context uses it, so cells timed beside other worker processes measure ~5 % faster
-than the same cells timed alone (docs/results/nas/README.md). Threads share the process's one
-context, so a cell's timed replays see the GPU as a one-process sweep does. The host work that
-holds Python's GIL (building a cell, its Python forward) still runs one thread at a time; what
-runs in C++ without the GIL (the capture's instantiation, the replays, the waits) overlaps.
+Why threads: an H200 runs a graph's kernels ~0.6 us a kernel faster while a second CUDA context
+uses it, so cells timed beside other worker processes measure ~5 % faster than the same cells
+timed alone (docs/results/nas/README.md). Threads share the process's one context, so a cell's
+timed replays see the GPU as a one-process sweep does. Their captures take turns (and their
+Python forwards hold the GIL anyway); what overlaps is one thread's capture with another's
+replays and waits under the lock.
 
 Worker processes write a db each, merged at the end. Threads each have their own NetworkPool (a
 network whose edge ops they swap), all built before the first capture (random numbers drawn
 beside a capture break PyTorch's CUDA generator), and take the next cell from a shared queue.
 Their profile calls pass gpu_lock, so their captures run in CUDA's thread-local mode, one at a
-time in the process, and their other CUDA calls stay legal beside a capture. The main thread
-writes the rows (every `commit_every`) and drives the progress bar, so a kill loses at most the
-cells in flight. The allocator's cache (each destroyed graph leaves its private pool there) is
-emptied every _EMPTY_CACHE_EVERY cells while no thread is inside a cell: emptying it beside
-another thread's capture is not safe.
+time in the process, their other CUDA calls stay legal beside a capture, and their
+synchronizations wait for their own streams (CUDA refuses a device-wide one beside a capture).
+The main thread writes the rows (every `commit_every`) and drives the progress bar, so a kill
+loses at most the cells in flight. The allocator's cache (each destroyed graph leaves its
+private pool there) is emptied every _EMPTY_CACHE_EVERY cells while no thread is inside a cell:
+emptying it beside another thread's capture is not safe.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import queue
-from dataclasses import asdict
 import threading
 import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -42,6 +43,7 @@ from torchutil.studies.nas_db import connect, db_errors, insert_rows
 from torchutil.studies.nas_evaluate import (_EMPTY_CACHE_EVERY, STAGES, EvalConfig, _diagnostic, _evaluate_cells,
                                             _device_name, _holding, _make_input, evaluate_arch, gpu_lock_path, merge_workers,
                                             worker_path)
+
 
 class _Gate:
     """Lets any number of threads into a cell at once, or one caller alone with none inside
@@ -116,8 +118,10 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
                 torch.cuda.set_device(device)  # the current device is per thread
             pool = pools[k]
             if device.type == "cuda" and not _diagnostic("TORCHUTIL_SWEEP_NO_THREAD_WARMUP"):
-                # One eager forward in this thread before any capture: its library handles
-                # (cuDNN's, cuBLAS's are per thread) are made lazily, which a capture forbids.
+                # One eager forward in this thread before any capture, so that none of its
+                # library handles (cuDNN's and cuBLAS's are per thread, made on first use) is made
+                # inside a capture. A precaution: the failure it was added for (device call 4)
+                # was the device-wide synchronization (csrc/libtorch/Devices.h, ThreadStreams).
                 with _holding(lock), torch.inference_mode():
                     pool.get(todo[0])(x)
                     torch.cuda.synchronize(device)
