@@ -103,7 +103,7 @@ BAD = [
     ("nas evaluate --db {foreign} --indices 0 --device cpu", "foreign.sqlite"),
     ("nas evaluate --db {garbage} --indices 0 --device cpu", "garbage.sqlite"),
     ("nas evaluate --threads 0", "--threads"),
-    ("nas evaluate --threads 2 --device cpu --indices 0", "--threads 2 needs a CUDA device"),
+    ("nas evaluate --threads 2 --device cpu --indices 0", "threads > 1 needs a CUDA device"),
     ("nas", "required"),
     # nas merge
     ("nas merge --db {tmp}/merged.sqlite {tmp}/missing.sqlite", "missing.sqlite"),

@@ -111,19 +111,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
         channels_last=on_cuda if args.channels_last is None else args.channels_last)
     indices = args.indices if args.indices is not None else ev.parse_indices(None)
     # Default: on CUDA threads over half the host's cores shared by the ranks of this host, at most
-    # 4 a GPU; one thread where what is asked for does not combine with threads.
+    # 4 a GPU; one thread where what is asked for does not combine with threads (sweep() refuses
+    # an explicit --threads that does not).
     threads = args.threads
-    if threads is not None and threads > 1:
-        if not on_cuda:
-            raise UsageError(f"--threads {threads} needs a CUDA device (CPU timings would share the cores "
-                             f"they measure), got {device}")
-        clash = [f for f, on in (("--workers", args.workers > 1), ("--trace", args.trace),
-                                 ("--rebuild", args.rebuild)) if on]
-        if clash:
-            raise UsageError(f"--threads {threads} does not combine with {', '.join(clash)}: worker processes are "
-                             "CUDA contexts of their own, a trace records the whole process, a rebuild draws "
-                             "random weights beside other threads' captures")
-    elif threads is None:
+    if threads is None:
         alone = args.workers > 1 or args.trace or args.rebuild
         threads = 1 if alone else ev.default_threads(device, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     kwargs = dict(commit_every=args.commit_every, cudnn_benchmark=args.cudnn_benchmark,
