@@ -16,7 +16,10 @@ and which share of a traced call's kernel time is attributed to ops. The setting
             callback subscriber for the capture); eager timing: markers
   capture   TORCHUTIL_CUPTI_CORRELATION=capture (the default): as graph, with the nodes' ops
             from CUDA's capture queries (no CUPTI callback); eager timing counts in a capture that
-            is never replayed and attributes its traced eager forwards against the nodes
+            is never replayed and attributes its traced eager forwards against the nodes; kernel
+            records on from the traced forwards only
+  recordcapture  capture, with the kernel records on from the trace's start, through the capture
+            and the warm-up replays (TORCHUTIL_CUPTI_RECORD_CAPTURE=1, the behaviour before)
   api       TORCHUTIL_CUPTI_CORRELATION=api: CUPTI's runtime and driver API records
   teardown  api, and CUPTI detached after every trace (TORCHUTIL_CUPTI_TEARDOWN=1)
   kernels   TORCHUTIL_CUPTI_CORRELATION=0: kernel records alone, attributed to no op
@@ -37,6 +40,7 @@ import time
 
 SETTINGS = {"default": {}, "markers": {"TORCHUTIL_CUPTI_CORRELATION": "markers"}, "graph": {"TORCHUTIL_CUPTI_CORRELATION": "graph"},
             "capture": {"TORCHUTIL_CUPTI_CORRELATION": "capture"},
+            "recordcapture": {"TORCHUTIL_CUPTI_CORRELATION": "capture", "TORCHUTIL_CUPTI_RECORD_CAPTURE": "1"},
             "api": {"TORCHUTIL_CUPTI_CORRELATION": "api"},
             "teardown": {"TORCHUTIL_CUPTI_CORRELATION": "api", "TORCHUTIL_CUPTI_TEARDOWN": "1"},
             "kernels": {"TORCHUTIL_CUPTI_CORRELATION": "0"}}

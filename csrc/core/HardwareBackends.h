@@ -100,6 +100,10 @@ class ActivityTrace {
   virtual void captureBegins(void* /*stream*/) {}
   virtual void captureEnds() {}
   virtual CapturedForward takeCapturedForward() { return {}; }
+  // The traced forwards start now (the device is idle). A trace may leave its records off until
+  // then (CaptureNodes: nothing before the traced replays is wanted, and records on during the
+  // capture slow it); a no-op for traces that record from their start.
+  virtual void recordFromNow() {}
   // Records lost (buffers full); a non-zero count makes the trace incomplete.
   virtual uint64_t dropped() const = 0;
   // Whether the tracer detaches from the process when the trace ends (CUPTI: cuptiFinalize),

@@ -10,7 +10,9 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 namespace torchutil::cuda {
@@ -53,60 +55,97 @@ DeviceInfo deviceInfo(c10::DeviceIndex index) {
 
 namespace {
 
+// torch 2.11 does not guard a graph's registration with the CUDA generator's state against
+// threads: capture_begin inserts the graph into an unordered set, capture_end updates the
+// state and ~CUDAGraph erases the graph. Every capture_begin, capture_end and graph destruction
+// here takes this lock, so that threads sharing the GPU may capture side by side.
+std::mutex& graphBookkeeping() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// Captures of threads sharing the GPU run side by side (their forwards' Python takes turns at
+// the GIL; their launches, counting and instantiation need not). A retry takes the gate alone:
+// it frees the allocator's cache, which must not run beside another capture.
+std::shared_mutex& captureGate() {
+  static std::shared_mutex mutex;
+  return mutex;
+}
+
+// A graph kept as a template after its capture (keep_graph: capture_end instantiates nothing,
+// instantiate() may, outside graphBookkeeping()), destroyed under graphBookkeeping().
+class KeptGraph {
+ public:
+  KeptGraph() : graph_(std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true)) {}
+  ~KeptGraph() {
+    const std::lock_guard<std::mutex> lock(graphBookkeeping());
+    graph_.reset();
+  }
+  KeptGraph(const KeptGraph&) = delete;
+  KeptGraph& operator=(const KeptGraph&) = delete;
+  at::cuda::CUDAGraph& operator*() { return *graph_; }
+
+ private:
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+};
+
 class GraphRunner final : public Runner {
  public:
   GraphRunner(c10::Device device, c10::cuda::CUDAStream side) : device_(device), side_(side) {}
 
-  at::cuda::CUDAGraph& graph() { return graph_; }
+  at::cuda::CUDAGraph& graph() { return *graph_; }
   void run() override {
     c10::cuda::CUDAStreamGuard streamGuard(side_);
-    graph_.replay();
+    (*graph_).replay();
   }
   std::optional<c10::Stream> stream() override { return side_.unwrap(); }
 
  private:
   c10::Device device_;
   c10::cuda::CUDAStream side_;
-  at::cuda::CUDAGraph graph_;
+  KeptGraph graph_;
 };
-
-}  // namespace
-
-namespace {
 
 cudaStreamCaptureMode captureMode(bool threadLocal) {
   return threadLocal ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
 }
 
-// Captures of threads sharing the GPU take turns: the retry frees the allocator's cache, which
-// must not run beside another capture, and torch 2.11's CUDA generator tracks whether a capture
-// is underway (random numbers drawn beside one failed: "Offset increment outside graph capture
-// encountered unexpectedly"). Their Python forwards hold the GIL anyway; replays still overlap.
-std::unique_lock<std::mutex> captureTurn(bool threadLocal) {
-  static std::mutex mutex;
-  return threadLocal ? std::unique_lock<std::mutex>(mutex) : std::unique_lock<std::mutex>();
-}
-
-// One capture attempt: the runner, or the message of the forward's failure during capture.
-std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c10::Device device,
-                                        c10::cuda::CUDAStream side, bool threadLocal,
-                                        std::string* failure) {
-  auto runner = std::make_unique<GraphRunner>(device, side);
-  c10::cuda::CUDAStreamGuard streamGuard(side);
-  runner->graph().capture_begin({0, 0}, captureMode(threadLocal));
+// Captures forward() into `graph` on the current stream: true, or false with *failure (the
+// forward's error) and the CUDA state cleaned up.
+bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forward, bool threadLocal,
+                 std::string* failure) {
+  {
+    const std::lock_guard<std::mutex> lock(graphBookkeeping());
+    graph.capture_begin({0, 0}, captureMode(threadLocal));
+  }
   try {
     forward();
   } catch (const std::exception& e) {
     try {
-      runner->graph().capture_end();
+      const std::lock_guard<std::mutex> lock(graphBookkeeping());
+      graph.capture_end();
     } catch (...) {
       // capture is invalid after a failure inside it; capture_end reports that too
     }
     (void)cudaGetLastError();  // the failed capture's error must not reach the next call
     *failure = e.what();
+    return false;
+  }
+  const std::lock_guard<std::mutex> lock(graphBookkeeping());
+  graph.capture_end();
+  return true;
+}
+
+// One capture attempt: the runner (its graph instantiated), or null with *failure.
+std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c10::Device device,
+                                        c10::cuda::CUDAStream side, bool threadLocal,
+                                        std::string* failure) {
+  auto runner = std::make_unique<GraphRunner>(device, side);
+  c10::cuda::CUDAStreamGuard streamGuard(side);
+  if (!captureInto(runner->graph(), forward, threadLocal, failure)) {
     return nullptr;
   }
-  runner->graph().capture_end();
+  runner->graph().instantiate();
   return runner;
 }
 
@@ -114,13 +153,15 @@ std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c1
 
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
                      c10::Device device, c10::Stream stream, bool threadLocal) {
-  const std::unique_lock<std::mutex> turn = captureTurn(threadLocal);
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
   Capture capture;
-  if ((capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure))) {
-    return capture;
+  {
+    const std::shared_lock<std::shared_mutex> beside(captureGate());
+    if ((capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure))) {
+      return capture;
+    }
   }
   // A destroyed graph's private memory pool stays cached until the allocator frees cached
   // blocks, which it cannot do while capturing: after some thousand profiles of one network
@@ -128,40 +169,31 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
   // runs out of memory. A forward never run before may also initialize lazily (a library
   // handle, a workspace) inside the capture, which capture forbids. So: free the cache, run one
   // eager forward on the stream, and try once more.
-  c10::cuda::CUDACachingAllocator::emptyCache();
+  // (warmUp() may wait for a gpu_lock, whose holder may wait for the gate: not under it.)
+  {
+    const std::unique_lock<std::shared_mutex> alone(captureGate());
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
   if (warmUp) {
     c10::cuda::CUDAStreamGuard streamGuard(side);
     warmUp();
     side.synchronize();
   }
   capture.failure.clear();
+  const std::shared_lock<std::shared_mutex> beside(captureGate());
   capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure);
   return capture;
 }
 
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
                           c10::Stream stream, bool threadLocal, std::string* failure) {
-  const std::unique_lock<std::mutex> turn = captureTurn(threadLocal);
+  const std::shared_lock<std::shared_mutex> beside(captureGate());
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
-  at::cuda::CUDAGraph graph(/*keep_graph=*/true);  // capture_end instantiates nothing
+  KeptGraph graph;  // never instantiated
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  graph.capture_begin({0, 0}, captureMode(threadLocal));
-  try {
-    forward();
-  } catch (const std::exception& e) {
-    try {
-      graph.capture_end();
-    } catch (...) {
-      // capture is invalid after a failure inside it; capture_end reports that too
-    }
-    (void)cudaGetLastError();
-    *failure = e.what();
-    return false;
-  }
-  graph.capture_end();
-  return true;
+  return captureInto(*graph, forward, threadLocal, failure);
 }
 
 SharedCaptureMode::SharedCaptureMode(bool on) : on_(on) {

@@ -31,8 +31,8 @@ DeviceInfo deviceInfo(c10::DeviceIndex index);
 // warmUp() (if given) on the stream; a second failure is the Capture's failure, with the CUDA
 // state cleaned up. threadLocal: capture in cudaStreamCaptureModeThreadLocal, where other
 // threads of the process (in SharedCaptureMode) may make any CUDA call meanwhile (a sweep's
-// threads sharing the GPU), one such capture at a time in the process; else in the global mode,
-// which refuses them. See Timing.h's captureForward.
+// threads sharing the GPU), their captures too, side by side; else in the global mode, which
+// refuses them. See Timing.h's captureForward.
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
                      c10::Device device, c10::Stream stream, bool threadLocal);
 

@@ -319,7 +319,15 @@ std::unique_ptr<CuptiTracer> CuptiTracer::start(std::string* why, Correlation ho
 bool CuptiTracer::enable(std::string* why, Correlation how) {
   TORCHUTIL_CUPTI_CHECK(cuptiActivityRegisterTimestampCallback(realtimeNs), why);
   TORCHUTIL_CUPTI_CHECK(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted), why);
+  // TORCHUTIL_CUPTI_RECORD_CAPTURE=1 (a measurement switch of benchmarks/trace_cost.py): capture
+  // nodes record from the trace's start, through the capture, as the other correlations do.
+  const char* early = std::getenv("TORCHUTIL_CUPTI_RECORD_CAPTURE");
+  recordsDeferred_ =
+      how == Correlation::CaptureNodes && (early == nullptr || std::string(early) != "1");
   for (CUpti_ActivityKind kind : kKinds) {
+    if (recordsDeferred_) {
+      break;
+    }
     TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
     enabledKinds_.push_back(kind);
   }
@@ -476,6 +484,16 @@ void CuptiTracer::stopCorrelating() {
       enabledKinds_.erase(it);
       TORCHUTIL_CUPTI_THROW(cuptiActivityDisable(kind));
     }
+  }
+}
+
+void CuptiTracer::recordFromNow() {
+  if (!std::exchange(recordsDeferred_, false)) {
+    return;
+  }
+  for (CUpti_ActivityKind kind : kKinds) {
+    TORCHUTIL_CUPTI_THROW(cuptiActivityEnable(kind));
+    enabledKinds_.push_back(kind);
   }
 }
 

@@ -49,6 +49,9 @@ class CuptiTracer final : public ActivityTrace {
   void captureBegins(void* stream) override;
   void captureEnds() override;
   CapturedForward takeCapturedForward() override;
+  // CaptureNodes: enables the records (they stay off through the capture and the graph's warm-up
+  // replays, unless TORCHUTIL_CUPTI_RECORD_CAPTURE=1); throws as stopCorrelating.
+  void recordFromNow() override;
   uint64_t dropped() const override;
   // CUPTI stays attached to the process after its activities are disabled, and the driver's API
   // calls keep paying for its hooks: on an H200, eager forwards ran 1.33-2.28x slower after one
@@ -85,7 +88,8 @@ class CuptiTracer final : public ActivityTrace {
   // Correlation::GraphNodes: CUPTI's subscriber for the graph-node callbacks (while
   // correlating), and what they saw (takeGraphNodes).
   bool graphNodes_ = false;
-  bool captureNodes_ = false;  // Correlation::CaptureNodes
+  bool captureNodes_ = false;     // Correlation::CaptureNodes
+  bool recordsDeferred_ = false;  // kKinds not enabled yet: recordFromNow() does
   bool subscribed_ = false;
   CUpti_SubscriberHandle subscriber_ = nullptr;
   GraphNodeOps graphNodeOps_;

@@ -45,6 +45,7 @@ void KernelTracing::countedDone() {
 }
 
 void KernelTracing::timedStart() {
+  trace_->recordFromNow();
   timedBegin_ = hooks_.clock();
 }
 

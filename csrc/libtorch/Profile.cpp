@@ -18,6 +18,7 @@
 #include "libtorch/Forward.h"
 #include "libtorch/KernelTracing.h"
 #include "libtorch/OpCounter.h"
+#include "libtorch/ProfileInputs.h"
 #include "libtorch/ValueErrors.h"
 
 namespace torchutil {
@@ -42,42 +43,6 @@ class PhaseTimer {
   double* phase_;
   Clock::time_point start_;
 };
-
-c10::Device checkInputs(const std::vector<at::Tensor>& inputs) {
-  TORCH_CHECK_VALUE(!inputs.empty(), "torchutil: profile needs at least one input tensor");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK_VALUE(inputs[i].defined(), "torchutil: input ", i, " is an undefined tensor");
-    TORCH_CHECK_VALUE(inputs[i].device() == inputs[0].device(),
-                      "torchutil: inputs are on different devices: input 0 on ",
-                      inputs[0].device().str(), ", input ", i, " on ", inputs[i].device().str());
-  }
-  return inputs[0].device();
-}
-
-// The batch the figures are per: batch_size, else the first input's first dimension, which is
-// a batch only when the input has more dimensions than that one (a 1-D input to a Linear(16, .)
-// has 16 features, not a batch of 16).
-int64_t batchOf(const std::vector<at::Tensor>& inputs, std::optional<int64_t> batchSize) {
-  if (batchSize.has_value()) {
-    TORCH_CHECK_VALUE(*batchSize >= 1, "torchutil: batch_size must be >= 1, got ", *batchSize);
-    return *batchSize;
-  }
-  const at::Tensor& first = inputs[0];
-  TORCH_CHECK_VALUE(first.dim() >= 1,
-                    "torchutil: the input needs a batch dimension, got a 0-d "
-                    "tensor; pass batch_size= to say what one forward holds");
-  TORCH_CHECK_VALUE(first.dim() >= 2, "torchutil: the first input is 1-D (shape ", first.sizes(),
-                    "): its only dimension may be features rather than a "
-                    "batch; pass batch_size= (1 for one unbatched sample)");
-  return first.size(0);
-}
-
-// A count of forwards: >= 0 and, like iters, at most kMaxIters (more would never finish).
-void checkForwardCount(const char* name, int64_t n) {
-  TORCH_CHECK_VALUE(n >= 0, "torchutil: ", name, " must be >= 0, got ", n);
-  TORCH_CHECK_VALUE(n <= kMaxIters, "torchutil: ", name, " must be at most ", kMaxIters,
-                    " forwards, got ", n);
-}
 
 // The memory bandwidth a result is measured against; none on the meta device.
 Bandwidth bandwidthOf(c10::Device device) {
@@ -190,7 +155,9 @@ class ProfileRun {
 
   ProfileOutput run() {
     c10::InferenceMode inference;
-    lock_->hold();
+    if (!fused_ || plainForwards() > 0) {
+      lock_->hold();  // else the GPU's first work is the timed phase's (a capture runs nothing)
+    }
     warmUp();
     if (fused_) {
       lock_->release();  // the capture runs nothing on the GPU
@@ -253,13 +220,7 @@ class ProfileRun {
   // graph timing they run on the capture's stream, as its warm-up.
   void warmUp() {
     PhaseTimer t(&out_.phases.warmup);
-    // The host forwards before the timed ones are `warmup` in all: these, the counted one (a
-    // counting capture's too, which needs one of these before it: lazy initialization cannot be
-    // captured), the traced eager ones, and the capture's (when it is not the counted one).
-    const int64_t tracedEager = traces_ && mode_ == TimingMode::Eager ? o_.traceForwards : 0;
-    const int64_t capture = side_.has_value() && !fused_ ? 1 : 0;
-    const int64_t plain = std::max<int64_t>(o_.warmup - 1 - tracedEager - capture,
-                                            compiled_ || countCapture_ ? 1 : 0);
+    const int64_t plain = plainForwards();
     c10::OptionalStreamGuard onSide(side_);
     for (int64_t i = 0; i < plain; ++i) {
       if (estimate() && i == plain - 1) {
@@ -270,6 +231,16 @@ class ProfileRun {
       checkInterrupt();
     }
     plainWarmups_ = plain;
+  }
+
+  // The host forwards before the timed ones are `warmup` in all: these, the counted one (a
+  // counting capture's too, which needs one of these before it: lazy initialization cannot be
+  // captured), the traced eager ones, and the capture's (when it is not the counted one).
+  int64_t plainForwards() const {
+    const int64_t tracedEager = traces_ && mode_ == TimingMode::Eager ? o_.traceForwards : 0;
+    const int64_t capture = side_.has_value() && !fused_ ? 1 : 0;
+    return std::max<int64_t>(o_.warmup - 1 - tracedEager - capture,
+                             compiled_ || countCapture_ ? 1 : 0);
   }
 
   bool sharedGpu() const { return o_.gpuLock.has_value() && device_.is_cuda(); }

@@ -67,9 +67,9 @@ bool captureWithoutReplay(const std::function<void()>& forward, c10::Device devi
                           c10::Stream stream, bool threadLocal, std::string* failure);
 
 // For the life of the handle (on: a gpu_lock, other threads of the process may share the GPU),
-// this thread's CUDA calls stay legal while another thread captures, captures with threadLocal
-// take turns (cuda::SharedCaptureMode), and synchronizeDevice waits for this thread's streams
-// only (ThreadStreams). Null when off or without CUDA in the build.
+// this thread's CUDA calls stay legal while another thread captures (cuda::SharedCaptureMode),
+// captures with threadLocal may run beside other threads' captures, and synchronizeDevice waits
+// for this thread's streams only (ThreadStreams). Null when off or without CUDA in the build.
 std::shared_ptr<void> shareCapturesWithThreads(bool on);
 
 // n forwards, untimed, then waits for the device.

@@ -6,15 +6,15 @@ its cells on the host while another replays on the GPU under the GPU's lock file
 Why threads: an H200 runs a graph's kernels ~0.6 us a kernel faster while a second CUDA context
 uses it, so cells timed beside other worker processes measure ~5 % faster than the same cells
 timed alone (docs/results/nas/README.md). Threads share the process's one context, so a cell's
-timed replays see the GPU as a one-process sweep does. Their captures take turns (and their
-Python forwards hold the GIL anyway); what overlaps is one thread's capture with another's
-replays and waits under the lock.
+timed replays see the GPU as a one-process sweep does. Their captures run side by side (their
+forwards' Python takes turns at the GIL, their launches, counting and graph instantiation need
+not), and beside another thread's replays under the lock.
 
 Worker processes write a db each, merged at the end. Threads each have their own NetworkPool (a
 network whose edge ops they swap), all built before the first capture (random numbers drawn
 beside a capture break PyTorch's CUDA generator), and take the next cell from a shared queue.
-Their profile calls pass gpu_lock, so their captures run in CUDA's thread-local mode, one at a
-time in the process, their other CUDA calls stay legal beside a capture, and their
+Their profile calls pass gpu_lock, so their captures run in CUDA's thread-local mode, side by
+side (a failed capture's retry frees the allocator's cache alone), their other CUDA calls stay legal beside a capture, and their
 synchronizations wait for their own streams (CUDA refuses a device-wide one beside a capture).
 The main thread writes the rows (every `commit_every`) and drives the progress bar, so a kill
 loses at most the cells in flight. The allocator's cache (each destroyed graph leaves its

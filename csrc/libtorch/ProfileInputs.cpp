@@ -1,0 +1,41 @@
+#include "libtorch/ProfileInputs.h"
+
+#include <c10/util/Exception.h>
+
+#include "core/Repetition.h"
+
+namespace torchutil {
+
+c10::Device checkInputs(const std::vector<at::Tensor>& inputs) {
+  TORCH_CHECK_VALUE(!inputs.empty(), "torchutil: profile needs at least one input tensor");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK_VALUE(inputs[i].defined(), "torchutil: input ", i, " is an undefined tensor");
+    TORCH_CHECK_VALUE(inputs[i].device() == inputs[0].device(),
+                      "torchutil: inputs are on different devices: input 0 on ",
+                      inputs[0].device().str(), ", input ", i, " on ", inputs[i].device().str());
+  }
+  return inputs[0].device();
+}
+
+int64_t batchOf(const std::vector<at::Tensor>& inputs, std::optional<int64_t> batchSize) {
+  if (batchSize.has_value()) {
+    TORCH_CHECK_VALUE(*batchSize >= 1, "torchutil: batch_size must be >= 1, got ", *batchSize);
+    return *batchSize;
+  }
+  const at::Tensor& first = inputs[0];
+  TORCH_CHECK_VALUE(first.dim() >= 1,
+                    "torchutil: the input needs a batch dimension, got a 0-d "
+                    "tensor; pass batch_size= to say what one forward holds");
+  TORCH_CHECK_VALUE(first.dim() >= 2, "torchutil: the first input is 1-D (shape ", first.sizes(),
+                    "): its only dimension may be features rather than a "
+                    "batch; pass batch_size= (1 for one unbatched sample)");
+  return first.size(0);
+}
+
+void checkForwardCount(const char* name, int64_t n) {
+  TORCH_CHECK_VALUE(n >= 0, "torchutil: ", name, " must be >= 0, got ", n);
+  TORCH_CHECK_VALUE(n <= kMaxIters, "torchutil: ", name, " must be at most ", kMaxIters,
+                    " forwards, got ", n);
+}
+
+}  // namespace torchutil
