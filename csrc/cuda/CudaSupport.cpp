@@ -112,11 +112,11 @@ cudaStreamCaptureMode captureMode(bool threadLocal) {
 
 // Captures forward() into `graph` on the current stream: true, or false with *failure (the
 // forward's error) and the CUDA state cleaned up.
-bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forward, bool threadLocal,
-                 std::string* failure) {
+bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forward,
+                 const CaptureSharing& sharing, std::string* failure) {
   {
     const std::lock_guard<std::mutex> lock(graphBookkeeping());
-    graph.capture_begin({0, 0}, captureMode(threadLocal));
+    graph.capture_begin(sharing.pool, captureMode(sharing.threadLocal));
   }
   try {
     forward();
@@ -136,30 +136,35 @@ bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forwar
   return true;
 }
 
-// One capture attempt: the runner (its graph instantiated), or null with *failure.
+// One capture attempt: the runner (its graph instantiated), or null with *failure. Threads
+// sharing the GPU upload the graph now, on the stream (a copy of its launch data, no kernel),
+// so that the first replay under the gpu_lock does not leave the GPU idle while it uploads.
 std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c10::Device device,
-                                        c10::cuda::CUDAStream side, bool threadLocal,
+                                        c10::cuda::CUDAStream side, const CaptureSharing& sharing,
                                         std::string* failure) {
   auto runner = std::make_unique<GraphRunner>(device, side);
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  if (!captureInto(runner->graph(), forward, threadLocal, failure)) {
+  if (!captureInto(runner->graph(), forward, sharing, failure)) {
     return nullptr;
   }
   runner->graph().instantiate();
+  if (sharing.threadLocal) {
+    C10_CUDA_CHECK(cudaGraphUpload(runner->graph().raw_cuda_graph_exec(), side.stream()));
+  }
   return runner;
 }
 
 }  // namespace
 
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                     c10::Device device, c10::Stream stream, bool threadLocal) {
+                     c10::Device device, c10::Stream stream, const CaptureSharing& sharing) {
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
   Capture capture;
   {
     const std::shared_lock<std::shared_mutex> beside(captureGate());
-    if ((capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure))) {
+    if ((capture.runner = tryCapture(forward, device, side, sharing, &capture.failure))) {
       return capture;
     }
   }
@@ -181,19 +186,19 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
   }
   capture.failure.clear();
   const std::shared_lock<std::shared_mutex> beside(captureGate());
-  capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure);
+  capture.runner = tryCapture(forward, device, side, sharing, &capture.failure);
   return capture;
 }
 
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, bool threadLocal, std::string* failure) {
+                          c10::Stream stream, const CaptureSharing& sharing, std::string* failure) {
   const std::shared_lock<std::shared_mutex> beside(captureGate());
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
   KeptGraph graph;  // never instantiated
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  return captureInto(*graph, forward, threadLocal, failure);
+  return captureInto(*graph, forward, sharing, failure);
 }
 
 SharedCaptureMode::SharedCaptureMode(bool on) : on_(on) {

@@ -78,9 +78,11 @@ struct Marking {
   std::vector<uint64_t> open;    // the external ids pushed and not popped
   uint64_t current = 0;          // the id of the last marker issued
   GraphNodeOps nodes;            // GraphNodes: what the callbacks saw
-  // CaptureNodes: the capturing stream (null: not capturing yet), and what the queries saw.
+  // CaptureNodes: the capturing stream (null: not capturing yet), the graph it captures into
+  // (asked once, when the capture begins: null when that failed), and what the queries saw.
   bool capture = false;
   cudaStream_t captureStream = nullptr;
+  cudaGraph_t captureGraph = nullptr;
   CapturedForward captured;
 };
 
@@ -103,6 +105,7 @@ void openMarking(Marking& m, Keeping keeping) {
   m.current = 0;
   m.nodes = GraphNodeOps();
   m.captureStream = nullptr;
+  m.captureGraph = nullptr;
   m.captured = CapturedForward();
   m.on = true;
 }
@@ -121,15 +124,17 @@ cudaGraph_t capturingGraph(Marking& m) {
   return graph;
 }
 
-// CaptureNodes: the innermost op is `id` from the next node the capture creates on.
+// CaptureNodes: the innermost op is `id` from the next node the capture creates on. One query
+// per change (the node count; about 2.6 us on an H200, benchmarks/capture_query_cost.py): the
+// graph was asked for when the capture began.
 void noteChange(Marking& m, uint64_t id) {
   m.current = id;
   if (m.captureStream == nullptr) {
     return;  // before the capture began: nothing to attribute
   }
   size_t count = 0;
-  cudaGraph_t graph = capturingGraph(m);
-  if (graph == nullptr || cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
+  if (m.captureGraph == nullptr ||
+      cudaGraphGetNodes(m.captureGraph, nullptr, &count) != cudaSuccess) {
     cudaGetLastError();
     m.captured.complete = false;
     return;
@@ -416,6 +421,7 @@ void CuptiTracer::captureBegins(void* stream) {
   if (captureNodes_ && m.on && std::this_thread::get_id() == m.owner) {
     m.captureStream = static_cast<cudaStream_t>(stream);
     m.captured = CapturedForward();
+    m.captureGraph = capturingGraph(m);
     noteChange(m, m.current);  // the op open when the capture begins (none, in a profile)
   }
 }
@@ -426,6 +432,7 @@ void CuptiTracer::captureEnds() {
       std::this_thread::get_id() == m.owner) {
     readCapturedNodes(m);
     m.captureStream = nullptr;
+    m.captureGraph = nullptr;
   }
 }
 

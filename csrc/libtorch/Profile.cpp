@@ -244,6 +244,7 @@ class ProfileRun {
   }
 
   bool sharedGpu() const { return o_.gpuLock.has_value() && device_.is_cuda(); }
+  CaptureSharing sharing() const { return {sharedGpu(), o_.graphPool}; }
 
   // The timeline's sampling interval is chosen from how long the sampled forwards will take:
   // one forward is timed for that, the last warm-up (else the counted forward).
@@ -317,7 +318,7 @@ class ProfileRun {
                                     countedForward([&] { forward_->run(inputs_); });
                                     tracing_->captureEnds();
                                   },
-                                  device_, *stream, sharedGpu(), &failure);
+                                  device_, *stream, sharing(), &failure);
     if (!captured) {
       counted_.reset();
       tracing_.reset();
@@ -370,7 +371,7 @@ class ProfileRun {
       lock_->release();
     };
     Capture c = captureForward(forward, counting ? warmUp : std::function<void()>(), device_,
-                               *side_, sharedGpu());
+                               *side_, sharing());
     if (c.runner) {
       runner_ = std::move(c.runner);
       usedGraph_ = true;

@@ -185,17 +185,21 @@ def _build(index: int, config: EvalConfig, device: torch.device) -> nn.Module:
 
 # The C++ phases of a profile call (its phase_* summary fields) that a sweep reports.
 _PHASES = ("warmup", "count", "capture", "trace", "time", "wait", "assemble")
-STAGES = ("build", *_PHASES, "call_overhead", "write", "other")
+# setup: what runs before the first cell (the input, the peak's measurement, the network pools,
+# a thread's warm-up forward), in every worker or thread while it runs (threads wait for it).
+STAGES = ("setup", "build", *_PHASES, "call_overhead", "write", "other")
 _PHASE_INDEX = {p: FIELDS.index(f"phase_{p}_seconds") for p in _PHASES}
 _CALL_INDEX = FIELDS.index("call_seconds")
 
 
 def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: float | None = None,
                   device: torch.device | None = None, pool: nb.NetworkPool | None = None,
-                  gpu_lock: str | None = None, stages: dict[str, float] | None = None) -> dict[str, Any]:
+                  gpu_lock: str | None = None, stages: dict[str, float] | None = None,
+                  graph_pool: tuple[int, int] | None = None) -> dict[str, Any]:
     """Profiles the network of arch `index` on x (taken from `pool`, else built afresh on the
-    device): one result row. gpu_lock: the lock file of processes sharing the GPU (see
-    torchutil.profile). stages, when given, gets the seconds of each of STAGES added."""
+    device): one result row. gpu_lock: the lock file of processes sharing the GPU; graph_pool:
+    the id of this thread's graph memory pool (see torchutil.profile for both). stages, when
+    given, gets the seconds of each of STAGES added."""
     device = torch.device(config.device) if device is None else device
     t0 = time.perf_counter()
     model = pool.get(index) if pool is not None else _build(index, config, device)
@@ -203,7 +207,7 @@ def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: f
     t1 = time.perf_counter()
     summary = torch.ops.util.profile(model, x, warmup=config.warmup, iters=config.iters,
                                      timing=config.timing, peak_flops=peak_flops,
-                                     trace=config.trace, gpu_lock=gpu_lock).tolist()
+                                     trace=config.trace, gpu_lock=gpu_lock, graph_pool=graph_pool).tolist()
     t2 = time.perf_counter()
     row: dict[str, Any] = dict(zip(KEY_COLUMNS, config.key(index)))
     row["arch"] = str(nb.arch_of_index(index))
@@ -374,6 +378,7 @@ def _evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLi
                     gpu_lock: str | None, done: Callable[[], None], stages: dict[str, float]) -> int:
     """Evaluates the cells `todo` into db in this process; done() after each committed cell."""
     device = torch.device(config.device)
+    start = time.perf_counter()
     with contextlib.closing(connect(db)) as con, cudnn_autotune(options["cudnn_benchmark"]):
         with _holding(gpu_lock):  # the set-up runs kernels too (random weights)
             x = _make_input(config, device)
@@ -385,14 +390,12 @@ def _evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLi
                 peak, _ = torchutil.peak_flops(device, DTYPES[config.dtype])  # once, not per arch
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
+        graphs = graph_pool(device)
+        stages["setup"] += time.perf_counter() - start
         pending: list[dict[str, Any]] = []
-        for n, i in enumerate(todo):
-            if device.type == "cuda" and gpu_lock is not None and n % _EMPTY_CACHE_EVERY == _EMPTY_CACHE_EVERY - 1:
-                # Each destroyed graph's private pool stays in this process's allocator cache;
-                # with several processes on one GPU, give it back before it crowds the others.
-                torch.cuda.empty_cache()
+        for i in todo:
             t0 = time.perf_counter()
-            row = evaluate_arch(i, config, x, peak, device, pool, gpu_lock, stages)
+            row = evaluate_arch(i, config, x, peak, device, pool, gpu_lock, stages, graphs and graphs.id)
             pending.append(row)
             t1 = time.perf_counter()
             if len(pending) >= options["commit_every"]:
@@ -409,8 +412,13 @@ def _evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLi
     return len(todo)
 
 
-# Cells between two frees of a worker's allocator cache (each capture leaves a graph pool there).
-_EMPTY_CACHE_EVERY = 256
+def graph_pool(device: torch.device) -> Any:
+    """On CUDA a graph memory pool (torch.cuda.MemPool) for one thread's profile calls: each
+    cell's capture reuses the memory of the one before (whose graph is gone), where a pool per
+    capture would leave every cell's pool in the allocator's cache (freeing the cache beside a
+    capture is not safe, and a full cache fails the next capture). None elsewhere. Delete it
+    once the thread's calls are done."""
+    return torch.cuda.MemPool() if device.type == "cuda" else None
 
 
 def _diagnostic(name: str) -> bool:
