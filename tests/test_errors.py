@@ -69,9 +69,6 @@ def test_x_zero_dim(linear):
     ({"peak": "bogus"}, "peak must be one of .*got 'bogus'"),
     ({"peak_flops": -1.0}, "peak_flops must be a positive number of FLOP/s, got -1"),
     ({"peak_flops": float("inf")}, "peak_flops must be a positive number .*got inf"),
-    ({"graph_pool": (3, 4)}, r"graph_pool must be the id of a CUDA graph memory pool.*got \[3, 4\]"),
-    ({"graph_pool": [0, 0]}, r"exactly one is non-zero.*got \[0, 0\]"),
-    ({"graph_pool": (7,)}, r"graph_pool .*got \[7\]"),
 ])
 def test_bad_options(linear, kwargs, message):
     model = CountsForwards(linear)

@@ -292,6 +292,8 @@ def test_network_pool_is_the_network(index):
     assert [(k, v.shape) for k, v in model.state_dict().items()] == [(k, v.shape) for k, v in ref.state_dict().items()]
     assert nb.macs_and_params(model, "ImageNet16-120", device="cpu") == nb.macs_and_params(ref, "ImageNet16-120")
     assert not model.training
+    # params() from counts made once; oracle: the freshly built network's parameters
+    assert pool.params(index) == sum(p.numel() for p in ref.parameters())
 
 
 def test_macs_and_params_leaves_the_model_alone():

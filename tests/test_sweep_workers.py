@@ -94,6 +94,35 @@ def test_workers_and_threads_together_are_refused(tmp_path):
         ev.sweep(META, range(2), tmp_path / "r.sqlite", workers=2, threads=2, progress=False)
 
 
+def test_the_gate_lets_one_caller_alone_only_once_no_cell_is_inside():
+    import threading
+    import time
+
+    from torchutil.studies.nas_parallel import _Gate
+
+    gate, log = _Gate(), []
+    inside = threading.Event()
+    release = threading.Event()
+
+    def cell():
+        with gate.cell():
+            log.append("cell in")
+            inside.set()
+            release.wait(5)
+            log.append("cell out")
+
+    t = threading.Thread(target=cell)
+    t.start()
+    inside.wait(5)
+    threading.Timer(0.2, release.set).start()
+    t0 = time.perf_counter()
+    with gate.alone():
+        log.append("alone")
+    assert time.perf_counter() - t0 >= 0.15  # it waited for the cell to leave
+    t.join(5)
+    assert log == ["cell in", "cell out", "alone"]
+
+
 @pytest.mark.parametrize("cores, ranks, expected", [
     (16, 1, 4), (16, 2, 4), (16, 4, 2), (32, 2, 4), (128, 8, 4), (6, 1, 3), (4, 8, 1), (None, 1, 1)])
 def test_default_threads_share_half_the_cores_among_the_hosts_gpus(monkeypatch, cores, ranks, expected):

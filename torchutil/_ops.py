@@ -80,8 +80,7 @@ def _read_options() -> tuple[dict[str, str], dict[str, Any], frozenset[str]]:
 
 OPTION_TYPES, OPTION_DEFAULTS, SUMMARY_OPTIONS = _read_options()
 
-_TYPE_WORDS = {"int": "an int", "float": "a number", "bool": "a bool (True or False)", "str": "a str",
-               "int[]": "a list or tuple of ints"}
+_TYPE_WORDS = {"int": "an int", "float": "a number", "bool": "a bool (True or False)", "str": "a str"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -99,8 +98,6 @@ def _type_ok(kind: str, value: Any) -> bool:
         return isinstance(value, str)
     if kind == "str[]":
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    if kind == "int[]":
-        return isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     raise AssertionError(f"an option type the table has and this check does not: {kind}")
 
 

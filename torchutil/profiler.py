@@ -43,7 +43,6 @@ def profile(
     counters: str | Sequence[str] | None = _D["counters"],
     counter_replay: str = _D["counter_replay"],
     gpu_lock: str | None = _D["gpu_lock"],
-    graph_pool: Any = _D["graph_pool"],
 ) -> ProfileResult:
     """Profiles model(*x), or model(*args, **kwargs): utilization, FLOPs, bytes, time and the
     per-op table.
@@ -98,16 +97,7 @@ def profile(
     gpu_lock: a file path: every phase that runs work on the GPU holds an exclusive lock on it
         (flock), so that processes sharing one GPU time their forwards one at a time (the
         host-only capture of an untraced graph profile runs without it).
-    graph_pool: a torch.cuda.MemPool (or its id) that every CUDA-graph capture of the call
-        allocates from, as torch.cuda.graph(pool=...) does. By default each capture has a
-        private pool of its own, which the allocator's cache keeps after the call until
-        torch.cuda.empty_cache(); a thread that profiles one model after another (a NAS sweep)
-        passes one pool to every call, so that each capture reuses the last one's memory. One
-        pool per thread: captures of two threads must not share one. Unused where nothing is
-        captured.
     """
-    if graph_pool is not None and hasattr(graph_pool, "id"):
-        graph_pool = graph_pool.id  # a torch.cuda.MemPool
     options = {name: value for name, value in locals().items() if name in _ops.OPTION_TYPES}
     output = torch.ops.util._profile(model, x, args=args, kwargs=kwargs, **options)
     return ProfileResult._from_output(output)

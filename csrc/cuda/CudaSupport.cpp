@@ -112,11 +112,11 @@ cudaStreamCaptureMode captureMode(bool threadLocal) {
 
 // Captures forward() into `graph` on the current stream: true, or false with *failure (the
 // forward's error) and the CUDA state cleaned up.
-bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forward,
-                 const CaptureSharing& sharing, std::string* failure) {
+bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forward, bool threadLocal,
+                 std::string* failure) {
   {
     const std::lock_guard<std::mutex> lock(graphBookkeeping());
-    graph.capture_begin(sharing.pool, captureMode(sharing.threadLocal));
+    graph.capture_begin({0, 0}, captureMode(threadLocal));
   }
   try {
     forward();
@@ -140,15 +140,15 @@ bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forwar
 // sharing the GPU upload the graph now, on the stream (a copy of its launch data, no kernel),
 // so that the first replay under the gpu_lock does not leave the GPU idle while it uploads.
 std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c10::Device device,
-                                        c10::cuda::CUDAStream side, const CaptureSharing& sharing,
+                                        c10::cuda::CUDAStream side, bool threadLocal,
                                         std::string* failure) {
   auto runner = std::make_unique<GraphRunner>(device, side);
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  if (!captureInto(runner->graph(), forward, sharing, failure)) {
+  if (!captureInto(runner->graph(), forward, threadLocal, failure)) {
     return nullptr;
   }
   runner->graph().instantiate();
-  if (sharing.threadLocal) {
+  if (threadLocal) {
     C10_CUDA_CHECK(cudaGraphUpload(runner->graph().raw_cuda_graph_exec(), side.stream()));
   }
   return runner;
@@ -157,14 +157,14 @@ std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c1
 }  // namespace
 
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                     c10::Device device, c10::Stream stream, const CaptureSharing& sharing) {
+                     c10::Device device, c10::Stream stream, bool threadLocal) {
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
   Capture capture;
   {
     const std::shared_lock<std::shared_mutex> beside(captureGate());
-    if ((capture.runner = tryCapture(forward, device, side, sharing, &capture.failure))) {
+    if ((capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure))) {
       return capture;
     }
   }
@@ -186,19 +186,19 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
   }
   capture.failure.clear();
   const std::shared_lock<std::shared_mutex> beside(captureGate());
-  capture.runner = tryCapture(forward, device, side, sharing, &capture.failure);
+  capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure);
   return capture;
 }
 
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, const CaptureSharing& sharing, std::string* failure) {
+                          c10::Stream stream, bool threadLocal, std::string* failure) {
   const std::shared_lock<std::shared_mutex> beside(captureGate());
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
   KeptGraph graph;  // never instantiated
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  return captureInto(*graph, forward, sharing, failure);
+  return captureInto(*graph, forward, threadLocal, failure);
 }
 
 SharedCaptureMode::SharedCaptureMode(bool on) : on_(on) {

@@ -34,14 +34,14 @@ DeviceInfo deviceInfo(c10::DeviceIndex index);
 // threads sharing the GPU), their captures too, side by side; else in the global mode, which
 // refuses them. See Timing.h's captureForward.
 Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                     c10::Device device, c10::Stream stream, const CaptureSharing& sharing);
+                     c10::Device device, c10::Stream stream, bool threadLocal);
 
 // Captures forward() on `stream` into a graph that is never instantiated nor replayed (kept as
 // a template and destroyed): for a forward whose capture only counts and lists its nodes. False
 // with *failure (the forward's error) when the capture fails, with the CUDA state cleaned up.
 // threadLocal as captureGraph's.
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, const CaptureSharing& sharing, std::string* failure);
+                          c10::Stream stream, bool threadLocal, std::string* failure);
 
 // While it lives (and is on), this thread's CUDA calls are refused only during its own captures
 // (CUDA's thread-local interaction mode), not while another thread of the process captures: the

@@ -244,7 +244,6 @@ class ProfileRun {
   }
 
   bool sharedGpu() const { return o_.gpuLock.has_value() && device_.is_cuda(); }
-  CaptureSharing sharing() const { return {sharedGpu(), o_.graphPool}; }
 
   // The timeline's sampling interval is chosen from how long the sampled forwards will take:
   // one forward is timed for that, the last warm-up (else the counted forward).
@@ -318,7 +317,7 @@ class ProfileRun {
                                     countedForward([&] { forward_->run(inputs_); });
                                     tracing_->captureEnds();
                                   },
-                                  device_, *stream, sharing(), &failure);
+                                  device_, *stream, sharedGpu(), &failure);
     if (!captured) {
       counted_.reset();
       tracing_.reset();
@@ -371,7 +370,7 @@ class ProfileRun {
       lock_->release();
     };
     Capture c = captureForward(forward, counting ? warmUp : std::function<void()>(), device_,
-                               *side_, sharing());
+                               *side_, sharedGpu());
     if (c.runner) {
       runner_ = std::move(c.runner);
       usedGraph_ = true;

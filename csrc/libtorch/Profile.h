@@ -53,9 +53,6 @@ struct ProfileOptions {
   // threads of one, sharing one GPU time their forwards one at a time; the host-only capture of
   // an untraced graph profile runs without it, in thread-local capture mode.
   std::optional<std::string> gpuLock;
-  // The CUDA graph memory pool every capture allocates from (a torch.cuda.MemPool's id), so that
-  // a thread profiling one model after another reuses one pool; {0, 0}: a pool per capture.
-  std::pair<uint64_t, uint64_t> graphPool{0, 0};
   // The tracer and counter profilers (null, or a null member: CUPTI's, or what a build without
   // it says). Tests pass fakes (tests/cpp/FakeTraceBackend.h, tests/cpp/FakeCounterBackend.h).
   const HardwareBackends* backends = nullptr;

@@ -150,11 +150,11 @@ std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
 }
 
 Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                       c10::Device device, c10::Stream stream, const CaptureSharing& sharing) {
+                       c10::Device device, c10::Stream stream, bool threadLocal) {
 #ifdef TORCHUTIL_WITH_CUDA
-  return cuda::captureGraph(forward, warmUp, device, stream, sharing);
+  return cuda::captureGraph(forward, warmUp, device, stream, threadLocal);
 #else
-  (void)sharing;
+  (void)threadLocal;
   (void)forward;
   (void)warmUp;
   (void)device;
@@ -179,11 +179,11 @@ std::shared_ptr<void> shareCapturesWithThreads(bool on) {
 }
 
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, const CaptureSharing& sharing, std::string* failure) {
+                          c10::Stream stream, bool threadLocal, std::string* failure) {
 #ifdef TORCHUTIL_WITH_CUDA
-  return cuda::captureWithoutReplay(forward, device, stream, sharing, failure);
+  return cuda::captureWithoutReplay(forward, device, stream, threadLocal, failure);
 #else
-  (void)sharing;
+  (void)threadLocal;
   (void)forward;
   (void)device;
   (void)stream;

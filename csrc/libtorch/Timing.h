@@ -12,7 +12,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "core/Repetition.h"
@@ -47,16 +46,6 @@ std::unique_ptr<Runner> eagerRunner(Forward& forward, const std::vector<at::Tens
 // current one (the inputs).
 std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode);
 
-// How a capture shares the process. threadLocal: the capture lets the process's other threads
-// make CUDA calls meanwhile, their captures too (cuda::captureGraph). pool: the CUDA graph
-// memory pool the capture allocates from, as torch.cuda.graph(pool=...) (a torch.cuda.MemPool's
-// id, exactly one of the two non-zero); {0, 0}: a private pool of its own, which the
-// allocator's cache keeps after the graph is gone until emptied.
-struct CaptureSharing {
-  bool threadLocal = false;
-  std::pair<uint64_t, uint64_t> pool{0, 0};
-};
-
 // A captured forward, or why it could not be captured.
 struct Capture {
   std::unique_ptr<Runner> runner;  // replays the graph; null when the capture failed
@@ -66,15 +55,16 @@ struct Capture {
 // Captures forward() (one forward of the model; the caller may count it) on `stream`
 // (captureStream()). When the capture fails it frees the allocator's cache, runs warmUp() once
 // on the stream (may be null: an eager forward outside the graph, for lazy initialization the
-// caller's warm-ups did not do) and tries once more. Throws c10::Error without CUDA in the
-// build.
+// caller's warm-ups did not do) and tries once more. threadLocal: the capture lets the
+// process's other threads make CUDA calls meanwhile (cuda::captureGraph). Throws c10::Error
+// without CUDA in the build.
 Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                       c10::Device device, c10::Stream stream, const CaptureSharing& sharing);
+                       c10::Device device, c10::Stream stream, bool threadLocal);
 
 // Captures forward() on `stream` into a graph never replayed (cuda::captureWithoutReplay):
 // false with *failure when it fails. Throws c10::Error without CUDA in the build.
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, const CaptureSharing& sharing, std::string* failure);
+                          c10::Stream stream, bool threadLocal, std::string* failure);
 
 // For the life of the handle (on: a gpu_lock, other threads of the process may share the GPU),
 // this thread's CUDA calls stay legal while another thread captures (cuda::SharedCaptureMode),

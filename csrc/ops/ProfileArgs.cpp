@@ -34,17 +34,6 @@ std::optional<std::vector<std::string>> strings(const OptionValues& values, cons
   return out;
 }
 
-// graph_pool: a CUDA graph memory pool's id, as torch.cuda.MemPool().id gives it (and
-// CUDAGraph::capture_begin takes it): two integers, exactly one of them non-zero.
-std::pair<uint64_t, uint64_t> graphPoolArgument(const std::vector<int64_t>& id) {
-  const bool ok = id.size() == 2 && id[0] >= 0 && id[1] >= 0 && ((id[0] == 0) != (id[1] == 0));
-  TORCH_CHECK_VALUE(ok,
-                    "torchutil: graph_pool must be the id of a CUDA graph memory pool, two "
-                    "integers of which exactly one is non-zero (torch.cuda.MemPool().id), got ",
-                    c10::IntArrayRef(id));
-  return {static_cast<uint64_t>(id[0]), static_cast<uint64_t>(id[1])};
-}
-
 }  // namespace
 
 std::string profileSchema(std::string_view name, std::string_view leading, std::string_view returns,
@@ -108,9 +97,6 @@ ProfileOptions profileOptions(const OptionValues& values, bool summaryOp) {
   o.counterReplay =
       valueErrors([&] { return hw::parseReplay(get("counter_replay").toStringRef()); });
   o.gpuLock = optional<std::string>(values, "gpu_lock");
-  if (const c10::IValue& pool = get("graph_pool"); !pool.isNone()) {
-    o.graphPool = graphPoolArgument(pool.toIntVector());
-  }
   return o;
 }
 

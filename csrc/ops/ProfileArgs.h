@@ -36,7 +36,6 @@ inline constexpr OptionSpec kProfileOptions[] = {
     {"counters", "str[]?", "None", true},
     {"counter_replay", "str", "\"user\"", true},
     {"gpu_lock", "str?", "None", true},
-    {"graph_pool", "int[]?", "None", true},
     {"chrome_trace", "bool", "False", false},
     {"module_paths", "bool", "True", false},
 };

@@ -218,12 +218,23 @@ class NetworkPool:
                 self.cells.append(cell)
                 edges.append([{op: _edge_op(op, channels) for op in OPS} for _ in EDGES])
         self.pool = edges
+        # Parameter counts for params(): the network's outside the swapped edge ops, and each op's.
+        def count(m: nn.Module) -> int:
+            return sum(p.numel() for p in m.parameters())
+
+        self._base_params = count(self.model) - sum(count(layer) for cell in self.cells for layer in cell.layers)
+        self._op_params = [[{op: count(m) for op, m in edge.items()} for edge in cell] for cell in edges]
         # One holder so that dtype, memory format and eval mode reach every pooled module.
         holder = nn.ModuleList([self.model, *(m for cell in edges for edge in cell for m in edge.values())])
         holder.eval()
         holder.to(dtype=dtype)
         if channels_last:
             holder.to(memory_format=torch.channels_last)
+
+    def params(self, arch: Arch | str | int) -> int:
+        """The parameter count of get(arch) (sum of its parameters' numel), from counts made once."""
+        ops = _as_arch(arch).ops
+        return self._base_params + sum(cell[k][op] for cell in self._op_params for k, op in enumerate(ops))
 
     def get(self, arch: Arch | str | int) -> TinyNetwork:
         arch = _as_arch(arch)

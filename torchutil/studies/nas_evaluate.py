@@ -194,20 +194,18 @@ _CALL_INDEX = FIELDS.index("call_seconds")
 
 def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: float | None = None,
                   device: torch.device | None = None, pool: nb.NetworkPool | None = None,
-                  gpu_lock: str | None = None, stages: dict[str, float] | None = None,
-                  graph_pool: tuple[int, int] | None = None) -> dict[str, Any]:
+                  gpu_lock: str | None = None, stages: dict[str, float] | None = None) -> dict[str, Any]:
     """Profiles the network of arch `index` on x (taken from `pool`, else built afresh on the
-    device): one result row. gpu_lock: the lock file of processes sharing the GPU; graph_pool:
-    the id of this thread's graph memory pool (see torchutil.profile for both). stages, when
-    given, gets the seconds of each of STAGES added."""
+    device): one result row. gpu_lock: the lock file of processes sharing the GPU (see
+    torchutil.profile). stages, when given, gets the seconds of each of STAGES added."""
     device = torch.device(config.device) if device is None else device
     t0 = time.perf_counter()
     model = pool.get(index) if pool is not None else _build(index, config, device)
-    params = sum(p.numel() for p in model.parameters())
+    params = pool.params(index) if pool is not None else sum(p.numel() for p in model.parameters())
     t1 = time.perf_counter()
     summary = torch.ops.util.profile(model, x, warmup=config.warmup, iters=config.iters,
                                      timing=config.timing, peak_flops=peak_flops,
-                                     trace=config.trace, gpu_lock=gpu_lock, graph_pool=graph_pool).tolist()
+                                     trace=config.trace, gpu_lock=gpu_lock).tolist()
     t2 = time.perf_counter()
     row: dict[str, Any] = dict(zip(KEY_COLUMNS, config.key(index)))
     row["arch"] = str(nb.arch_of_index(index))
@@ -390,12 +388,15 @@ def _evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLi
                 peak, _ = torchutil.peak_flops(device, DTYPES[config.dtype])  # once, not per arch
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-        graphs = graph_pool(device)
         stages["setup"] += time.perf_counter() - start
         pending: list[dict[str, Any]] = []
-        for i in todo:
+        for n, i in enumerate(todo):
+            if device.type == "cuda" and gpu_lock is not None and n % _EMPTY_CACHE_EVERY == _EMPTY_CACHE_EVERY - 1:
+                # Each destroyed graph's private pool stays in this process's allocator cache;
+                # with several processes on one GPU, give it back before it crowds the others.
+                torch.cuda.empty_cache()
             t0 = time.perf_counter()
-            row = evaluate_arch(i, config, x, peak, device, pool, gpu_lock, stages, graphs and graphs.id)
+            row = evaluate_arch(i, config, x, peak, device, pool, gpu_lock, stages)
             pending.append(row)
             t1 = time.perf_counter()
             if len(pending) >= options["commit_every"]:
@@ -412,13 +413,8 @@ def _evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLi
     return len(todo)
 
 
-def graph_pool(device: torch.device) -> Any:
-    """On CUDA a graph memory pool (torch.cuda.MemPool) for one thread's profile calls: each
-    cell's capture reuses the memory of the one before (whose graph is gone), where a pool per
-    capture would leave every cell's pool in the allocator's cache (freeing the cache beside a
-    capture is not safe, and a full cache fails the next capture). None elsewhere. Delete it
-    once the thread's calls are done."""
-    return torch.cuda.MemPool() if device.type == "cuda" else None
+# Cells between two frees of a worker's allocator cache (each capture leaves a graph pool there).
+_EMPTY_CACHE_EVERY = 256
 
 
 def _diagnostic(name: str) -> bool:

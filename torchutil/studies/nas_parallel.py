@@ -14,12 +14,12 @@ Worker processes write a db each, merged at the end. Threads each have their own
 network whose edge ops they swap), all built before the first capture (random numbers drawn
 beside a capture break PyTorch's CUDA generator), and take the next cell from a shared queue.
 Their profile calls pass gpu_lock, so their captures run in CUDA's thread-local mode, side by
-side, their other CUDA calls stay legal beside a capture, and their synchronizations wait for
-their own streams (CUDA refuses a device-wide one beside a capture). Each thread captures into
-a graph memory pool of its own (nas_evaluate.graph_pool), which every cell reuses, so the
-allocator's cache does not grow and is never emptied during the sweep (emptying it beside a
-capture is not safe). The main thread writes the rows (every `commit_every`) and drives the
-progress bar, so a kill loses at most the cells in flight.
+side (a failed capture's retry frees the allocator's cache alone), their other CUDA calls stay legal beside a capture, and their
+synchronizations wait for their own streams (CUDA refuses a device-wide one beside a capture).
+The main thread writes the rows (every `commit_every`) and drives the progress bar, so a kill
+loses at most the cells in flight. The allocator's cache (each destroyed graph leaves its
+private pool there) is emptied every _EMPTY_CACHE_EVERY cells while no thread is inside a cell:
+emptying it beside another thread's capture is not safe.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -40,9 +40,44 @@ from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
 from torchutil.studies._common import Progress, cudnn_autotune, nas_error
 from torchutil.studies.nas_db import connect, db_errors, insert_rows
-from torchutil.studies.nas_evaluate import (STAGES, EvalConfig, _diagnostic, _evaluate_cells, _device_name, _holding,
-                                            _make_input, evaluate_arch, gpu_lock_path, graph_pool, merge_workers,
+from torchutil.studies.nas_evaluate import (_EMPTY_CACHE_EVERY, STAGES, EvalConfig, _diagnostic, _evaluate_cells,
+                                            _device_name, _holding, _make_input, evaluate_arch, gpu_lock_path, merge_workers,
                                             worker_path)
+
+
+class _Gate:
+    """Lets any number of threads into a cell at once, or one caller alone with none inside
+    (a readers-writer lock whose writer goes first once it asks)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._inside = 0
+        self._closing = False
+
+    @contextlib.contextmanager
+    def cell(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._closing)
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._inside -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._closing)
+            self._closing = True
+            self._cond.wait_for(lambda: self._inside == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closing = False
+                self._cond.notify_all()
 
 
 def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[str], threads: int,
@@ -58,6 +93,9 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
         cells.put(i)
     out: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
     stop = threading.Event()
+    gate = _Gate()
+    count_lock = threading.Lock()
+    started = [0]
     stages = [dict.fromkeys(STAGES, 0.0) for _ in range(threads)]
 
     # The set-up runs kernels (random weights, the input, the peak's measurement), all of it
@@ -70,7 +108,6 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
         peak = None if device.type == "meta" else torchutil.peak_flops(device, DTYPES[config.dtype])[0]
         pools = [nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
                  for _ in range(threads)]
-        graphs = [graph_pool(device) for _ in range(threads)]  # deleted after the threads end
         if device.type == "cuda":
             _device_name(device)  # cached: the rows' device_name asks no CUDA call beside a capture
             torch.cuda.synchronize(device)
@@ -101,8 +138,15 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
                     i = cells.get_nowait()
                 except queue.Empty:
                     break
-                t0 = time.perf_counter()
-                row = evaluate_arch(i, config, x, peak, device, pool, lock, stages[k], graphs[k] and graphs[k].id)
+                with count_lock:
+                    started[0] += 1
+                    drain = device.type == "cuda" and started[0] % _EMPTY_CACHE_EVERY == 0
+                t0 = time.perf_counter()  # a drain below counts as "other"
+                if drain:
+                    with gate.alone():
+                        torch.cuda.empty_cache()
+                with gate.cell():
+                    row = evaluate_arch(i, config, x, peak, device, pool, lock, stages[k])
                 out.put(("row", k, row))
                 stages[k]["other"] += time.perf_counter() - t0 - row["eval_seconds"]
         except BaseException as e:  # reported to the main thread, which names the thread
