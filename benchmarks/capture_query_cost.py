@@ -8,7 +8,8 @@ cudaFuncGetName). This script captures a model's forward with torch.cuda.graph a
 capture is still open (all its nodes made), times each query N times through ctypes, against an
 empty ctypes call (cudaGetLastError) as the floor, in the libcudart the process already loaded.
 It also times a capture of the forward itself, to set the queries against. Medians of --repeats
-batches; one process.
+batches with their range; one process. (The run in docs/results/reward/session10/ printed the
+medians only; its JSON holds every batch.)
 
     python benchmarks/capture_query_cost.py --model resnet50 --batch 1
 """
@@ -121,11 +122,14 @@ def main() -> None:
           f"the capture holds {n} nodes; capturing the forward takes {statistics.median(captures) * 1e3:.2f} ms "
           f"(median of {args.repeats}); one process. The forward makes {OpCount.calls} aten calls: "
           f"about twice as many changes of the innermost op, each one query of each kind above")
+    print(f"medians of {args.repeats} batches of {args.calls} calls each, [min-max] over the batches:")
     for k, v in med.items():
+        lo, hi = min(timings[k]), max(timings[k])
         if k.startswith("read"):
-            print(f"  {k:<48} {v * 1e3:8.3f} ms for all {n} nodes")
+            print(f"  {k:<48} {v * 1e3:8.3f} ms for all {n} nodes [{lo * 1e3:.3f}-{hi * 1e3:.3f}]")
         else:
-            print(f"  {k:<48} {v * 1e6:8.3f} us a call ({(v - floor) * 1e6:.3f} over the ctypes floor)")
+            print(f"  {k:<48} {v * 1e6:8.3f} us a call [{lo * 1e6:.3f}-{hi * 1e6:.3f}] "
+                  f"({(v - floor) * 1e6:.3f} over the ctypes floor)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "nodes": n, "capture_seconds": captures, "timings": timings}, f, indent=2)

@@ -14,8 +14,9 @@ Worker processes write a db each, merged at the end. Threads each have their own
 network whose edge ops they swap), all built before the first capture (random numbers drawn
 beside a capture break PyTorch's CUDA generator), and take the next cell from a shared queue.
 Their profile calls pass gpu_lock, so their captures run in CUDA's thread-local mode, side by
-side (a failed capture's retry frees the allocator's cache alone), their other CUDA calls stay legal beside a capture, and their
-synchronizations wait for their own streams (CUDA refuses a device-wide one beside a capture).
+side (a failed capture's retry frees the allocator's cache alone), their other CUDA calls stay
+legal beside a capture, and their synchronizations wait for their own streams (CUDA refuses a
+device-wide one beside a capture).
 The main thread writes the rows (every `commit_every`) and drives the progress bar, so a kill
 loses at most the cells in flight. The allocator's cache (each destroyed graph leaves its
 private pool there) is emptied every _EMPTY_CACHE_EVERY cells while no thread is inside a cell:
