@@ -40,10 +40,15 @@ def module_hooks() -> int:
 @pytest.fixture(autouse=True)
 def no_callback_survives():
     """Every test, whatever it does (errors included), must leave no RecordFunction callback
-    registered, no count running on this thread and no global module hook more than it found
-    (torchutil's module paths use them)."""
+    registered, no count running on this thread, no global module hook more than it found
+    (module paths of a root that is not an eager nn.Module use them) and no module's forward
+    wrapped (module paths of an eager nn.Module)."""
+    from torchutil import _C
+
     hooks = module_hooks()
     yield
+    wrapped = _C._wrapped_forwards()
+    assert wrapped == 0, f"{wrapped} module forward(s) still wrapped after the test"
     live = torch.ops.util._live_callbacks()
     assert live == 0, f"{live} torchutil RecordFunction callback(s) survived the test"
     assert torch.ops.util._counting() is False, "a torchutil count is still running"

@@ -347,7 +347,9 @@ def test_ctrl_c_inside_the_hooks_removal_removes_them_and_reaches_the_caller(lin
     RemovableHandle.remove() (Python code): it was discarded there as unraisable, with the hook
     left installed and the profile timing on. Now the hooks go and the KeyboardInterrupt comes out
     of the call (of a Profiler block too), whatever SIGINT's disposition (a background job's
-    children start with it ignored). The signal is stood in for by a remove() that raises it."""
+    children start with it ignored). The signal is stood in for by a remove() that raises it.
+    Global hooks serve a root that is not an eager nn.Module: here a function and a scripted
+    module."""
     import torch.utils.hooks
 
     original = torch.utils.hooks.RemovableHandle.remove
@@ -364,14 +366,15 @@ def test_ctrl_c_inside_the_hooks_removal_removes_them_and_reaches_the_caller(lin
     for want in (1, 2):  # an interrupt in the first removal, and in both
         raised.clear()
         with pytest.raises(KeyboardInterrupt):
-            torchutil.profile(model, X, warmup=0, iters=10**6, peak_flops=PEAK, timing="eager")
+            torchutil.profile(lambda v: model(v), X, warmup=0, iters=10**6, peak_flops=PEAK, timing="eager")
         assert len(raised) == want and module_hooks() == 0
         assert model.calls < 10**5  # the timing loop stopped at its next signal check
     raised.clear()
     want = 1
+    scripted = torch.jit.script(linear)
     with pytest.raises(KeyboardInterrupt):
-        with torchutil.Profiler(model, peak_flops=PEAK):
-            model(X)
+        with torchutil.Profiler(scripted, peak_flops=PEAK):
+            scripted(X)
     assert len(raised) == 1 and module_hooks() == 0
     monkeypatch.undo()
     assert_clean_and_usable(linear)
@@ -386,7 +389,7 @@ def test_ctrl_c_while_the_hooks_are_installed_leaves_none(linear, monkeypatch):
 
     monkeypatch.setattr(module, "register_module_forward_hook", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        torchutil.profile(linear, X, warmup=0, iters=1, peak_flops=PEAK)
+        torchutil.profile(lambda v: linear(v), X, warmup=0, iters=1, peak_flops=PEAK)
     assert module_hooks() == 0
     monkeypatch.undo()
     assert_clean_and_usable(linear)

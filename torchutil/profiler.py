@@ -79,7 +79,8 @@ def profile(
     trace: on CUDA, record kernels with CUPTI (kernel time, GPU-busy fraction, per-op kernel
         time; see trace_status). The counted forward and `trace_forwards` more are traced; the
         timed forwards never are. chrome_trace: also build the Perfetto trace (save_trace()).
-    module_paths: name each op's module (Python module hooks on the counted forward; without
+    module_paths: name each op's module, on the counted forward (an eager nn.Module's named
+        modules have their forward wrapped for it; other roots get global module hooks; without
         them the rows' module is ""). torch.ops.util.profile, which returns the summary only,
         never records them.
     counters: the GPU's own hardware counters beside the counted FLOPs (CUDA, CUPTI; off by

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "core/KernelName.h"
@@ -142,10 +143,26 @@ void noteChange(Marking& m, uint64_t id) {
   m.captured.opChanges.emplace_back(count, id);
 }
 
+// A kernel function's demangled name, asked of CUDA once per function (a capture lists a few
+// hundred kernel nodes of a few dozen functions); nullptr when CUDA gives none.
+const std::string* kernelFunctionName(const void* func) {
+  static std::mutex mutex;
+  static std::unordered_map<const void*, std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = names.find(func); it != names.end()) {
+    return &it->second;
+  }
+  const char* name = nullptr;
+  if (cudaFuncGetName(&name, func) != cudaSuccess || name == nullptr) {
+    return nullptr;
+  }
+  return &names.emplace(func, demangleKernelName(name)).first->second;
+}
+
 // CaptureNodes: every node of the capture so far, in the order CUDA lists them (the order it
 // created them), with the kind of record each produces when replayed.
 void readCapturedNodes(Marking& m) {
-  cudaGraph_t graph = capturingGraph(m);
+  cudaGraph_t graph = m.captureGraph;  // asked for when the capture began
   size_t count = 0;
   if (graph == nullptr || cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
     cudaGetLastError();
@@ -171,13 +188,13 @@ void readCapturedNodes(Marking& m) {
              : type == cudaGraphNodeTypeMemset ? KernelRecord::Kind::Memset
                                                : KernelRecord::Kind::Kernel;
     cudaKernelNodeParams params{};
-    const char* name = nullptr;
+    const std::string* name = nullptr;
     // A kernel launched through the runtime names itself; one launched through the driver
     // (a library's) may not: then any kernel name matches it (attributeByPosition).
     if (type == cudaGraphNodeTypeKernel &&
         cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess &&
-        cudaFuncGetName(&name, params.func) == cudaSuccess && name != nullptr) {
-      n.name = demangleKernelName(name);
+        (name = kernelFunctionName(params.func)) != nullptr) {
+      n.name = *name;
     }
     cudaGetLastError();
     m.captured.nodes.push_back(std::move(n));

@@ -16,6 +16,8 @@ PYBIND11_MODULE(_C, m) {
         "script object for torch.ops.util.");
   m.def("_enter_module", &torchutil::OpCounter::enterModule, py::arg("path"));
   m.def("_exit_module", &torchutil::OpCounter::exitModule);
+  m.def("_wrapped_forwards", &torchutil::wrappedForwards,
+        "How many modules' forwards module-path scopes have wrapped now.");
   // torchutil.Profiler's module scopes: hooks live until close() (or garbage collection).
   struct ModuleScopeHandle {
     std::unique_ptr<torchutil::Forward::ModuleScope> scope;

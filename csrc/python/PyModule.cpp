@@ -18,8 +18,10 @@ bool isinstance(const py::handle& obj, const char* module, const char* name) {
   return py::isinstance(obj, cls);
 }
 
-// Global module hooks that report each module's qualified name (from the profiled root) to
-// OpCounter. Removed, with the GIL, when the scope ends.
+// Global module hooks that report each module's qualified name (from the profiled root; a
+// module it does not name, by its type under its caller) to OpCounter, for a root that is not
+// an eager nn.Module (a function, a compiled or scripted module; an eager one has its forwards
+// wrapped instead, ModuleForwards.cpp). Removed, with the GIL, when the scope ends.
 class PyModuleScope final : public Forward::ModuleScope {
  public:
   explicit PyModuleScope(const py::object& root) {
@@ -208,6 +210,13 @@ PyModule::~PyModule() {
 }
 
 std::unique_ptr<Forward::ModuleScope> makeModuleScope(const py::object& root) {
+  {
+    py::gil_scoped_acquire gil;
+    if (isinstance(root, "torch.nn", "Module") && !isinstance(root, "torch.jit", "ScriptModule") &&
+        !isinstance(root, "torch._dynamo.eval_frame", "OptimizedModule")) {
+      return makeForwardScope(root);
+    }
+  }
   return std::make_unique<PyModuleScope>(root);
 }
 

@@ -23,9 +23,16 @@ struct PyModule : torch::CustomClassHolder {
   std::string repr;
 };
 
-// Global module hooks that report the module scopes under root (qualified names) to
-// OpCounter until the returned object is destroyed.
+// Reports the module scopes of the forwards under root to OpCounter until the returned object
+// is closed or destroyed: for an eager nn.Module, its named modules' qualified names (their
+// forwards wrapped, ModuleForwards.cpp); for anything else, each module's type under its
+// caller (global module hooks).
 std::unique_ptr<Forward::ModuleScope> makeModuleScope(const pybind11::object& root);
+
+// The forwards wrapped by the live scopes of an nn.Module root, and how many modules are
+// wrapped now (0 when no such scope is live: the tests' check that none outlives its call).
+std::unique_ptr<Forward::ModuleScope> makeForwardScope(const pybind11::object& root);
+size_t wrappedForwards();
 
 // Boxes obj, with the args (tuple) and kwargs (dict) every forward is called with when given;
 // raises TypeError when obj is not callable.
