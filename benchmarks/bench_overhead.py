@@ -14,7 +14,8 @@ a user writes without us, doing the forwards the call does:
 
 and ours: torch.ops.util.profile(model, x) and torchutil.profile(model, x) with their defaults
 (on CUDA the repeatable graph timing, kernels traced), untraced (trace=False), and eager
-(timing="eager"), traced and untraced; for reference one forward under FlopCounterMode and
+(timing="eager"), traced and untraced, and torchutil.profile without module paths (what of its
+cost over the summary op they are); for reference one forward under FlopCounterMode and
 under torch.profiler(with_flops=True). The targets of issue #19 are printed last, with where
 the default call's time goes (its phase_* fields).
 
@@ -131,7 +132,8 @@ def main() -> None:
             model(x)
 
     variants = {"plain loop": plain_loop, "plain synced": plain_synced,
-                "op default": op(), "profile default": full(), "op untraced": op(trace=False)}
+                "op default": op(), "profile default": full(), "profile no paths": full(module_paths=False),
+                "op untraced": op(trace=False)}
     if cuda:
         variants.update({"user FCM+graph": user_fcm_graph, "op eager": op(timing="eager"),
                          "op eager untraced": op(timing="eager", trace=False),
@@ -194,6 +196,8 @@ def main() -> None:
               f"profile {med['profile default'] / med['plain loop']:.3f}")
     print(f"  torchutil.profile - torch.ops.util.profile: {ms('profile default', 'op default'):.2f} ms   "
           "(target <= 2 ms)")
+    print(f"    paired (q1 to q3): {paired('profile default', 'op default')} ms; of it, module paths "
+          f"(profile - profile module_paths=False): {paired('profile default', 'profile no paths')} ms")
     fields = torchutil.FIELDS
     breakdown = {}
     for name, summaries in phases.items():

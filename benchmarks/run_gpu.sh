@@ -7,7 +7,7 @@
 #   repeat   twelve default profile calls per configuration in two processes: CV and level
 #            (benchmarks/bench_repeatability.py)
 #   overhead what a call costs against a user's own loops, resnet50 fp16 batch 1 and 32
-#            (benchmarks/bench_overhead.py)
+#            (benchmarks/bench_overhead.py; OVERHEAD_ROUNDS: its rounds, 9 unless given)
 #   gap      where torchutil.profile's time goes beyond torch.ops.util.profile's (benchmarks/profile_gap.py)
 #   tracecost tracing's cost, and CUPTI after a trace with and without teardown (benchmarks/trace_cost.py)
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
@@ -127,8 +127,8 @@ for phase in "${phases[@]}"; do
         --json "$OUT/repeatability.json" 2>&1 | grep -v "^  pid" | tee "$OUT/repeatability.txt" | tail -12 ;;
     overhead)
       for b in 1 32; do
-        timeout 120 python3 benchmarks/bench_overhead.py --model resnet50 --batch $b --device cuda \
-          --dtype float16 --json "$OUT/overhead_b$b.json" 2>&1 | grep -v "^USDT\|^STAGE\|UserWarning\|_warn_once" \
+        timeout 150 python3 benchmarks/bench_overhead.py --model resnet50 --batch $b --device cuda \
+          --dtype float16 --rounds "${OVERHEAD_ROUNDS:-9}" --json "$OUT/overhead_b$b.json" 2>&1 | grep -v "^USDT\|^STAGE\|UserWarning\|_warn_once" \
           | tee "$OUT/overhead_b$b.txt"
       done ;;
     gap)

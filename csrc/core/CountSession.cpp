@@ -9,16 +9,15 @@ namespace torchutil {
 
 size_t CountTable::add(std::string_view op, const std::string& module, std::string_view dtype,
                        OpClass c, const Cost& cost, int64_t bytes) {
-  std::string key;
-  key.reserve(op.size() + module.size() + dtype.size() + 2);
-  key.append(op).push_back('\x1f');
-  key.append(module).push_back('\x1f');
-  key.append(dtype);
-  auto it = rowIndex_.find(key);
+  key_.clear();
+  key_.append(op).push_back('\x1f');
+  key_.append(module).push_back('\x1f');
+  key_.append(dtype);
+  auto it = rowIndex_.find(key_);
   size_t i;
   if (it == rowIndex_.end()) {
     i = rows_.size();
-    rowIndex_.emplace(std::move(key), i);
+    rowIndex_.emplace(key_, i);
     OpStats row;
     row.op = std::string(op);
     row.module = module;
@@ -151,13 +150,13 @@ bool CountSession::enter(std::string_view name, const FormulaEntry* entry) {
   Frame f;
   f.name = name;
   f.entry = entry;
-  f.module = modules_.size() - 1;
+  f.module = depth_;
   const bool countable = f.entry != nullptr && f.entry->opClass != OpClass::Transparent;
   if (clock_ != nullptr) {
     f.event = static_cast<int64_t>(events_.size());
     OpEvent e;
     e.op = std::string(name);
-    e.module = modules_.back();
+    e.module = modules_[depth_];
     e.startNs = clock_();
     e.parent = frames_.empty() ? -1 : frames_.back().event;
     e.owner = counted_ >= 0 ? frames_[static_cast<size_t>(counted_)].event : -1;
@@ -273,7 +272,7 @@ void CountSession::exit(const Args& outputs) {
         priced.vectorFlops = 0;  // integer arithmetic (a step counter) is no floating-point work
       }
       const int64_t bytes = totalBytes(f.inputs) + totalBytes(outputs);
-      const std::string& module = modules_[std::min(f.module, modules_.size() - 1)];
+      const std::string& module = modules_[std::min(f.module, depth_)];
       const size_t row = table_.add(f.name, module, first != nullptr ? first->dtype : "",
                                     f.entry->opClass, priced, bytes);
       closeEvent(f, OpEvent::Kind::Counted, static_cast<int64_t>(row));
@@ -340,18 +339,22 @@ std::vector<OpEvent> CountSession::events() const {
   return out;
 }
 
-void CountSession::enterModule(std::string path) {
-  modules_.push_back(std::move(path));
+void CountSession::enterModule(std::string_view path) {
+  if (++depth_ == modules_.size()) {
+    modules_.emplace_back(path);
+  } else {
+    modules_[depth_].assign(path);
+  }
 }
 
 void CountSession::exitModule() {
-  if (modules_.size() > 1) {
-    modules_.pop_back();
+  if (depth_ > 0) {
+    --depth_;
   }
 }
 
 const std::string& CountSession::currentModule() const {
-  return modules_.back();
+  return modules_[depth_];
 }
 
 }  // namespace torchutil

@@ -98,6 +98,7 @@ class CountTable {
  private:
   std::vector<OpStats> rows_;
   std::unordered_map<std::string, size_t> rowIndex_;
+  std::string key_;  // add()'s lookup key, kept for its capacity: no allocation per call
   std::vector<std::pair<std::string, int64_t>> unknown_;
   std::unordered_map<std::string, size_t> unknownIndex_;
   int64_t otherThreadCalls_ = 0;
@@ -137,7 +138,7 @@ class CountSession {
   // Events with rows resolved through their owners.
   std::vector<OpEvent> events() const;
 
-  void enterModule(std::string path);
+  void enterModule(std::string_view path);
   void exitModule();
   const std::string& currentModule() const;
 
@@ -164,8 +165,12 @@ class CountSession {
 
   const FormulaRegistry& registry_;
   std::vector<Frame> frames_;
-  int64_t counted_ = -1;                  // index of the open counted frame, or -1
-  std::vector<std::string> modules_{""};  // module path stack; [0] is the top level
+  int64_t counted_ = -1;  // index of the open counted frame, or -1
+  // The module path stack: [0] is the top level, [depth_] the innermost module. Slots past
+  // depth_ keep their strings' capacity, so entering a module allocates nothing once the stack
+  // has been that deep (a module path is longer than a short string's inline buffer).
+  std::vector<std::string> modules_{""};
+  size_t depth_ = 0;
   CountTable table_;
   uint64_t (*clock_)() = nullptr;
   std::vector<OpEvent> events_;

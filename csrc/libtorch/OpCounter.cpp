@@ -303,9 +303,9 @@ bool OpCounter::active() {
   return tls.session != nullptr;
 }
 
-void OpCounter::enterModule(std::string path) {
+void OpCounter::enterModule(std::string_view path) {
   if (tls.session != nullptr) {
-    tls.session->enterModule(std::move(path));
+    tls.session->enterModule(path);
   }
 }
 

@@ -3,6 +3,7 @@
 // path: every op call, with its boxed inputs and outputs) into a CountSession.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/CountSession.h"
@@ -36,7 +37,7 @@ class OpCounter {
   static bool active();
 
   // Module scopes reported by module hooks; ignored when this thread does not count.
-  static void enterModule(std::string path);
+  static void enterModule(std::string_view path);
   static void exitModule();
   static std::string currentModule();
 

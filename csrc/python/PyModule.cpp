@@ -49,7 +49,7 @@ class PyModuleScope final : public Forward::ModuleScope {
         const std::string type = py::str(py::type::handle_of(module).attr("__name__"));
         path = parent.empty() ? type : parent + "." + type;
       }
-      OpCounter::enterModule(std::move(path));
+      OpCounter::enterModule(path);
       return py::none();
     });
     py::cpp_function post([owner](py::object, py::object, py::object) {

@@ -346,11 +346,20 @@ TEST(CountSessionTest, ModulePathsAreRecordedPerRow) {
   s.exitModule();  // one exit too many stays at the top level
   EXPECT_EQ(s.currentModule(), "");
 
+  // A depth entered again reuses its slot: a shorter path there is that path, not a mix.
+  s.enterModule("decoder.layers.11.cross_attention");
+  s.exitModule();
+  s.enterModule("head");
+  EXPECT_EQ(s.currentModule(), "head");
+  call(s, "aten::relu", {t({4})}, {t({4})});
+  s.exitModule();
+
   const auto& rows = s.table().rows();
-  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0].module, "encoder.layer0");
   EXPECT_EQ(rows[1].module, "encoder");
   EXPECT_EQ(rows[2].module, "");
+  EXPECT_EQ(rows[3].module, "head");
 }
 
 TEST(CountSessionTest, RowsAggregateByOpModuleAndDtype) {
