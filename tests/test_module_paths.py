@@ -193,3 +193,29 @@ def test_another_threads_calls_are_not_counted_or_named():
     assert rows == [("aten::addmm", "0", 1)]
     assert prof.result.matrix_flops == 2 * 3 * 4 * 4
     assert nothing_wrapped(model)
+
+
+def test_names_are_named_modules_own_for_shared_and_missing_children():
+    """The names are walked in C++ over the _modules dicts: they must be named_modules()'s
+    (oracle: torch's own), with a module reached twice named at its first path and a None
+    child skipped."""
+    shared = torch.nn.Linear(4, 4)
+
+    class Tree(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = shared
+            self.blocks = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(4, 4), shared)])
+            self.register_module("absent", None)
+            self.heads = torch.nn.ModuleDict({"out": torch.nn.Linear(4, 2)})
+
+        def forward(self, x):
+            return self.heads["out"](self.blocks[0](self.first(x)))
+
+    model = Tree()
+    names = dict((id(m), n) for n, m in model.named_modules())
+    result = torchutil.profile(model, torch.randn(2, 4), warmup=0, iters=1, peak_flops=PEAK)
+    addmm = {r.module: r.calls for r in result.ops if r.op == "aten::addmm"}
+    assert addmm == {names[id(shared)]: 2, names[id(model.blocks[0][0])]: 1, names[id(model.heads["out"])]: 1}
+    assert addmm == {"first": 2, "blocks.0.0": 1, "heads.out": 1}
+    assert nothing_wrapped(model)

@@ -3,12 +3,13 @@
 // Global module hooks (register_module_forward_pre_hook) would see every module call, but they
 // put every call of every module in the process on nn.Module's slow path (_call_impl's hook
 // loops), which costs more than the hooks themselves: on resnet50 about 1 ms a forward on the
-// 2-core CPU machine. Here each module named by root.named_modules() gets, in its instance
+// 2-core CPU machine. Here each module named by root.named_modules() (walked in C++) gets, in its
+// instance
 // __dict__, a C callable in place of `forward`: _call_impl's fast path calls it, it pushes the
 // module's qualified name, calls the forward the module had and pops the name. Modules the root
 // does not name (held in a plain list, made during the forward) are counted in the module that
 // calls them. Everything is done with the GIL held; installing and removing run no Python code
-// beyond root.named_modules() and attribute reads, so a pending Ctrl-C cannot cut a removal.
+// beyond attribute reads, so a pending Ctrl-C cannot cut a removal.
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -162,6 +163,60 @@ PyTypeObject* wrappedType() {
   return type;
 }
 
+// "forward" and "_modules", made once (interned): the lookups below make no string objects.
+PyObject* interned(const char* text) {
+  PyObject* name = PyUnicode_InternFromString(text);
+  if (name == nullptr) {
+    throw py::error_already_set();
+  }
+  return name;  // kept for the process
+}
+
+PyObject* forwardName() {
+  static PyObject* name = interned("forward");
+  return name;
+}
+
+// Every module under root with its qualified name, as root.named_modules() gives them (each
+// module once, at the first path that reaches it; None children skipped), walked in C++ over
+// the _modules dicts: the Python generator costs more than everything else a scope does.
+void nameModules(PyObject* module, std::string& path,
+                 std::unordered_map<PyObject*, std::string>& names) {
+  if (!names.emplace(module, path).second) {
+    return;
+  }
+  static PyObject* modulesName = interned("_modules");
+  py::object dict = py::reinterpret_steal<py::object>(PyObject_GenericGetDict(module, nullptr));
+  if (!dict) {
+    throw py::error_already_set();
+  }
+  PyObject* children = PyDict_GetItemWithError(dict.ptr(), modulesName);  // borrowed
+  if (children == nullptr || !PyDict_Check(children)) {
+    if (PyErr_Occurred()) {
+      throw py::error_already_set();
+    }
+    return;
+  }
+  Py_ssize_t pos = 0;
+  PyObject* key = nullptr;
+  PyObject* child = nullptr;
+  while (PyDict_Next(children, &pos, &key, &child)) {
+    Py_ssize_t size = 0;
+    const char* name = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, &size) : nullptr;
+    if (child == Py_None || name == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    const size_t mark = path.size();
+    if (mark > 0) {
+      path.push_back('.');
+    }
+    path.append(name, static_cast<size_t>(size));
+    nameModules(child, path, names);
+    path.resize(mark);
+  }
+}
+
 // A module whose forward is wrapped, and by how many live scopes (threads may share modules).
 struct Installed {
   PyObject* wrapper;   // strong
@@ -185,9 +240,11 @@ void wrap(PyObject* module) {
   if (!dict) {
     throw py::error_already_set();
   }
-  PyObject* previous = PyDict_GetItemString(dict.ptr(), "forward");  // borrowed
-  py::object original =
-      py::reinterpret_steal<py::object>(PyObject_GetAttrString(module, "forward"));
+  PyObject* previous = PyDict_GetItemWithError(dict.ptr(), forwardName());  // borrowed
+  if (previous == nullptr && PyErr_Occurred()) {
+    throw py::error_already_set();
+  }
+  py::object original = py::reinterpret_steal<py::object>(PyObject_GetAttr(module, forwardName()));
   if (!original) {
     throw py::error_already_set();
   }
@@ -200,7 +257,7 @@ void wrap(PyObject* module) {
   PyObject_GC_Track(w);
   py::object wrapper = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(w));
   Py_XINCREF(previous);
-  if (PyDict_SetItemString(dict.ptr(), "forward", wrapper.ptr()) != 0) {
+  if (PyDict_SetItem(dict.ptr(), forwardName(), wrapper.ptr()) != 0) {
     Py_XDECREF(previous);
     throw py::error_already_set();
   }
@@ -219,12 +276,12 @@ void unwrap(PyObject* module) {
   map.erase(it);
   PyObject* dict = PyObject_GenericGetDict(module, nullptr);
   if (dict != nullptr) {
-    PyObject* now = PyDict_GetItemString(dict, "forward");
+    PyObject* now = PyDict_GetItemWithError(dict, forwardName());
     if (now == gone.wrapper) {
       if (gone.previous != nullptr) {
-        PyDict_SetItemString(dict, "forward", gone.previous);
+        PyDict_SetItem(dict, forwardName(), gone.previous);
       } else {
-        PyDict_DelItemString(dict, "forward");
+        PyDict_DelItem(dict, forwardName());
       }
     }
     Py_DECREF(dict);
@@ -241,10 +298,8 @@ class ForwardScope final : public Forward::ModuleScope {
   explicit ForwardScope(const py::object& root) {
     py::gil_scoped_acquire gil;
     state_.owner = std::this_thread::get_id();
-    for (py::handle item : root.attr("named_modules")()) {
-      auto pair = item.cast<py::tuple>();
-      state_.names.emplace(pair[1].ptr(), pair[0].cast<std::string>());
-    }
+    std::string path;
+    nameModules(root.ptr(), path, state_.names);
     modules_.reserve(state_.names.size());
     try {
       for (const auto& [module, name] : state_.names) {
