@@ -9,6 +9,8 @@
 #   overhead what a call costs against a user's own loops, resnet50 fp16 batch 1 and 32
 #            (benchmarks/bench_overhead.py; OVERHEAD_ROUNDS: its rounds, 9 unless given)
 #   gap      where torchutil.profile's time goes beyond torch.ops.util.profile's (benchmarks/profile_gap.py)
+#   modulepaths what module paths add to a counted resnet50 forward, b1 and b32, and on the host's
+#            CPU (benchmarks/module_path_cost.py)
 #   tracecost tracing's cost, and CUPTI after a trace with and without teardown (benchmarks/trace_cost.py)
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and threads, into $OUT/sweep.sqlite,
@@ -133,6 +135,13 @@ for phase in "${phases[@]}"; do
       done ;;
     gap)
       timeout 150 python3 benchmarks/profile_gap.py --json "$OUT/profile_gap.json" 2>&1 | tee "$OUT/profile_gap.txt" | tail -12 ;;
+    modulepaths)
+      for b in 1 32; do
+        timeout 120 python3 benchmarks/module_path_cost.py --device cuda --batch $b --rounds 60 \
+          --json "$OUT/module_path_cost_b$b.json"
+      done 2>&1 | tee "$OUT/module_path_cost.txt"
+      timeout 120 python3 benchmarks/module_path_cost.py --device cpu --size 32 --threads 1 --rounds 40 \
+        --json "$OUT/module_path_cost_cpu.json" 2>&1 | tee -a "$OUT/module_path_cost.txt" ;;
     tracecost)
       timeout 170 python3 benchmarks/trace_cost.py --rounds 7 --json "$OUT/trace_cost.json" 2>&1 | tee "$OUT/trace_cost.txt" | tail -14 ;;
     nastrial)
