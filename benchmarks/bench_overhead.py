@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
-import time
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -36,17 +34,14 @@ from torch.utils.flop_counter import FlopCounterMode
 import torchutil
 from torchutil.models import DTYPES, build_classifier
 
+from rounds import quartiles, timed_rounds  # benchmarks/rounds.py, beside this script
+
 PHASES = ("warmup", "count", "capture", "trace", "time", "counters", "wait", "assemble")
 
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
-    return q[0], statistics.median(values), q[2]
 
 
 def main() -> None:
@@ -142,22 +137,9 @@ def main() -> None:
     if not args.skip_torch_profiler:
         variants["torch.profiler x1"] = torch_profiler
 
-    rng = random.Random(args.seed)
-    samples: dict[str, list[float]] = {k: [] for k in variants}
     with torch.inference_mode():
-        for fn in variants.values():  # warm every path (library init, lazy modules, CUPTI)
-            fn()
-            fn()
-        phases.clear()
-        for _ in range(args.rounds):
-            order = list(variants)
-            rng.shuffle(order)
-            for name in order:
-                _sync(device)
-                t0 = time.perf_counter()
-                variants[name]()
-                _sync(device)
-                samples[name].append(time.perf_counter() - t0)
+        samples = timed_rounds(variants, args.rounds, args.seed, lambda: _sync(device),
+                               before_rounds=phases.clear)
 
     where = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     print(f"{args.model} batch {args.batch} {args.dtype} {'channels_last' if channels_last else 'contiguous'} "

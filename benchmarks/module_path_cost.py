@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
-import statistics
 import time
 
 import torch
@@ -30,10 +28,7 @@ import torchutil
 from torchutil import _C
 from torchutil.models import DTYPES, build_classifier
 
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    q1, m, q3 = statistics.quantiles(values, n=4)
-    return q1, statistics.median(values), q3
+from rounds import quartiles, timed_rounds  # benchmarks/rounds.py, beside this script
 
 
 def main() -> None:
@@ -82,31 +77,22 @@ def main() -> None:
             model(x)
 
     variants = {"plain": plain, "scope": scope, "count": count, "count+paths": count_paths}
-    rng = random.Random(args.seed)
-    samples: dict[str, list[float]] = {k: [] for k in variants}
     opening: list[float] = []
     closing: list[float] = []
+
+    def scope_alone() -> None:
+        """After a round: a forward (as in a call), then the scope opened and closed alone."""
+        model(x)
+        sync()
+        t0 = time.perf_counter()
+        s = _C._ModuleScope(model)
+        t1 = time.perf_counter()
+        s.close()
+        closing.append(time.perf_counter() - t1)
+        opening.append(t1 - t0)
+
     with torch.inference_mode():
-        for fn in variants.values():
-            fn()
-            fn()
-        for _ in range(args.rounds):
-            order = list(variants)
-            rng.shuffle(order)
-            for name in order:
-                sync()
-                t0 = time.perf_counter()
-                variants[name]()
-                sync()
-                samples[name].append(time.perf_counter() - t0)
-            model(x)  # a forward between, as in a call, then the scope alone
-            sync()
-            t0 = time.perf_counter()
-            s = _C._ModuleScope(model)
-            t1 = time.perf_counter()
-            s.close()
-            closing.append(time.perf_counter() - t1)
-            opening.append(t1 - t0)
+        samples = timed_rounds(variants, args.rounds, args.seed, sync, after_round=scope_alone)
 
     where = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     modules = sum(1 for _ in model.modules())
