@@ -4,6 +4,7 @@ and each test here profiles again afterwards to show the state is usable)."""
 from __future__ import annotations
 
 import threading
+import warnings
 
 import pytest
 import torch
@@ -371,7 +372,9 @@ def test_ctrl_c_inside_the_hooks_removal_removes_them_and_reaches_the_caller(lin
         assert model.calls < 10**5  # the timing loop stopped at its next signal check
     raised.clear()
     want = 1
-    scripted = torch.jit.script(linear)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit.script is deprecated
+        scripted = torch.jit.script(linear)
     with pytest.raises(KeyboardInterrupt):
         with torchutil.Profiler(scripted, peak_flops=PEAK):
             scripted(X)

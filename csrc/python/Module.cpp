@@ -18,7 +18,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_exit_module", &torchutil::OpCounter::exitModule);
   m.def("_wrapped_forwards", &torchutil::wrappedForwards,
         "How many modules' forwards module-path scopes have wrapped now.");
-  // torchutil.Profiler's module scopes: hooks live until close() (or garbage collection).
+  // torchutil.Profiler's module scopes: wrapped forwards (or hooks) live until close() (or
+  // garbage collection).
   struct ModuleScopeHandle {
     std::unique_ptr<torchutil::Forward::ModuleScope> scope;
   };
