@@ -23,7 +23,7 @@ class Forward {
   virtual std::optional<c10::Device> parameterDevice() = 0;
   // Short description for messages ("TorchScript module ResNet", "Python callable ...").
   virtual std::string describe() = 0;
-  // Whether forwards are compiled code that runs ops out of sight of module hooks.
+  // Whether forwards are compiled code that runs ops out of sight of module paths.
   virtual bool compiled() { return false; }
   // Whether a forward may run ops on other threads (TorchScript's fork runs on the inter-op
   // pool; an eager Python fork runs inline): a profile then counts it eagerly before trying a

@@ -36,7 +36,8 @@ class OpCounter {
   static void abort() noexcept;
   static bool active();
 
-  // Module scopes reported by module hooks; ignored when this thread does not count.
+  // Module scopes reported by the module-path scopes (csrc/python); ignored when this thread
+  // does not count.
   static void enterModule(std::string_view path);
   static void exitModule();
   static std::string currentModule();

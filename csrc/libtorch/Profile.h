@@ -40,8 +40,9 @@ struct ProfileOptions {
   // Forwards traced after the counted one (untimed; the timed forwards run without CUPTI).
   int64_t traceForwards = 1;
   bool chromeTrace = false;  // also build the Chrome trace JSON
-  // Name the module of every op (Python module hooks during the counted forward; they cost
-  // about a third of a forward at batch 1 on a GPU, so the summary-only op goes without).
+  // Name the module of every op during the counted forward (an eager module's forwards wrapped,
+  // other roots' global module hooks: csrc/python; about 0.4 ms a resnet50 forward on an H200
+  // host, benchmarks/module_path_cost.py), which the summary-only op goes without.
   bool modulePaths = true;
   // Hardware counters (counters=...; none by default): range-profiler passes after the timed
   // forwards (flops, throughput) and PM sampling over the traced forwards, else over forwards

@@ -265,7 +265,8 @@ void wrap(PyObject* module) {
 }
 
 // One user fewer; the last puts back what __dict__["forward"] held (unless something else has
-// replaced the wrapper since). Runs no Python code and raises nothing.
+// replaced the wrapper since). Runs no Python code and raises nothing; an error already pending
+// (a forward's, on its way out) is kept.
 void unwrap(PyObject* module) {
   auto& map = installed();
   auto it = map.find(module);
@@ -274,6 +275,8 @@ void unwrap(PyObject* module) {
   }
   Installed gone = it->second;
   map.erase(it);
+  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+  PyErr_Fetch(&type, &value, &trace);
   PyObject* dict = PyObject_GenericGetDict(module, nullptr);
   if (dict != nullptr) {
     PyObject* now = PyDict_GetItemWithError(dict, forwardName());
@@ -289,6 +292,7 @@ void unwrap(PyObject* module) {
   if (PyErr_Occurred()) {
     PyErr_WriteUnraisable(module);
   }
+  PyErr_Restore(type, value, trace);
   Py_XDECREF(gone.previous);
   Py_DECREF(gone.wrapper);
 }
