@@ -4,7 +4,7 @@ Capture nodes (torchutil's default attribution where the forward captures) ask C
 change of the innermost op during the capture, which graph the stream captures into
 (cudaStreamGetCaptureInfo) and how many nodes it holds (cudaGraphGetNodes with no array), and at
 the capture's end read every node (cudaGraphNodeGetType, cudaGraphKernelNodeGetParams,
-cudaFuncGetName). This script captures a model's forward with torch.cuda.graph and, while the
+cudaFuncGetName); and the clock an op event reads (cuptiGetTimestamp, clock_gettime). This script captures a model's forward with torch.cuda.graph and, while the
 capture is still open (all its nodes made), times each query N times through ctypes, against an
 empty ctypes call (cudaGetLastError) as the floor, in the libcudart the process already loaded.
 It also times a capture of the forward itself, to set the queries against. Medians of --repeats
@@ -22,12 +22,13 @@ import statistics
 import time
 
 
-def _cudart() -> ctypes.CDLL:
-    """The libcudart this process already loaded (torch's), by its path in /proc/self/maps."""
+def _loaded(library: str) -> ctypes.CDLL:
+    """A library this process already loaded (torch's libcudart, torchutil's libcupti), by its
+    path in /proc/self/maps."""
     with open("/proc/self/maps") as f:
-        paths = sorted({line.split()[-1] for line in f if "libcudart.so" in line})
+        paths = sorted({line.split()[-1] for line in f if library in line})
     if not paths:
-        raise SystemExit("capture_query_cost: no libcudart is loaded in this process")
+        raise SystemExit(f"capture_query_cost: no {library} is loaded in this process")
     return ctypes.CDLL(paths[0])
 
 
@@ -42,12 +43,22 @@ def main() -> None:
 
     import torch
 
+    import torchutil  # noqa: F401  (loads libcupti)
     from torchutil.models import build_classifier
 
     dev = torch.device("cuda")
     model = build_classifier(args.model).eval().to(dev, torch.half).to(memory_format=torch.channels_last)
     x = torch.randn(args.batch, 3, 224, 224, device=dev, dtype=torch.half).contiguous(memory_format=torch.channels_last)
-    rt = _cudart()
+    rt = _loaded("libcudart.so")
+    cupti = _loaded("libcupti.so")
+    cupti.cuptiGetTimestamp.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+    libc = ctypes.CDLL(None)
+
+    class Timespec(ctypes.Structure):
+        _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+    libc.clock_gettime.argtypes = [ctypes.c_int, ctypes.POINTER(Timespec)]
+    stamp, ts = ctypes.c_uint64(), Timespec()
     vp, sz = ctypes.c_void_p, ctypes.c_size_t
     rt.cudaStreamGetCaptureInfo.argtypes = [vp, ctypes.POINTER(ctypes.c_int), vp, ctypes.POINTER(vp),
                                             ctypes.POINTER(vp), vp, ctypes.POINTER(sz)]
@@ -101,12 +112,16 @@ def main() -> None:
                     s, ctypes.byref(status), None, ctypes.byref(graph), ctypes.byref(deps), None, ctypes.byref(ndeps)),
                 "cudaGraphGetNodes (count)": lambda: rt.cudaGraphGetNodes(graph, None, ctypes.byref(count)),
             }
-            for name, q in queries.items():
-                for _ in range(args.repeats):
-                    t0 = time.perf_counter()
-                    for _ in range(args.calls):
-                        q()
-                    timings.setdefault(name, []).append((time.perf_counter() - t0) / args.calls)
+
+            def time_calls(calls: dict) -> None:
+                for name, q in calls.items():
+                    for _ in range(args.repeats):
+                        t0 = time.perf_counter()
+                        for _ in range(args.calls):
+                            q()
+                        timings.setdefault(name, []).append((time.perf_counter() - t0) / args.calls)
+
+            time_calls(queries)
             kind, params, fname = ctypes.c_int(), ctypes.create_string_buffer(64), ctypes.c_char_p()
             for _ in range(args.repeats):
                 t0 = time.perf_counter()
@@ -115,6 +130,13 @@ def main() -> None:
                     if kind.value == 0 and rt.cudaGraphKernelNodeGetParams(node, params) == 0:
                         rt.cudaFuncGetName(ctypes.byref(fname), vp.from_buffer(params).value)
                 timings.setdefault("read every node (type, params, name)", []).append(time.perf_counter() - t0)
+            # An op event's clock, read twice per op call of a traced counted forward: CUPTI's
+            # (what the tracer read until 2026-12-02) and the CLOCK_REALTIME every trace registers
+            # with CUPTI (what it reads now). Last: cuptiGetTimestamp may attach CUPTI.
+            time_calls({
+                "clock_gettime(CLOCK_REALTIME)": lambda: libc.clock_gettime(0, ctypes.byref(ts)),
+                "cuptiGetTimestamp": lambda: cupti.cuptiGetTimestamp(ctypes.byref(stamp)),
+            })
         rt.cudaGetLastError()
     med = {k: statistics.median(v) for k, v in timings.items()}
     floor = med["ctypes floor (cudaGetLastError)"]

@@ -94,13 +94,19 @@ def child(args: argparse.Namespace) -> dict:
         for fn in variants.values():
             fn()
         samples = {k: [] for k in variants}
+        stages: dict[str, dict[str, list[float]]] = {k: {} for k in variants if "traced" in k and "untraced" not in k}
         rng = random.Random(0)
         for _ in range(args.rounds):
             order = list(variants)
             rng.shuffle(order)
             for k in order:
+                torchutil._C._trace_stages()  # starts the sums from zero
                 samples[k].append(timed(variants[k]))
+                if k in stages:
+                    for stage, (_, seconds) in torchutil._C._trace_stages().items():
+                        stages[k].setdefault(stage, []).append(seconds)
         out.update(samples)
+        out["stages"] = stages
     out["device"] = torch.cuda.get_device_name(dev)
     return out
 
@@ -145,7 +151,7 @@ def report(data: dict) -> None:
     written before the processes were kept hold the first process of each setting only.)"""
     args = data["args"]
     runs = {t: r if isinstance(r, list) else [r] for t, r in data["runs"].items()}
-    names = [k for k in next(iter(runs.values()))[0] if k not in ("device", "attributed")
+    names = [k for k in next(iter(runs.values()))[0] if k not in ("device", "attributed", "stages")
              and all(k in r for rs in runs.values() for r in rs)]
 
     def med(run: dict, k: str) -> float:
@@ -177,6 +183,18 @@ def report(data: dict) -> None:
             q = statistics.quantiles(v, n=4, method="inclusive")
             cells.append(f"{1e3 * statistics.median(v):>10.2f} ({1e3 * q[0]:.2f}-{1e3 * q[2]:.2f})")
         print(f"{k:<24}" + "".join(f"{c:>26}" for c in cells))
+    for t, rs in runs.items():
+        staged = [r["stages"] for r in rs if "stages" in r]  # files before it: none
+        if not staged:
+            continue
+        print(f"setting {t}: where a traced call's tracing goes (torchutil._C._trace_stages), ms per call, "
+              "median of the rounds of all its processes")
+        stage_names = list(next(iter(staged[0].values())))
+        print(f"{'':<16}" + "".join(f"{n:>12}" for n in stage_names) + f"{'sum':>10}")
+        for v in staged[0]:
+            per = {n: [x for st in staged for x in st[v][n]] for n in stage_names}
+            meds = [1e3 * statistics.median(per[n]) for n in stage_names]
+            print(f"{v:<16}" + "".join(f"{m:>12.3f}" for m in meds) + f"{sum(meds):>10.3f}")
 
 if __name__ == "__main__":
     main()

@@ -223,6 +223,29 @@ def test_cuda_graph_replays_are_traced_and_attributed():
 
 
 @pytest.mark.cuda
+def test_trace_stages_count_each_stage_of_a_capture_node_trace_once(monkeypatch):
+    # torchutil._C._trace_stages (what benchmarks/trace_cost.py prints): one traced default call
+    # starts, reads the capture's nodes, turns the records on, flushes and releases once; it
+    # queries the node count at every change of the innermost op, at least twice per op that
+    # launches (oracle for the launching ops: the nodes the capture made, kernel_table's rows).
+    monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION", raising=False)
+    model, x = _resnet50(1)
+    torchutil.profile(model, x, warmup=2, iters=2)
+    torchutil._C._trace_stages()
+    r = torchutil.profile(model, x, warmup=2, iters=2)
+    stages = torchutil._C._trace_stages()
+    assert r.trace_status == "on" and r.timing_mode == "cuda_graph", r.trace_status
+    for stage in ("start", "read_nodes", "records_on", "flush", "attribute", "release"):
+        assert stages[stage][0] == 1, (stage, stages)
+    launching_ops = len({k.op_row for k in r.kernels if k.op_row is not None})
+    assert stages["query"][0] >= 2 * launching_ops > 0, (stages["query"], launching_ops)
+    assert all(seconds > 0 for times, seconds in stages.values() if times > 0)
+    print("trace stages, resnet50 b1 default call (ms): "
+          + ", ".join(f"{k} {1e3 * s:.3f} ({n}x)" for k, (n, s) in stages.items()))
+    assert torchutil._C._trace_stages()["query"] == (0, 0.0)
+
+
+@pytest.mark.cuda
 def test_torch_compile_kernels_are_recorded():
     model, x = _resnet50(8)
     eager = torchutil.profile(model, x, warmup=1, iters=2)

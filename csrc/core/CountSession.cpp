@@ -321,6 +321,15 @@ int64_t CountSession::currentEvent() const {
   return frames_.empty() ? -1 : frames_.back().event;
 }
 
+int64_t CountSession::attributionEvent() const {
+  if (frames_.empty()) {
+    return -1;
+  }
+  const Frame& f = frames_.back();
+  // An inside frame's event was given the counted frame's event as its owner when it began.
+  return f.inside && counted_ >= 0 ? frames_[static_cast<size_t>(counted_)].event : f.event;
+}
+
 std::vector<OpEvent> CountSession::events() const {
   std::vector<OpEvent> out = events_;
   for (OpEvent& e : out) {

@@ -135,6 +135,13 @@ class CountSession {
   void recordEvents(uint64_t (*clock)());
   // Index of the innermost open op's event, -1 when none or events are off.
   int64_t currentEvent() const;
+  // The event a kernel launched now is attributed to (the id a trace's hooks push): the
+  // innermost open op's, or for an op inside a counted one that counted op's, its owner (the
+  // kernel resolves to the same row, op and module either way). So the attributed op changes
+  // only where a counted op or an op outside one begins or ends, not at each of the helpers a
+  // counted op calls: a trace asks CUDA for the capture's node count (or issues a marker) at
+  // each change. -1 when none or events are off.
+  int64_t attributionEvent() const;
   // Events with rows resolved through their owners.
   std::vector<OpEvent> events() const;
 

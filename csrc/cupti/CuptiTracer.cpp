@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/KernelName.h"
+#include "core/TraceStages.h"
 #include "cupti/ActivityDecoder.h"
 #include "cupti/CuptiStatus.h"
 
@@ -133,6 +134,7 @@ void noteChange(Marking& m, uint64_t id) {
   if (m.captureStream == nullptr) {
     return;  // before the capture began: nothing to attribute
   }
+  TraceStageTimer t(TraceStage::Query);
   size_t count = 0;
   if (m.captureGraph == nullptr ||
       cudaGraphGetNodes(m.captureGraph, nullptr, &count) != cudaSuccess) {
@@ -162,6 +164,7 @@ const std::string* kernelFunctionName(const void* func) {
 // CaptureNodes: every node of the capture so far, in the order CUDA lists them (the order it
 // created them), with the kind of record each produces when replayed.
 void readCapturedNodes(Marking& m) {
+  TraceStageTimer t(TraceStage::ReadNodes);
   cudaGraph_t graph = m.captureGraph;  // asked for when the capture began
   size_t count = 0;
   if (graph == nullptr || cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
@@ -562,10 +565,10 @@ uint64_t CuptiTracer::dropped() const {
   return rec.activity.dropped;
 }
 
+// The clock every trace registers with CUPTI for its records (enable()), read directly: the
+// counted forward reads it twice per op call for its op events.
 uint64_t CuptiTracer::timestamp() {
-  uint64_t t = 0;
-  cuptiGetTimestamp(&t);
-  return t;
+  return realtimeNs();
 }
 
 // With markers, a marker only where the innermost open op changes: the ops nested in a counted

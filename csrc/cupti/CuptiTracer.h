@@ -62,7 +62,8 @@ class CuptiTracer final : public ActivityTrace {
   // default).
   void detachWhenDone(bool detach) override { detach_ = detach; }
 
-  // CUPTI's clock, the one kernel records use (nanoseconds).
+  // The clock kernel records use while a trace runs (CLOCK_REALTIME, nanoseconds: every trace
+  // registers it with CUPTI).
   static uint64_t timestamp();
   // Marks the CUDA calls of this thread with an external id until the matching pop. A CUPTI or
   // CUDA error is a one-time warning (the kernels then go unattributed), not an exception.

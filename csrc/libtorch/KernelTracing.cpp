@@ -2,8 +2,11 @@
 
 #include <c10/util/Exception.h>
 
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
+#include "core/TraceStages.h"
 #include "libtorch/Devices.h"
 
 namespace torchutil {
@@ -22,9 +25,15 @@ std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::str
   }
   try {
     std::unique_ptr<KernelTracing> tracing(new KernelTracing(device, backend.hooks(), how));
-    synchronizeDevice(device);
+    {
+      TraceStageTimer t(TraceStage::Sync);
+      synchronizeDevice(device);
+    }
     std::string why;
-    tracing->trace_ = backend.start(&why, how);
+    {
+      TraceStageTimer t(TraceStage::Start);
+      tracing->trace_ = backend.start(&why, how);
+    }
     if (!tracing->trace_) {
       *status = "off: " + why;
       return nullptr;
@@ -39,26 +48,46 @@ std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::str
 }
 
 void KernelTracing::countedDone() {
-  synchronizeDevice(device_);
+  {
+    TraceStageTimer t(TraceStage::Sync);
+    synchronizeDevice(device_);
+  }
   trace_->stopCorrelating();
   countedEnd_ = hooks_.clock();
 }
 
 void KernelTracing::timedStart() {
-  trace_->recordFromNow();
+  {
+    TraceStageTimer t(TraceStage::RecordsOn);
+    trace_->recordFromNow();
+  }
   timedBegin_ = hooks_.clock();
 }
 
 bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed,
                            int64_t forwards, std::string* problem) {
-  synchronizeDevice(device_);
-  trace_->flush();
-  std::vector<KernelRecord> all = trace_->takeKernels();
-  const auto external = trace_->takeExternalIds();  // after takeKernels (ActivityTrace)
-  const GraphNodeOps nodes = trace_->takeGraphNodes();
-  const CapturedForward captured = trace_->takeCapturedForward();
-  dropped_ = trace_->dropped();
-  trace_.reset();  // releases the backend now, not at the end of the call
+  {
+    TraceStageTimer t(TraceStage::Sync);
+    synchronizeDevice(device_);
+  }
+  std::vector<KernelRecord> all;
+  std::unordered_map<uint32_t, uint64_t> external;
+  GraphNodeOps nodes;
+  CapturedForward captured;
+  {
+    TraceStageTimer t(TraceStage::Flush);
+    trace_->flush();
+    all = trace_->takeKernels();
+    external = trace_->takeExternalIds();  // after takeKernels (ActivityTrace)
+    nodes = trace_->takeGraphNodes();
+    captured = trace_->takeCapturedForward();
+    dropped_ = trace_->dropped();
+  }
+  {
+    TraceStageTimer t(TraceStage::Release);
+    trace_.reset();  // releases the backend now, not at the end of the call
+  }
+  TraceStageTimer t(TraceStage::Attribute);
   const bool graph = how_ == Correlation::GraphNodes || how_ == Correlation::CaptureNodes;
   for (KernelRecord& k : all) {
     // With graph nodes the counted forward ran nothing (it was captured): what ran before the

@@ -110,7 +110,7 @@ void enterOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* ho
   }
   const bool counted = s->enter(name, it->second.entry);
   if (hooks != nullptr && s->currentEvent() >= 0) {
-    hooks->push(static_cast<uint64_t>(s->currentEvent()) + 1);
+    hooks->push(static_cast<uint64_t>(s->attributionEvent()) + 1);
   }
   if (s->topIsInside()) {
     return;  // most ops of a forward: an implementation detail of a counted op

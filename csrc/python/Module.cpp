@@ -2,7 +2,9 @@
 // the few things the dispatcher cannot carry (boxing a Python callable, module scopes).
 #include <torch/python.h>
 
+#include "core/TraceStages.h"
 #include "libtorch/OpCounter.h"
+#include "libtorch/Timing.h"
 #include "python/PyModule.h"
 
 namespace py = pybind11;
@@ -32,6 +34,20 @@ PYBIND11_MODULE(_C, m) {
           scope->close();
         }
       });
+  m.def("_free_capture_pools", &torchutil::freeCapturePools,
+        py::call_guard<py::gil_scoped_release>(),
+        "Gives back the memory pools this thread's CUDA-graph captures keep between calls.");
+  m.def(
+      "_trace_stages",
+      [] {
+        py::dict out;
+        for (const torchutil::TraceStageTotal& t : torchutil::takeTraceStages()) {
+          out[py::str(t.stage)] = py::make_tuple(t.times, t.seconds);
+        }
+        return out;
+      },
+      "Where kernel traces' host time went since the last call: {stage: (times, seconds)}, "
+      "summed over the process's traces; the sums start again from zero.");
   m.def("_build_info", [] {
     py::dict info;
 #ifdef TORCHUTIL_WITH_CUDA

@@ -296,12 +296,17 @@ TEST(KernelTraceTest, CountSessionEventsResolveRowsThroughOwners) {
          Arg::ofBool(false),          Arg::ofInts({0, 0}),         Arg::ofInt(1)};
   ASSERT_TRUE(session.enter("aten::convolution"));
   EXPECT_EQ(session.currentEvent(), 0);
+  EXPECT_EQ(session.attributionEvent(), 0);
   session.setInputs(x);
   EXPECT_FALSE(session.enter("aten::_convolution"));
   EXPECT_EQ(session.currentEvent(), 1);
+  EXPECT_EQ(session.attributionEvent(), 0);  // inside the counted op: its owner's
   session.exit({});
+  EXPECT_EQ(session.attributionEvent(), 0);
   session.exit({Arg::ofTensor({1, 4, 6, 6})});
+  EXPECT_EQ(session.attributionEvent(), -1);
   EXPECT_FALSE(session.enter("aten::linalg_inv"));
+  EXPECT_EQ(session.attributionEvent(), 2);  // outside any counted op: its own
   session.exit({});
   const auto ev = session.events();
   ASSERT_EQ(ev.size(), 3u);

@@ -62,8 +62,17 @@ TEST(ProfileFakeHardwareTest, AFakeGpusKernelsAreAttributedToTheOpsThatLaunchedT
   EXPECT_EQ(trace.popped, static_cast<int>(trace.pushed.size()));  // every op pushed was popped
   ASSERT_FALSE(trace.launched.empty());
   ASSERT_EQ(out.kernels.size(), trace.launched.size());
-  // Each kernel takes the op event that launched it (an innermost op: aten::mm's resolve_conj,
-  // aten::relu's clamp_min on the CPU) and so the op row of the counted op that owns it.
+  // Ops inside a counted op (aten::mm's resolve_conj, aten::relu's clamp_min on the CPU) push
+  // the counted op's event: the hooks see a change only where a counted op or an op outside one
+  // begins or ends. So each kernel takes the event of the op that owns its launch, and so the
+  // op row of the counted op that owns it.
+  for (uint64_t id : trace.pushed) {
+    ASSERT_GE(id, 1u);
+    ASSERT_LE(id, out.events.size());
+    EXPECT_NE(out.events[id - 1].kind, OpEvent::Kind::Inside) << out.events[id - 1].op;
+  }
+  EXPECT_TRUE(std::any_of(out.events.begin(), out.events.end(),
+                          [](const OpEvent& e) { return e.kind == OpEvent::Kind::Inside; }));
   const auto& rows = out.table.rows();
   std::vector<std::string> ops;
   for (const KernelRecord& k : out.kernels) {
