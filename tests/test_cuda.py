@@ -168,6 +168,17 @@ def test_timing_auto_falls_back_to_eager_when_the_forward_cannot_be_captured(res
     assert r.kernels and not [k for k in r.kernels if not k.timed]
     assert all(k.op_row is not None for k in r.kernels)
     assert torch.ops.util._live_callbacks() == 0
+    # The same for the capture an eager traced call counts in (never replayed, in the thread's
+    # kept pool): it fails, the call counts an eager forward instead, and the pool's next
+    # captures of either kind work (a failed capture must not leave the pool recording).
+    monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
+    e = torchutil.profile(forward, batch, warmup=1, iters=2, timing="eager")
+    assert (e.timing_mode, e.trace_status) == ("eager", "on") and e.flops == r.flops
+    for timing in ("auto", "eager", "auto"):
+        again = torchutil.profile(resnet18_fp16, batch, warmup=1, iters=2, timing=timing)
+        assert again.trace_status == "on" and again.flops == r.flops
+        assert again.timing_mode == ("cuda_graph" if timing == "auto" else "eager")
+        assert again.phase_capture_seconds > 0 or again.phase_count_seconds > 0
 
 
 def test_graph_timing_counts_the_capture_forward(resnet18_fp16, batch, monkeypatch):

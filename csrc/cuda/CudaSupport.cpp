@@ -126,7 +126,16 @@ bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forwar
       const std::lock_guard<std::mutex> lock(graphBookkeeping());
       graph.capture_end();
     } catch (...) {
-      // capture is invalid after a failure inside it; capture_end reports that too
+      // capture is invalid after a failure inside it; capture_end reports that too, before it
+      // ends the allocator's routing into the pool. A private pool's id dies with the graph, but
+      // a kept pool's next capture would be refused ("already recording to mempool_id"): end it.
+      if (pool.first != 0 || pool.second != 0) {
+        try {
+          c10::cuda::CUDACachingAllocator::endAllocateToPool(c10::cuda::current_device(), pool);
+        } catch (const c10::Error&) {
+          // capture_end got that far
+        }
+      }
     }
     (void)cudaGetLastError();  // the failed capture's error must not reach the next call
     *failure = e.what();
@@ -250,7 +259,11 @@ bool captureWithoutReplay(const std::function<void()>& forward, c10::Device devi
   c10::cuda::CUDAStreamGuard streamGuard(side);
   const at::cuda::MempoolId_t pool = capturePool(side.device_index(), threadLocal);
   KeptGraph graph;  // never instantiated
-  return captureInto(*graph, forward, threadLocal, failure, pool);
+  if (captureInto(*graph, forward, threadLocal, failure, pool)) {
+    return true;
+  }
+  threadPools().erase(side.device_index());  // as a failed capture's retry does: a new pool next
+  return false;
 }
 
 void freeCapturePools() {
