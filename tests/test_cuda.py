@@ -173,7 +173,7 @@ def test_timing_auto_falls_back_to_eager_when_the_forward_cannot_be_captured(res
     # captures of either kind work (a failed capture must not leave the pool recording).
     monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
     e = torchutil.profile(forward, batch, warmup=1, iters=2, timing="eager")
-    assert (e.timing_mode, e.trace_status) == ("eager", "on") and e.flops == r.flops
+    assert (e.timing_mode, e.trace_status) == ("eager", "on") and e.flops > r.flops  # + abs, sum
     for timing in ("auto", "eager", "auto"):
         again = torchutil.profile(resnet18_fp16, batch, warmup=1, iters=2, timing=timing)
         assert again.trace_status == "on" and again.flops == r.flops
