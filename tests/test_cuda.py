@@ -292,7 +292,9 @@ def test_captures_take_the_threads_pool_again_and_give_it_back_when_asked(resnet
     # Oracle: torch's allocator statistics (segments made = cudaMalloc calls; reserved bytes).
     # A capture allocates from a pool the thread keeps, so after the first call neither a default
     # call (one capture, replayed) nor an eager traced one (counts in a capture never replayed)
-    # makes a segment.
+    # makes a segment. (A capture that failed earlier on this thread, as in the fallback test
+    # above, turned the thread's pool off; free_capture_memory turns it on again.)
+    torchutil.free_capture_memory()
     first = torchutil.profile(resnet18_fp16, batch)
     torchutil.profile(resnet18_fp16, batch, timing="eager")
     made = torch.cuda.memory_stats()["segment.all.allocated"]

@@ -112,7 +112,9 @@ def free_capture_memory() -> None:
     next call's capture takes the same blocks instead of new ones (no cudaMalloc, no growth of
     the allocator's cache). The pool holds the largest forward captured on the thread. After this
     call its blocks are cached memory like any other: ``torch.cuda.empty_cache()`` returns them to
-    the driver. The next capture makes a new pool. Nothing to do without CUDA.
+    the driver. The next capture makes a new pool. After a capture on the thread fails (a forward
+    that cannot be captured), its captures take a private pool each, as torch's own do, until
+    this is called. Nothing to do without CUDA.
     """
     _C._free_capture_pools()
 

@@ -186,12 +186,30 @@ std::map<c10::DeviceIndex, std::unique_ptr<CapturePool>>& threadPools() {
   return pools;
 }
 
+// Set when a capture of the thread fails, until freeCapturePools(): its captures then take a
+// private pool each, as torch's do. A failed capture leaves state behind in torch 2.11 that a
+// later capture into the same pool trips over (capture_end throws before it ends the allocator's
+// routing into the pool: "beginAllocateToPool: already recording to mempool_id"), so the failed
+// pool is dropped and none is kept after it.
+bool& poolsOff() {
+  thread_local bool off = false;
+  return off;
+}
+
 at::cuda::MempoolId_t capturePool(c10::DeviceIndex device, bool threadLocal) {
+  if (poolsOff()) {
+    return {0, 0};
+  }
   std::unique_ptr<CapturePool>& pool = threadPools()[device];
   if (!pool) {
     pool = std::make_unique<CapturePool>(device, threadLocal);
   }
   return pool->id();
+}
+
+void captureFailed(c10::DeviceIndex device) {
+  threadPools().erase(device);
+  poolsOff() = true;
 }
 
 // One capture attempt: the runner (its graph instantiated), or null with *failure. Threads
@@ -204,6 +222,7 @@ std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c1
   c10::cuda::CUDAStreamGuard streamGuard(side);
   const at::cuda::MempoolId_t pool = capturePool(side.device_index(), threadLocal);
   if (!captureInto(runner->graph(), forward, threadLocal, failure, pool)) {
+    captureFailed(side.device_index());
     return nullptr;
   }
   runner->graph().instantiate();
@@ -236,7 +255,6 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
   // (warmUp() may wait for a gpu_lock, whose holder may wait for the gate: not under it.)
   {
     const std::unique_lock<std::shared_mutex> alone(captureGate());
-    threadPools().erase(side.device_index());  // its blocks too: the retry makes a new one
     c10::cuda::CUDACachingAllocator::emptyCache();
   }
   if (warmUp) {
@@ -262,13 +280,14 @@ bool captureWithoutReplay(const std::function<void()>& forward, c10::Device devi
   if (captureInto(*graph, forward, threadLocal, failure, pool)) {
     return true;
   }
-  threadPools().erase(side.device_index());  // as a failed capture's retry does: a new pool next
+  captureFailed(side.device_index());
   return false;
 }
 
 void freeCapturePools() {
   const std::unique_lock<std::shared_mutex> alone(captureGate());
   threadPools().clear();
+  poolsOff() = false;
 }
 
 SharedCaptureMode::SharedCaptureMode(bool on) : on_(on) {
