@@ -565,12 +565,3 @@ def test_gpu_lock_waits_while_another_holder_shares_it(net, tmp_path):
     assert r.phase_wait_seconds >= 0.2
     with open(lock, "a") as f:  # free again once the call returns
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-
-def test_free_capture_memory_is_a_no_op_without_a_capture():
-    # No CUDA capture has run on this thread (none at all on a CPU machine): nothing to give
-    # back, and profiles after it work as before.
-    assert torchutil.free_capture_memory() is None
-    assert "free_capture_memory" in torchutil.__all__
-    r = torchutil.profile(torch.nn.Linear(4, 4), torch.randn(2, 4), warmup=0, iters=1)
-    assert r.matrix_flops == 2 * 2 * 4 * 4  # 2 x (2 x 4) x 4 multiply-accumulates

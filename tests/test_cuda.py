@@ -168,9 +168,8 @@ def test_timing_auto_falls_back_to_eager_when_the_forward_cannot_be_captured(res
     assert r.kernels and not [k for k in r.kernels if not k.timed]
     assert all(k.op_row is not None for k in r.kernels)
     assert torch.ops.util._live_callbacks() == 0
-    # The same for the capture an eager traced call counts in (never replayed, in the thread's
-    # kept pool): it fails, the call counts an eager forward instead, and the pool's next
-    # captures of either kind work (a failed capture must not leave the pool recording).
+    # The same for the capture an eager traced call counts in (never replayed): it fails, the
+    # call counts an eager forward instead, and the next captures of either kind work.
     monkeypatch.delenv("TORCHUTIL_CUPTI_CORRELATION")
     e = torchutil.profile(forward, batch, warmup=1, iters=2, timing="eager")
     assert (e.timing_mode, e.trace_status) == ("eager", "on") and e.flops > r.flops  # + abs, sum
@@ -286,28 +285,3 @@ def test_gpu_lock_is_held_for_the_call_and_released_after(resnet18_fp16, batch, 
     assert seen == ["held"] * 4 and r.phase_wait_seconds >= 0
     with open(lock, "a") as f:  # released when the call returns
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-
-def test_captures_take_the_threads_pool_again_and_give_it_back_when_asked(resnet18_fp16, batch):
-    # Oracle: torch's allocator statistics (segments made = cudaMalloc calls; reserved bytes).
-    # A capture allocates from a pool the thread keeps, so after the first call neither a default
-    # call (one capture, replayed) nor an eager traced one (counts in a capture never replayed)
-    # makes a segment. (A capture that failed earlier on this thread, as in the fallback test
-    # above, turned the thread's pool off; free_capture_memory turns it on again.)
-    torchutil.free_capture_memory()
-    first = torchutil.profile(resnet18_fp16, batch)
-    torchutil.profile(resnet18_fp16, batch, timing="eager")
-    made = torch.cuda.memory_stats()["segment.all.allocated"]
-    again = [torchutil.profile(resnet18_fp16, batch) for _ in range(3)]
-    eager = torchutil.profile(resnet18_fp16, batch, timing="eager")
-    assert torch.cuda.memory_stats()["segment.all.allocated"] == made
-    assert [r.flops for r in again + [eager]] == [first.flops] * 4
-    assert [r.timing_mode for r in again] == ["cuda_graph"] * 3 and eager.trace_status == "on"
-    # empty_cache leaves the kept pool; free_capture_memory gives it back to the cache.
-    torch.cuda.empty_cache()
-    kept = torch.cuda.memory_reserved()
-    torchutil.free_capture_memory()
-    torch.cuda.empty_cache()
-    assert torch.cuda.memory_reserved() < kept
-    after = torchutil.profile(resnet18_fp16, batch)  # a new pool
-    assert (after.flops, after.timing_mode, after.trace_status) == (first.flops, "cuda_graph", "on")

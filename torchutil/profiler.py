@@ -14,8 +14,7 @@ import torch
 from torchutil import _C, _ops  # noqa: F401  (registers the ops)
 from torchutil.result import KernelRow, OpRow, ProfileResult, UnknownOp
 
-__all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "free_capture_memory", "profile",
-           "utilization"]
+__all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "profile", "utilization"]
 
 
 _D = _ops.OPTION_DEFAULTS  # the defaults of csrc/ops/ProfileArgs.h's options table
@@ -103,20 +102,6 @@ def profile(
     options = {name: value for name, value in locals().items() if name in _ops.OPTION_TYPES}
     output = torch.ops.util._profile(model, x, args=args, kwargs=kwargs, **options)
     return ProfileResult._from_output(output)
-
-
-def free_capture_memory() -> None:
-    """Gives back the memory pool the calling thread's CUDA-graph captures keep between calls.
-
-    A profile's capture allocates its activations from a pool that stays with the thread, so the
-    next call's capture takes the same blocks instead of new ones (no cudaMalloc, no growth of
-    the allocator's cache). The pool holds the largest forward captured on the thread. After this
-    call its blocks are cached memory like any other: ``torch.cuda.empty_cache()`` returns them to
-    the driver. The next capture makes a new pool. After a capture on the thread fails (a forward
-    that cannot be captured), its captures take a private pool each, as torch's own do, until
-    this is called. Nothing to do without CUDA.
-    """
-    _C._free_capture_pools()
 
 
 def utilization(flops: torch.Tensor, seconds: torch.Tensor, peak_flops_per_second: torch.Tensor) -> torch.Tensor:

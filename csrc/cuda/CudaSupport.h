@@ -43,11 +43,6 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
                           c10::Stream stream, bool threadLocal, std::string* failure);
 
-// Gives back the memory pools this thread's captures keep between profiles (one per device: the
-// largest forward captured on the thread); torch.cuda.empty_cache() then returns the memory to
-// the driver. The next capture makes a new pool.
-void freeCapturePools();
-
 // While it lives (and is on), this thread's CUDA calls are refused only during its own captures
 // (CUDA's thread-local interaction mode), not while another thread of the process captures: the
 // default (global) mode refuses a synchronization whenever any thread captures in a mode other

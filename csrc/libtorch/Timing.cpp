@@ -165,12 +165,6 @@ Capture captureForward(const std::function<void()>& forward, const std::function
 #endif
 }
 
-void freeCapturePools() {
-#ifdef TORCHUTIL_WITH_CUDA
-  cuda::freeCapturePools();
-#endif
-}
-
 std::shared_ptr<void> shareCapturesWithThreads(bool on) {
 #ifdef TORCHUTIL_WITH_CUDA
   struct Shared {

@@ -4,7 +4,6 @@
 
 #include "core/TraceStages.h"
 #include "libtorch/OpCounter.h"
-#include "libtorch/Timing.h"
 #include "python/PyModule.h"
 
 namespace py = pybind11;
@@ -34,9 +33,6 @@ PYBIND11_MODULE(_C, m) {
           scope->close();
         }
       });
-  m.def("_free_capture_pools", &torchutil::freeCapturePools,
-        py::call_guard<py::gil_scoped_release>(),
-        "Gives back the memory pools this thread's CUDA-graph captures keep between calls.");
   m.def(
       "_trace_stages",
       [] {
