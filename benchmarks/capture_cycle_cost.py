@@ -9,8 +9,11 @@ on a one-op model and on a real one, in two settings:
   shared    every capture in one pool that a kept one-op graph holds alive, so the blocks of a
             destroyed capture are there for the next (no new segments, no cudaMalloc)
 
-and counts the allocator's new segments (cudaMalloc calls) per capture. Medians over --rounds
-with quartiles; one process.
+and counts the allocator's new segments (cudaMalloc calls) per capture. Every capture here runs
+on one side stream: the allocator reuses a free block only on the stream it was allocated on, so
+a kept pool saves the segments only where the captures share a stream (a profile takes a stream
+from torch's round-robin pool per call unless TORCHUTIL_KEEP_CAPTURE_POOL=1 keeps one per
+thread). Medians over --rounds with quartiles; one process.
 
     python benchmarks/capture_cycle_cost.py --model resnet50 --batch 1
 """

@@ -12,6 +12,9 @@
 #   modulepaths what module paths add to a counted resnet50 forward, b1 and b32, and on the host's
 #            CPU (benchmarks/module_path_cost.py)
 #   tracecost tracing's cost, and CUPTI after a trace with and without teardown (benchmarks/trace_cost.py)
+#   keptpools kept capture pools (TORCHUTIL_KEEP_CAPTURE_POOL=1, opt-in): benchmarks/capture_cycle_cost.py,
+#            then every GPU test with them on ($OUT/pytest_cuda_keptpools.txt); the sweep and the
+#            overhead with them on: TORCHUTIL_KEEP_CAPTURE_POOL=1 benchmarks/run_gpu.sh sweep overhead
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and threads, into $OUT/sweep.sqlite,
 #            and its agreement with docs/results/nas/sweep_auto_a.csv.gz (NAS_ARGS: more arguments)
@@ -133,6 +136,11 @@ for phase in "${phases[@]}"; do
           --dtype float16 --rounds "${OVERHEAD_ROUNDS:-9}" --json "$OUT/overhead_b$b.json" 2>&1 | grep -v "^USDT\|^STAGE\|UserWarning\|_warn_once" \
           | tee "$OUT/overhead_b$b.txt"
       done ;;
+    keptpools)
+      timeout 150 python3 benchmarks/capture_cycle_cost.py --json "$OUT/capture_cycle.json" 2>&1 | tee "$OUT/capture_cycle.txt"
+      TORCHUTIL_KEEP_CAPTURE_POOL=1 timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest tests -m cuda -q -p no:cacheprovider \
+        -rs -s > "$OUT/pytest_cuda_keptpools.txt" 2>&1
+      tail -3 "$OUT/pytest_cuda_keptpools.txt" ;;
     gap)
       timeout 150 python3 benchmarks/profile_gap.py --json "$OUT/profile_gap.json" 2>&1 | tee "$OUT/profile_gap.txt" | tail -12 ;;
     modulepaths)

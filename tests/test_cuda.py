@@ -285,3 +285,33 @@ def test_gpu_lock_is_held_for_the_call_and_released_after(resnet18_fp16, batch, 
     assert seen == ["held"] * 4 and r.phase_wait_seconds >= 0
     with open(lock, "a") as f:  # released when the call returns
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_kept_capture_pools_take_the_same_blocks_again_and_give_them_back(resnet18_fp16, batch, monkeypatch):
+    # TORCHUTIL_KEEP_CAPTURE_POOL=1 (opt-in until this test has run on the GPU): each thread's
+    # captures allocate from one pool on one side stream, kept between calls. Oracle: torch's
+    # allocator statistics (segments made = cudaMalloc calls; reserved bytes). After the first
+    # calls neither a default call (one capture, replayed) nor an eager traced one (counts in a
+    # capture never replayed) makes a segment, and the figures are those of private pools.
+    private = torchutil.profile(resnet18_fp16, batch)
+    monkeypatch.setenv("TORCHUTIL_KEEP_CAPTURE_POOL", "1")
+    torchutil._C._free_capture_pools()  # a failed capture earlier on this thread turned them off
+    try:
+        first = torchutil.profile(resnet18_fp16, batch)
+        torchutil.profile(resnet18_fp16, batch, timing="eager")
+        made = torch.cuda.memory_stats()["segment.all.allocated"]
+        again = [torchutil.profile(resnet18_fp16, batch) for _ in range(3)]
+        eager = torchutil.profile(resnet18_fp16, batch, timing="eager")
+        assert torch.cuda.memory_stats()["segment.all.allocated"] == made
+        assert [r.flops for r in [first, *again, eager]] == [private.flops] * 5
+        assert [r.timing_mode for r in again] == ["cuda_graph"] * 3 and eager.trace_status == "on"
+        assert [k.name for k in again[-1].kernels] == [k.name for k in private.kernels]
+        assert statistics.median(r.utilization for r in again) == pytest.approx(private.utilization, rel=0.02)
+        # empty_cache leaves the kept pool; giving the pool back returns it to the cache.
+        torch.cuda.empty_cache()
+        kept = torch.cuda.memory_reserved()
+        torchutil._C._free_capture_pools()
+        torch.cuda.empty_cache()
+        assert torch.cuda.memory_reserved() < kept
+    finally:
+        torchutil._C._free_capture_pools()

@@ -2,6 +2,7 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -9,11 +10,13 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 
 namespace torchutil::cuda {
 namespace {
@@ -110,13 +113,13 @@ cudaStreamCaptureMode captureMode(bool threadLocal) {
   return threadLocal ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
 }
 
-// Captures forward() into `graph` on the current stream: true, or false with *failure (the
-// forward's error) and the CUDA state cleaned up.
+// Captures forward() into `graph` on the current stream, allocating from `pool` (a private one
+// when {0, 0}): true, or false with *failure (the forward's error) and the CUDA state cleaned up.
 bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forward, bool threadLocal,
-                 std::string* failure) {
+                 std::string* failure, at::cuda::MempoolId_t pool = {0, 0}) {
   {
     const std::lock_guard<std::mutex> lock(graphBookkeeping());
-    graph.capture_begin({0, 0}, captureMode(threadLocal));
+    graph.capture_begin(pool, captureMode(threadLocal));
   }
   try {
     forward();
@@ -125,7 +128,16 @@ bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forwar
       const std::lock_guard<std::mutex> lock(graphBookkeeping());
       graph.capture_end();
     } catch (...) {
-      // capture is invalid after a failure inside it; capture_end reports that too
+      // capture is invalid after a failure inside it; capture_end reports that too, before it
+      // ends the allocator's routing into the pool. A private pool's id dies with the graph, but
+      // a kept pool's next capture would be refused ("already recording to mempool_id"): end it.
+      if (pool.first != 0 || pool.second != 0) {
+        try {
+          c10::cuda::CUDACachingAllocator::endAllocateToPool(c10::cuda::current_device(), pool);
+        } catch (const c10::Error&) {
+          // capture_end got that far
+        }
+      }
     }
     (void)cudaGetLastError();  // the failed capture's error must not reach the next call
     *failure = e.what();
@@ -136,6 +148,80 @@ bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forwar
   return true;
 }
 
+// TORCHUTIL_KEEP_CAPTURE_POOL=1 (opt-in until its GPU tests have run; off, every capture takes
+// a private pool of its own, as torch's do): the memory pool a thread's captures on one device
+// allocate from, kept between captures. A capture in a fresh private pool makes new segments
+// for every activation (cudaMalloc: 1 ms of a resnet50 b1 capture's 6 on an H200 host,
+// benchmarks/capture_cycle_cost.py), and the destroyed graph's pool stays in the allocator's
+// cache until it is emptied. Here a one-op graph, captured into the pool and never replayed,
+// keeps the pool alive, so each capture takes the blocks of the graph before it. The allocator
+// reuses a free block only on the stream it was allocated on, so the thread also keeps one
+// capture stream per device (keptCaptureStream): the pool then holds the largest forward
+// captured on the thread, no more. Sharing is safe because a thread's graphs never live side by
+// side: a profile destroys its graph before it returns (and a failed capture's before the
+// retry), and profiles on one thread do not nest. Threads keep their own pools and streams,
+// since their graphs replay at once.
+class CapturePool {
+ public:
+  // Captures the keeper on the current stream (a side stream); id() is {0, 0} (a private pool
+  // per capture) when that fails, for the thread's life.
+  explicit CapturePool(c10::DeviceIndex device, bool threadLocal) {
+    const at::cuda::MempoolId_t id = at::cuda::graph_pool_handle();
+    std::string failure;
+    // One byte from the pool and a memset node (a kernel might be loaded lazily, in the capture).
+    const auto touch = [device] {
+      const at::Tensor byte =
+          at::empty({1}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, device));
+      C10_CUDA_CHECK(
+          cudaMemsetAsync(byte.data_ptr(), 0, 1, c10::cuda::getCurrentCUDAStream(device).stream()));
+    };
+    if (captureInto(*keeper_, touch, threadLocal, &failure, id)) {
+      id_ = id;
+    }
+  }
+  at::cuda::MempoolId_t id() const { return id_; }
+
+ private:
+  KeptGraph keeper_;
+  at::cuda::MempoolId_t id_{0, 0};
+};
+
+std::map<c10::DeviceIndex, std::unique_ptr<CapturePool>>& threadPools() {
+  thread_local std::map<c10::DeviceIndex, std::unique_ptr<CapturePool>> pools;
+  return pools;
+}
+
+// Set when a capture of the thread fails, until freeCapturePools(): its captures then take a
+// private pool each, as torch's do. A failed capture leaves state behind in torch 2.11 that a
+// later capture into the same pool trips over (capture_end throws before it ends the allocator's
+// routing into the pool: "beginAllocateToPool: already recording to mempool_id"), so the failed
+// pool is dropped and none is kept after it.
+bool& poolsOff() {
+  thread_local bool off = false;
+  return off;
+}
+
+bool keepCapturePools() {
+  const char* v = std::getenv("TORCHUTIL_KEEP_CAPTURE_POOL");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+at::cuda::MempoolId_t capturePool(c10::DeviceIndex device, bool threadLocal) {
+  if (!keepCapturePools() || poolsOff()) {
+    return {0, 0};
+  }
+  std::unique_ptr<CapturePool>& pool = threadPools()[device];
+  if (!pool) {
+    pool = std::make_unique<CapturePool>(device, threadLocal);
+  }
+  return pool->id();
+}
+
+void captureFailed(c10::DeviceIndex device) {
+  threadPools().erase(device);
+  poolsOff() = true;
+}
+
 // One capture attempt: the runner (its graph instantiated), or null with *failure. Threads
 // sharing the GPU upload the graph now, on the stream (a copy of its launch data, no kernel),
 // so that the first replay under the gpu_lock does not leave the GPU idle while it uploads.
@@ -144,7 +230,9 @@ std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c1
                                         std::string* failure) {
   auto runner = std::make_unique<GraphRunner>(device, side);
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  if (!captureInto(runner->graph(), forward, threadLocal, failure)) {
+  const at::cuda::MempoolId_t pool = capturePool(side.device_index(), threadLocal);
+  if (!captureInto(runner->graph(), forward, threadLocal, failure, pool)) {
+    captureFailed(side.device_index());
     return nullptr;
   }
   runner->graph().instantiate();
@@ -196,9 +284,32 @@ bool captureWithoutReplay(const std::function<void()>& forward, c10::Device devi
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
-  KeptGraph graph;  // never instantiated
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  return captureInto(*graph, forward, threadLocal, failure);
+  const at::cuda::MempoolId_t pool = capturePool(side.device_index(), threadLocal);
+  KeptGraph graph;  // never instantiated
+  if (captureInto(*graph, forward, threadLocal, failure, pool)) {
+    return true;
+  }
+  captureFailed(side.device_index());
+  return false;
+}
+
+std::optional<c10::Stream> keptCaptureStream(c10::Device device) {
+  if (!keepCapturePools()) {
+    return std::nullopt;
+  }
+  thread_local std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
+  auto it = streams.find(device.index());
+  if (it == streams.end()) {
+    it = streams.emplace(device.index(), c10::cuda::getStreamFromPool(false, device.index())).first;
+  }
+  return it->second.unwrap();
+}
+
+void freeCapturePools() {
+  const std::unique_lock<std::shared_mutex> alone(captureGate());
+  threadPools().clear();
+  poolsOff() = false;
 }
 
 SharedCaptureMode::SharedCaptureMode(bool on) : on_(on) {

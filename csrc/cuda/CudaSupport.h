@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,16 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
 // threadLocal as captureGraph's.
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
                           c10::Stream stream, bool threadLocal, std::string* failure);
+
+// With TORCHUTIL_KEEP_CAPTURE_POOL=1, the side stream this thread's captures on `device` (a
+// concrete one) take every time, so that their kept pool's blocks are reused; else nullopt (a
+// stream from torch's pool, round robin, per call).
+std::optional<c10::Stream> keptCaptureStream(c10::Device device);
+
+// Gives back the memory pools this thread's captures keep between profiles (one per device: the
+// largest forward captured on the thread); torch.cuda.empty_cache() then returns the memory to
+// the driver. The next capture makes a new pool.
+void freeCapturePools();
 
 // While it lives (and is on), this thread's CUDA calls are refused only during its own captures
 // (CUDA's thread-local interaction mode), not while another thread of the process captures: the

@@ -136,7 +136,9 @@ std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
   }
   device = concreteDevice(device);
   const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device.type());
-  const c10::Stream side = impl->getStreamFromGlobalPool(device, /*isHighPriority=*/false);
+  const std::optional<c10::Stream> kept = cuda::keptCaptureStream(device);
+  const c10::Stream side =
+      kept ? *kept : impl->getStreamFromGlobalPool(device, /*isHighPriority=*/false);
   c10::Event ready(device.type());
   ready.record(impl->getStream(device));
   ready.block(side);
@@ -162,6 +164,12 @@ Capture captureForward(const std::function<void()>& forward, const std::function
   TORCH_CHECK(false,
               "torchutil: timing='cuda_graph' needs torchutil built with CUDA; this build has "
               "none (see torchutil.build_info())");
+#endif
+}
+
+void freeCapturePools() {
+#ifdef TORCHUTIL_WITH_CUDA
+  cuda::freeCapturePools();
 #endif
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/TraceStages.h"
 #include "libtorch/OpCounter.h"
+#include "libtorch/Timing.h"
 #include "python/PyModule.h"
 
 namespace py = pybind11;
@@ -33,6 +34,10 @@ PYBIND11_MODULE(_C, m) {
           scope->close();
         }
       });
+  m.def("_free_capture_pools", &torchutil::freeCapturePools,
+        py::call_guard<py::gil_scoped_release>(),
+        "With TORCHUTIL_KEEP_CAPTURE_POOL=1: gives back the memory pools this thread's CUDA-graph "
+        "captures keep between calls, and keeps them again after a failed capture.");
   m.def(
       "_trace_stages",
       [] {
