@@ -32,9 +32,10 @@ void synchronizeDevice(c10::Device device) {
     impl->synchronizeDevice(device.index());
     return;
   }
-  impl->synchronizeStream(impl->getStream(concreteDevice(device)));
+  const c10::Device concrete = concreteDevice(device);
+  impl->synchronizeStream(impl->getStream(concrete));
   for (const c10::Stream& s : tlsStreams->streams_) {
-    if (s.device() == concreteDevice(device)) {
+    if (s.device() == concrete) {
       impl->synchronizeStream(s);
     }
   }
