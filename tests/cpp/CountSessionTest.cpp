@@ -307,6 +307,56 @@ TEST(CountSessionTest, AnUnboxableRedispatchsEventBelongsToItsCaller) {
   EXPECT_EQ(events[1].row, 0);
 }
 
+// A trace's hooks push attributionEvent() instead of currentEvent(): for every op open when a
+// kernel could launch, the two events must resolve to the same row, and the kernel table's op
+// and module (the owner's) must be the same. Autocast's re-dispatch (the caller superseded by a
+// same-named callee) and an unboxable re-dispatch (the callee inside its caller) are the cases
+// where owners change after an event begins.
+TEST(CountSessionTest, TheAttributionEventResolvesAsTheInnermostEventDoes) {
+  CountSession s;
+  s.recordEvents(&fakeClock);
+  std::vector<std::pair<int64_t, int64_t>> seen;  // (currentEvent, attributionEvent)
+  const auto note = [&] { seen.emplace_back(s.currentEvent(), s.attributionEvent()); };
+  const Args floatIn = {t({4, 8}), t({8, 2})};
+  const Args halfIn = {t({4, 8}, 2, "float16"), t({8, 2}, 2, "float16")};
+  call(s, "aten::mm", floatIn, {t({4, 2})}, [&] {
+    note();
+    call(s, "aten::_to_copy", {floatIn[0]}, {halfIn[0]}, [&] { note(); });
+    call(s, "aten::mm", halfIn, {t({4, 2}, 2, "float16")}, [&] {
+      note();
+      call(s, "aten::empty", {}, {}, [&] { note(); });
+    });
+    note();
+  });
+  ASSERT_TRUE(s.enter("aten::mm"));
+  s.setInputs(floatIn);
+  note();
+  ASSERT_TRUE(s.enter("aten::mm"));
+  s.inputsUnavailable();
+  note();
+  EXPECT_FALSE(call(s, "aten::addmm", {}, {}, [&] { note(); }));
+  s.exit({});
+  s.exit({t({4, 2})});
+  call(s, "aten::linalg_inv", {}, {}, [&] { note(); });
+
+  const std::vector<OpEvent> ev = s.events();
+  const auto owner = [&](int64_t e) {
+    const OpEvent& x = ev[static_cast<size_t>(e)];
+    return x.owner >= 0 ? ev[static_cast<size_t>(x.owner)] : x;
+  };
+  ASSERT_EQ(seen.size(), 9u);
+  size_t differ = 0;
+  for (const auto& [current, attribution] : seen) {
+    ASSERT_GE(attribution, 0);
+    differ += current != attribution ? 1 : 0;
+    EXPECT_EQ(ev[static_cast<size_t>(current)].row, ev[static_cast<size_t>(attribution)].row)
+        << ev[static_cast<size_t>(current)].op;
+    EXPECT_EQ(owner(current).op, owner(attribution).op);
+    EXPECT_EQ(owner(current).module, owner(attribution).module);
+  }
+  EXPECT_GE(differ, 3u);  // _to_copy, empty and addmm pushed their counted op's event
+}
+
 TEST(CountSessionTest, OpaqueOpsAreNeitherCountedNorReported) {
   CountSession s;
   ASSERT_TRUE(s.enter("aten::mm"));
