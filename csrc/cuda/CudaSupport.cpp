@@ -114,7 +114,8 @@ cudaStreamCaptureMode captureMode(bool threadLocal) {
 }
 
 // Captures forward() into `graph` on the current stream, allocating from `pool` (a private one
-// when {0, 0}): true, or false with *failure (the forward's error) and the CUDA state cleaned up.
+// when {0, 0}): true, or false with *failure (the forward's error) and the CUDA state cleaned up
+// as far as torch lets it be.
 bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forward, bool threadLocal,
                  std::string* failure, at::cuda::MempoolId_t pool = {0, 0}) {
   {
@@ -128,16 +129,8 @@ bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forwar
       const std::lock_guard<std::mutex> lock(graphBookkeeping());
       graph.capture_end();
     } catch (...) {
-      // capture is invalid after a failure inside it; capture_end reports that too, before it
-      // ends the allocator's routing into the pool. A private pool's id dies with the graph, but
-      // a kept pool's next capture would be refused ("already recording to mempool_id"): end it.
-      if (pool.first != 0 || pool.second != 0) {
-        try {
-          c10::cuda::CUDACachingAllocator::endAllocateToPool(c10::cuda::current_device(), pool);
-        } catch (const c10::Error&) {
-          // capture_end got that far
-        }
-      }
+      // capture is invalid after a failure inside it; capture_end reports that too (before it
+      // ends the allocator's routing into the pool: a kept pool is dropped then, captureFailed)
     }
     (void)cudaGetLastError();  // the failed capture's error must not reach the next call
     *failure = e.what();
@@ -194,8 +187,9 @@ std::map<c10::DeviceIndex, std::unique_ptr<CapturePool>>& threadPools() {
 // Set when a capture of the thread fails, until freeCapturePools(): its captures then take a
 // private pool each, as torch's do. A failed capture leaves state behind in torch 2.11 that a
 // later capture into the same pool trips over (capture_end throws before it ends the allocator's
-// routing into the pool: "beginAllocateToPool: already recording to mempool_id"), so the failed
-// pool is dropped and none is kept after it.
+// routing into the pool: "beginAllocateToPool: already recording to mempool_id"; ending the
+// routing by hand did not cure it on an H200, device call 5 of 2026-12-02's eighth session), so
+// the failed pool is dropped and none is kept after it.
 bool& poolsOff() {
   thread_local bool off = false;
   return off;
