@@ -5,15 +5,17 @@ capture it never replays. This script times torch's capture cycle as torchutil r
 (torch.cuda.CUDAGraph(keep_graph=True): capture_begin, the forward, capture_end, destruction)
 on a one-op model and on a real one, in two settings:
 
-  private   each capture in a fresh private memory pool (torch's default, and torchutil's)
+  private   each capture in a fresh private memory pool (torch's default, and torchutil's with
+            TORCHUTIL_KEEP_CAPTURE_POOL=0)
   shared    every capture in one pool that a kept one-op graph holds alive, so the blocks of a
-            destroyed capture are there for the next (no new segments, no cudaMalloc)
+            destroyed capture are there for the next (no new segments, no cudaMalloc): what
+            torchutil does by default since the ninth session of 2026-12-02
 
 and counts the allocator's new segments (cudaMalloc calls) per capture. Every capture here runs
 on one side stream: the allocator reuses a free block only on the stream it was allocated on, so
-a kept pool saves the segments only where the captures share a stream (a profile takes a stream
-from torch's round-robin pool per call unless TORCHUTIL_KEEP_CAPTURE_POOL=1 keeps one per
-thread). Medians over --rounds with quartiles; one process.
+a kept pool saves the segments only where the captures share a stream (torchutil keeps one
+capture stream per thread and device; with TORCHUTIL_KEEP_CAPTURE_POOL=0 a profile takes one from
+torch's round-robin pool per call). Medians over --rounds with quartiles; one process.
 
     python benchmarks/capture_cycle_cost.py --model resnet50 --batch 1
 """

@@ -12,9 +12,10 @@
 #   modulepaths what module paths add to a counted resnet50 forward, b1 and b32, and on the host's
 #            CPU (benchmarks/module_path_cost.py)
 #   tracecost tracing's cost, and CUPTI after a trace with and without teardown (benchmarks/trace_cost.py)
-#   keptpools kept capture pools (TORCHUTIL_KEEP_CAPTURE_POOL=1, opt-in): benchmarks/capture_cycle_cost.py,
-#            then every GPU test with them on ($OUT/pytest_cuda_keptpools.txt); the sweep and the
-#            overhead with them on: TORCHUTIL_KEEP_CAPTURE_POOL=1 benchmarks/run_gpu.sh sweep overhead
+#   keptpools kept capture pools against private ones: benchmarks/capture_cycle_cost.py, then every
+#            GPU test with them off (TORCHUTIL_KEEP_CAPTURE_POOL=0: a private pool per capture, as
+#            before the ninth session of 2026-12-02; $OUT/pytest_cuda_privatepools.txt); the sweep
+#            and the overhead with them off: TORCHUTIL_KEEP_CAPTURE_POOL=0 benchmarks/run_gpu.sh sweep overhead
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and threads, into $OUT/sweep.sqlite,
 #            and its agreement with docs/results/nas/sweep_auto_a.csv.gz (NAS_ARGS: more arguments)
@@ -138,9 +139,9 @@ for phase in "${phases[@]}"; do
       done ;;
     keptpools)
       timeout 150 python3 benchmarks/capture_cycle_cost.py --json "$OUT/capture_cycle.json" 2>&1 | tee "$OUT/capture_cycle.txt"
-      TORCHUTIL_KEEP_CAPTURE_POOL=1 timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest tests -m cuda -q -p no:cacheprovider \
-        -rs -s > "$OUT/pytest_cuda_keptpools.txt" 2>&1
-      tail -3 "$OUT/pytest_cuda_keptpools.txt" ;;
+      TORCHUTIL_KEEP_CAPTURE_POOL=0 timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest tests -m cuda -q -p no:cacheprovider \
+        -rs -s > "$OUT/pytest_cuda_privatepools.txt" 2>&1
+      tail -3 "$OUT/pytest_cuda_privatepools.txt" ;;
     gap)
       timeout 150 python3 benchmarks/profile_gap.py --json "$OUT/profile_gap.json" 2>&1 | tee "$OUT/profile_gap.txt" | tail -12 ;;
     modulepaths)

@@ -408,6 +408,17 @@ def test_build_info():
     assert not info["cupti"] or info["cuda"]
 
 
+def test_free_capture_pools_without_a_gpu_gives_back_nothing_and_the_next_call_works():
+    # No capture ran on this thread (CPU inputs capture nothing): nothing is kept, and the call
+    # must not touch CUDA. The GPU side (segments, reserved bytes) is in test_cuda.py.
+    model = torch.nn.Linear(16, 16)
+    x = torch.randn(4, 16)
+    first = torchutil.profile(model, x, iters=2)
+    assert torchutil.free_capture_pools() is None
+    assert torchutil.profile(model, x, iters=2).flops == first.flops == 2 * 4 * 16 * 16 + 4 * 16
+    assert "free_capture_pools" in torchutil.__all__
+
+
 # ---- timing modes, adaptive repetition, bandwidth (CPU; the CUDA side is in test_cuda.py) ----
 
 def test_adaptive_repetition_reports_its_interval():

@@ -288,14 +288,19 @@ def test_gpu_lock_is_held_for_the_call_and_released_after(resnet18_fp16, batch, 
 
 
 def test_kept_capture_pools_take_the_same_blocks_again_and_give_them_back(resnet18_fp16, batch, monkeypatch):
-    # TORCHUTIL_KEEP_CAPTURE_POOL=1 (opt-in until this test has run on the GPU): each thread's
-    # captures allocate from one pool on one side stream, kept between calls. Oracle: torch's
-    # allocator statistics (segments made = cudaMalloc calls; reserved bytes). After the first
-    # calls neither a default call (one capture, replayed) nor an eager traced one (counts in a
-    # capture never replayed) makes a segment, and the figures are those of private pools.
+    # By default each thread's captures allocate from one pool on one side stream, kept between
+    # calls; TORCHUTIL_KEEP_CAPTURE_POOL=0 gives every capture a private pool of its own.
+    # Oracle: torch's allocator statistics (segments made = cudaMalloc calls; reserved bytes).
+    # After the first calls neither a default call (one capture, replayed) nor an eager traced
+    # one (counts in a capture never replayed) makes a segment, the figures are those of private
+    # pools, and private pools make new segments on every call.
+    monkeypatch.setenv("TORCHUTIL_KEEP_CAPTURE_POOL", "0")
     private = torchutil.profile(resnet18_fp16, batch)
-    monkeypatch.setenv("TORCHUTIL_KEEP_CAPTURE_POOL", "1")
-    torchutil._C._free_capture_pools()  # a failed capture earlier on this thread turned them off
+    before = torch.cuda.memory_stats()["segment.all.allocated"]
+    torchutil.profile(resnet18_fp16, batch)
+    assert torch.cuda.memory_stats()["segment.all.allocated"] > before, "a private pool per capture"
+    monkeypatch.delenv("TORCHUTIL_KEEP_CAPTURE_POOL")
+    torchutil.free_capture_pools()  # a failed capture earlier on this thread turned them off
     try:
         first = torchutil.profile(resnet18_fp16, batch)
         torchutil.profile(resnet18_fp16, batch, timing="eager")
@@ -310,8 +315,8 @@ def test_kept_capture_pools_take_the_same_blocks_again_and_give_them_back(resnet
         # empty_cache leaves the kept pool; giving the pool back returns it to the cache.
         torch.cuda.empty_cache()
         kept = torch.cuda.memory_reserved()
-        torchutil._C._free_capture_pools()
+        torchutil.free_capture_pools()
         torch.cuda.empty_cache()
         assert torch.cuda.memory_reserved() < kept
     finally:
-        torchutil._C._free_capture_pools()
+        torchutil.free_capture_pools()

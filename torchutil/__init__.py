@@ -19,7 +19,7 @@ from torchutil.fields import (FIELDS, KERNEL_FIELDS, OP_FIELDS, ROOFLINE_FIELDS,
 from torchutil.folding import FoldedModel, fold
 from torchutil.generation import GenerationResult, GenerationRow, plot_generation, profile_generate
 from torchutil.peaks import peak_flops
-from torchutil.profiler import Profiler, profile, utilization
+from torchutil.profiler import Profiler, free_capture_pools, profile, utilization
 from torchutil.result import KernelRow, OpRow, ProfileResult, UnknownOp
 from torchutil.rooflines import (RooflineResult, RooflineRow, memory_bandwidth, roofline,
                                  roofline_utilization)
@@ -42,6 +42,7 @@ __all__ = [
     "build_info",
     "field",
     "fold",
+    "free_capture_pools",
     "memory_bandwidth",
     "peak_flops",
     "plot_generation",

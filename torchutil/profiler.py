@@ -14,7 +14,8 @@ import torch
 from torchutil import _C, _ops  # noqa: F401  (registers the ops)
 from torchutil.result import KernelRow, OpRow, ProfileResult, UnknownOp
 
-__all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "profile", "utilization"]
+__all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "free_capture_pools", "profile",
+           "utilization"]
 
 
 _D = _ops.OPTION_DEFAULTS  # the defaults of csrc/ops/ProfileArgs.h's options table
@@ -69,7 +70,9 @@ def profile(
         "eager": each timed forward launched from the host, as a deployed eager PyTorch model
         runs (at small batches this measures the host CPU as much as the model); "cuda_graph"
         (same as cuda_graph=True): graph replays or an error. `utilization` is measured in the
-        mode that ran (result.timing_mode).
+        mode that ran (result.timing_mode). A thread's captures on one device allocate from one
+        memory pool kept between calls (the largest forward captured on the thread), which
+        free_capture_pools() gives back (TORCHUTIL_KEEP_CAPTURE_POOL=0: a private pool per capture).
     iters: timed forwards; with target_ci (a relative half-width, 0.005 for +-0.5 %) the least
         number, and more are timed until the 95 % confidence interval of the median is that
         tight, max_time seconds have passed or max_iters forwards ran (result.repetition says
@@ -102,6 +105,13 @@ def profile(
     options = {name: value for name, value in locals().items() if name in _ops.OPTION_TYPES}
     output = torch.ops.util._profile(model, x, args=args, kwargs=kwargs, **options)
     return ProfileResult._from_output(output)
+
+
+def free_capture_pools() -> None:
+    """Gives back the CUDA-graph memory pools that profile() keeps between calls on this thread
+    (one per device, as large as the largest forward captured on the thread; a no-op when none
+    is kept); torch.cuda.empty_cache() then returns that memory to the driver."""
+    _C._free_capture_pools()
 
 
 def utilization(flops: torch.Tensor, seconds: torch.Tensor, peak_flops_per_second: torch.Tensor) -> torch.Tensor:

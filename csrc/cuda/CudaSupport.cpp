@@ -141,9 +141,9 @@ bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forwar
   return true;
 }
 
-// TORCHUTIL_KEEP_CAPTURE_POOL=1 (opt-in until its GPU tests have run; off, every capture takes
-// a private pool of its own, as torch's do): the memory pool a thread's captures on one device
-// allocate from, kept between captures. A capture in a fresh private pool makes new segments
+// The memory pool a thread's captures on one device allocate from, kept between captures (on
+// by default; TORCHUTIL_KEEP_CAPTURE_POOL=0: every capture takes a private pool of its own, as
+// torch's do). A capture in a fresh private pool makes new segments
 // for every activation (cudaMalloc: 1 ms of a resnet50 b1 capture's 6 on an H200 host,
 // benchmarks/capture_cycle_cost.py), and the destroyed graph's pool stays in the allocator's
 // cache until it is emptied. Here a one-op graph, captured into the pool and never replayed,
@@ -195,9 +195,10 @@ bool& poolsOff() {
   return off;
 }
 
+// On unless TORCHUTIL_KEEP_CAPTURE_POOL=0 (read at each capture, so a test can turn it off).
 bool keepCapturePools() {
   const char* v = std::getenv("TORCHUTIL_KEEP_CAPTURE_POOL");
-  return v != nullptr && std::string_view(v) == "1";
+  return v == nullptr || std::string_view(v) != "0";
 }
 
 at::cuda::MempoolId_t capturePool(c10::DeviceIndex device, bool threadLocal) {

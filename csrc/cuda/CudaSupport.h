@@ -44,9 +44,9 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
                           c10::Stream stream, bool threadLocal, std::string* failure);
 
-// With TORCHUTIL_KEEP_CAPTURE_POOL=1, the side stream this thread's captures on `device` (a
-// concrete one) take every time, so that their kept pool's blocks are reused; else nullopt (a
-// stream from torch's pool, round robin, per call).
+// The side stream this thread's captures on `device` (a concrete one) take every time, so that
+// their kept pool's blocks are reused; nullopt with TORCHUTIL_KEEP_CAPTURE_POOL=0 (a stream from
+// torch's pool, round robin, per call).
 std::optional<c10::Stream> keptCaptureStream(c10::Device device);
 
 // Gives back the memory pools this thread's captures keep between profiles (one per device: the

@@ -66,8 +66,8 @@ Capture captureForward(const std::function<void()>& forward, const std::function
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
                           c10::Stream stream, bool threadLocal, std::string* failure);
 
-// Gives back the memory pools this thread's captures keep between calls with
-// TORCHUTIL_KEEP_CAPTURE_POOL=1 (cuda::freeCapturePools); nothing without CUDA in the build.
+// Gives back the memory pools this thread's captures keep between calls (unless
+// TORCHUTIL_KEEP_CAPTURE_POOL=0: cuda::freeCapturePools); nothing without CUDA in the build.
 void freeCapturePools();
 
 // For the life of the handle (on: a gpu_lock, other threads of the process may share the GPU),

@@ -36,8 +36,8 @@ PYBIND11_MODULE(_C, m) {
       });
   m.def("_free_capture_pools", &torchutil::freeCapturePools,
         py::call_guard<py::gil_scoped_release>(),
-        "With TORCHUTIL_KEEP_CAPTURE_POOL=1: gives back the memory pools this thread's CUDA-graph "
-        "captures keep between calls, and keeps them again after a failed capture.");
+        "Gives back the memory pools this thread's CUDA-graph captures keep between calls (none "
+        "with TORCHUTIL_KEEP_CAPTURE_POOL=0), and keeps them again after a failed capture.");
   m.def(
       "_trace_stages",
       [] {
