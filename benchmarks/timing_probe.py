@@ -35,7 +35,7 @@ import torch
 import torchutil  # noqa: F401  (registers torch.ops.util)
 from torchutil.fields import FIELDS
 from torchutil.nas import natsbench as nb
-from torchutil.studies.nas_evaluate import _holding
+from torchutil.studies.nas_cells import holding
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results" / "nas"
 
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace, cells: range) -> None:
             with torch.cuda.graph(graph):
                 model(x)
             graph.replay()
-            with _holding(lock):  # as the sweep holds the GPU lock
+            with holding(lock):  # as the sweep holds the GPU lock
                 plain, queued = _time_replays(graph, args.iters, 0)
                 gated, queued_g = _time_replays(graph, args.iters, gate_cycles)
             del graph
