@@ -111,9 +111,12 @@ def exit_on_error() -> Iterator[None]:
         raise SystemExit(str(e)) from None
 
 
+NAS = "torchutil.nas"  # how the NAS studies' errors begin
+
+
 def nas_error(message: str) -> ValueError:
     """The error of a bad argument to the NAS studies: `raise nas_error("...")`."""
-    return ValueError(f"torchutil.nas: {message}")
+    return ValueError(f"{NAS}: {message}")
 
 
 NO_MATPLOTLIB = "no plots: matplotlib is not installed (pip install matplotlib: the plot extra)"

@@ -20,10 +20,11 @@ import torch
 from torch import nn
 
 import torchutil
+from torchutil._ops import check_choice
 from torchutil.fields import FIELDS
 from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
-from torchutil.studies._common import Setup, cudnn_autotune, nas_error
+from torchutil.studies._common import NAS, Setup, cudnn_autotune, nas_error
 from torchutil.studies.nas_db import (KEY_COLUMNS, SUMMARY_COLUMNS, TIMINGS, connect, db_errors, insert_rows, merge,
                                       remove_db)
 
@@ -62,10 +63,8 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         nb.input_shape(self.dataset)  # checks the name
-        if self.dtype not in DTYPES:
-            raise nas_error(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.timing not in TIMINGS:
-            raise nas_error(f"timing must be one of {', '.join(TIMINGS)}, got {self.timing!r}")
+        check_choice("dtype", self.dtype, DTYPES, NAS)
+        check_choice("timing", self.timing, TIMINGS, NAS)
         if self.batch < 1 or self.iters < 1 or self.warmup < 0:
             raise nas_error(f"need batch >= 1, iters >= 1, warmup >= 0; got {self.batch}, {self.iters}, {self.warmup}")
 

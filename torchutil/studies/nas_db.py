@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from torchutil._ops import CHOICES
 from torchutil.studies._common import nas_error
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
 # A row's identity. `device` is the device type ("cuda", "cpu"): the shards of one sweep run on
 # cuda:0..cuda:7 and are one measurement; the GPU's name is in `device_name`.
 KEY_COLUMNS = ("idx", "dataset", "batch", "dtype", "device", "mode")
-TIMINGS = ("auto", "cuda_graph", "eager")
+TIMINGS = CHOICES["timing"]  # a row's mode
 # One measurement config: a row's key without the arch index.
 CONFIG_COLUMNS = KEY_COLUMNS[1:]
 # Copied from the profile summary (torchutil.FIELDS); kernel figures are NaN (NULL) untraced.
