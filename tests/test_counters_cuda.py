@@ -179,7 +179,7 @@ def test_flops_need_tracing_but_the_timeline_does_not(resnet50):
 def test_untraced_timeline_samples_a_forward_after_the_timed_ones(resnet50):
     """trace=False: PM sampling runs over one forward after the 400 timed ones, not over them.
     Sampling all of them (2 s: 200,000 samples at 10 us) overflowed CUPTI's hardware buffer, which
-    holds some 4,000 samples of 32 MB on an H200 (benchmarks/pm_probe.cu), and so did 2,340
+    holds some 4,000 samples of 32 MB on an H200 (benchmarks/results/pm_probe.cu), and so did 2,340
     samples at a stretched 787 us. Oracle: the interval, so the samples must cover that forward."""
     model, x = resnet50
     r = torchutil.profile(model, x, warmup=3, iters=400, trace=False, counters="timeline")

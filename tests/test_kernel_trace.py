@@ -224,7 +224,7 @@ def test_cuda_graph_replays_are_traced_and_attributed():
 
 @pytest.mark.cuda
 def test_trace_stages_count_each_stage_of_a_capture_node_trace_once(monkeypatch):
-    # torchutil._C._trace_stages (what benchmarks/trace_cost.py prints): one traced default call
+    # torchutil._C._trace_stages (what benchmarks/cost/trace_cost.py prints): one traced default call
     # starts, reads the capture's nodes, turns the records on, flushes and releases once; it
     # queries the node count at every change of the innermost op, at least twice per op that
     # launches (oracle for the launching ops: the nodes the capture made, kernel_table's rows).

@@ -210,7 +210,7 @@ EMPTY_CACHE_EVERY = 256
 
 
 def diagnostic(name: str) -> bool:
-    """A diagnostic switch of benchmarks/run_gpu.sh sweepiso (why eight workers time cells faster
+    """A diagnostic switch of benchmarks/gpu/run_gpu.sh sweepiso (why eight workers time cells faster
     than one): TORCHUTIL_SWEEP_SPAWN=1 evaluates even one worker's cells in a spawned worker
     process; TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1 leaves the workers' memory unbounded;
     TORCHUTIL_SWEEP_NO_THREAD_WARMUP=1 skips the eager forward each sweep thread runs before its
