@@ -1,4 +1,4 @@
-"""The multi-host rehearsal of benchmarks/torchrun_rehearsal.py: two torchrun agents (--nnodes 2,
+"""The multi-host rehearsal of benchmarks/sweep/torchrun_rehearsal.py: two torchrun agents (--nnodes 2,
 c10d rendezvous on 127.0.0.1, one CPU worker each, each with its own --db folder, so no shared
 filesystem) sweep 40 cells; rank 1's worker is SIGKILLed once it has committed a cell; the sweep
 restarts by rerunning both agents, or by torchrun itself (--max-restarts 1). Every process is
@@ -29,7 +29,7 @@ pytestmark = [
 
 
 def _harness():
-    spec = importlib.util.spec_from_file_location("torchrun_rehearsal", ROOT / "benchmarks" / "torchrun_rehearsal.py")
+    spec = importlib.util.spec_from_file_location("torchrun_rehearsal", ROOT / "benchmarks" / "sweep" / "torchrun_rehearsal.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
