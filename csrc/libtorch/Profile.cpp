@@ -135,6 +135,7 @@ class ProfileRun {
     compiled_ = forward_->compiled();
     onMeta_ = device_.is_meta();
     traces_ = o_.trace && device_.is_cuda();
+    cpuTimes_ = o_.trace && device_.is_cpu();  // per-op wall time on a CPU (core/OpTimes.h)
     side_ = captureStream(device_, mode_);
     // Untraced graph timing counts the capture's forward: one host forward fewer. So does a
     // traced one that correlates by graph nodes (opt-in, correlationFor), whose traced replays
@@ -264,10 +265,7 @@ class ProfileRun {
   void countedForward(const std::function<void()>& forward) {
     std::unique_ptr<Forward::ModuleScope> modules =
         o_.modulePaths && !compiled_ ? forward_->trackModules() : nullptr;
-    // On a CPU every op call is timed: ops run inside their calls (core/OpTimes.h).
-    CountingScope counting(tracing_           ? tracing_->hooks()
-                           : device_.is_cpu() ? cpuOpClock()
-                                              : nullptr);
+    CountingScope counting(tracing_ ? tracing_->hooks() : cpuTimes_ ? cpuOpClock() : nullptr);
     forward();
     counted_ = counting.finish();
     if (modules) {
@@ -482,7 +480,7 @@ class ProfileRun {
       out_.kernels.insert(out_.kernels.end(), std::make_move_iterator(timedKernels_.begin()),
                           std::make_move_iterator(timedKernels_.end()));
       out_.events = std::move(counted_->events);
-    } else if (device_.is_cpu()) {
+    } else if (cpuTimes_) {
       out_.cpuOpTimes = cpuOpSeconds(counted_->events, table.rows().size());
       out_.events = std::move(counted_->events);
     }
@@ -492,7 +490,7 @@ class ProfileRun {
     } else if (!o_.counters.empty()) {
       out_.countersStatus = "off: nothing runs on the meta device";
     }
-    if ((out_.traced || device_.is_cpu()) && o_.chromeTrace) {
+    if ((out_.traced || cpuTimes_) && o_.chromeTrace) {
       out_.chromeTrace = chromeTrace(out_.events, table.rows(), out_.kernels, deviceName(device_),
                                      hw::counterTracks(out_.hw));
     }
@@ -535,8 +533,8 @@ class ProfileRun {
   int64_t batch_ = 0;
   std::unique_ptr<Forward> forward_;
   TimingMode mode_ = TimingMode::Eager;
-  bool compiled_ = false, onMeta_ = false, traces_ = false, fused_ = false, usedGraph_ = false,
-       captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
+  bool compiled_ = false, onMeta_ = false, traces_ = false, cpuTimes_ = false, fused_ = false,
+       usedGraph_ = false, captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
   Correlation inCapture_ = Correlation::Markers;  // how a counted capture would be traced
   bool countCapture_ = false;                     // eager timing counts in a capture
   std::string graphRefusal_;                      // why a graph-node trace could not start
