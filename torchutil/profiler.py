@@ -13,6 +13,7 @@ import torch
 
 from torchutil import _C, _ops  # noqa: F401  (registers the ops)
 from torchutil.result import KernelRow, OpRow, ProfileResult, UnknownOp
+from torchutil.views import record_model
 
 __all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "free_capture_pools", "profile",
            "utilization"]
@@ -81,7 +82,9 @@ def profile(
         peak_flops: a number that overrides it.
     trace: on CUDA, record kernels with CUPTI (kernel time, GPU-busy fraction, per-op kernel
         time; see trace_status). The counted forward and `trace_forwards` more are traced; the
-        timed forwards never are. chrome_trace: also build the Perfetto trace (save_trace()).
+        timed forwards never are. On a CPU, time each op call of the counted forward instead
+        (kernel_seconds is then its wall time: kernel_attribution "cpu"; docs/views.md).
+        chrome_trace: also build the Perfetto trace (save_trace()).
     module_paths: name each op's module, on the counted forward (an eager nn.Module's named
         modules have their forward wrapped for it; other roots get global module hooks; without
         them the rows' module is ""). torch.ops.util.profile, which returns the summary only,
@@ -104,7 +107,7 @@ def profile(
     """
     options = {name: value for name, value in locals().items() if name in _ops.OPTION_TYPES}
     output = torch.ops.util._profile(model, x, args=args, kwargs=kwargs, **options)
-    return ProfileResult._from_output(output)
+    return record_model(ProfileResult._from_output(output), model)
 
 
 def free_capture_pools() -> None:
@@ -218,7 +221,8 @@ class Profiler:
             seconds = time.perf_counter() - self._t0
             output = torch.ops.util._count_end(self.device, self.batch_size, seconds, self.peak,
                                                self.peak_flops)
-            self.result = ProfileResult._from_output(output)
+            self.result = record_model(ProfileResult._from_output(output), self.model,
+                                       why_none="no model was given to the Profiler")
         finally:
             torch.ops.util._count_abort()  # no-op unless _count_end failed
             self._thread = 0

@@ -224,7 +224,8 @@ int64_t OpCounter::begin(const TraceHooks* hooks) {
   tls.session = std::make_unique<CountSession>();
   if (hooks != nullptr && hooks->clock != nullptr) {
     tls.session->recordEvents(hooks->clock);
-    tls.hooks = hooks;
+    // Hooks without push and pop only time the ops (the CPU's: core/OpTimes.h).
+    tls.hooks = hooks->push != nullptr && hooks->pop != nullptr ? hooks : nullptr;
   }
   try {
     at::RecordFunctionCallback cb(&onEnter, &onExit);

@@ -22,7 +22,8 @@ struct CountResult {
 class OpCounter {
  public:
   // Starts counting on the calling thread. Throws if this thread already counts (profiles do
-  // not nest) or if RecordFunction is disabled on it. hooks (optional) must outlive the count.
+  // not nest) or if RecordFunction is disabled on it. hooks (optional) must outlive the count;
+  // with a clock, each op call is an OpEvent timed on it; push and pop may be null.
   // Returns a token that abandon() takes.
   static int64_t begin(const TraceHooks* hooks = nullptr);
   // From any thread: the count begun with token is dropped, and its thread removes its

@@ -11,9 +11,11 @@
 #include <limits>
 #include <memory>
 
+#include "core/ErrorText.h"
 #include "core/FileLock.h"
 #include "core/HwResult.h"
 #include "core/Metrics.h"
+#include "core/OpTimes.h"
 #include "libtorch/CounterReading.h"
 #include "libtorch/Forward.h"
 #include "libtorch/KernelTracing.h"
@@ -133,6 +135,7 @@ class ProfileRun {
     compiled_ = forward_->compiled();
     onMeta_ = device_.is_meta();
     traces_ = o_.trace && device_.is_cuda();
+    cpuTimes_ = o_.trace && device_.is_cpu();  // per-op wall time on a CPU (core/OpTimes.h)
     side_ = captureStream(device_, mode_);
     // Untraced graph timing counts the capture's forward: one host forward fewer. So does a
     // traced one that correlates by graph nodes (opt-in, correlationFor), whose traced replays
@@ -262,7 +265,7 @@ class ProfileRun {
   void countedForward(const std::function<void()>& forward) {
     std::unique_ptr<Forward::ModuleScope> modules =
         o_.modulePaths && !compiled_ ? forward_->trackModules() : nullptr;
-    CountingScope counting(tracing_ ? tracing_->hooks() : nullptr);
+    CountingScope counting(tracing_ ? tracing_->hooks() : cpuTimes_ ? cpuOpClock() : nullptr);
     forward();
     counted_ = counting.finish();
     if (modules) {
@@ -383,8 +386,10 @@ class ProfileRun {
                 "torchutil: the model could not be captured in a CUDA graph; its forward failed "
                 "during capture: ",
                 c.failure);
-    out_.timingNote =
-        "auto: eager, since the forward could not be captured in a CUDA graph: " + c.failure;
+    // The note is one line; the whole error (a Python traceback, say) is the note's detail.
+    out_.timingNote = "auto: eager, since the forward could not be captured in a CUDA graph: " +
+                      errorHeadline(c.failure);
+    out_.timingNoteDetail = c.failure;
   }
 
   // The traced forwards (eager, or graph replays after the graph's warm-up replays), with PM
@@ -475,6 +480,9 @@ class ProfileRun {
       out_.kernels.insert(out_.kernels.end(), std::make_move_iterator(timedKernels_.begin()),
                           std::make_move_iterator(timedKernels_.end()));
       out_.events = std::move(counted_->events);
+    } else if (cpuTimes_) {
+      out_.cpuOpTimes = cpuOpSeconds(counted_->events, table.rows().size());
+      out_.events = std::move(counted_->events);
     }
     if (counters_) {
       out_.countersStatus = counters_->finish(out_.kernels, out_.events, &out_.hw);
@@ -482,7 +490,7 @@ class ProfileRun {
     } else if (!o_.counters.empty()) {
       out_.countersStatus = "off: nothing runs on the meta device";
     }
-    if (out_.traced && o_.chromeTrace) {
+    if ((out_.traced || cpuTimes_) && o_.chromeTrace) {
       out_.chromeTrace = chromeTrace(out_.events, table.rows(), out_.kernels, deviceName(device_),
                                      hw::counterTracks(out_.hw));
     }
@@ -497,6 +505,7 @@ class ProfileRun {
     s.tracedForwards = out_.traced ? o_.traceForwards : 0;
     out_.summary = summarize(s);
     hw::fillSummary(out_.summary, out_.hw, static_cast<double>(s.totals.matrixFlops));
+    hw::markUncountedTensorWork(out_.summary, &out_.countersStatus, out_.hw, table.rows());
     out_.table = std::move(table);
     out_.timingMode =
         onMeta_ ? "none" : timingModeName(usedGraph_ ? TimingMode::CudaGraph : TimingMode::Eager);
@@ -524,8 +533,8 @@ class ProfileRun {
   int64_t batch_ = 0;
   std::unique_ptr<Forward> forward_;
   TimingMode mode_ = TimingMode::Eager;
-  bool compiled_ = false, onMeta_ = false, traces_ = false, fused_ = false, usedGraph_ = false,
-       captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
+  bool compiled_ = false, onMeta_ = false, traces_ = false, cpuTimes_ = false, fused_ = false,
+       usedGraph_ = false, captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
   Correlation inCapture_ = Correlation::Markers;  // how a counted capture would be traced
   bool countCapture_ = false;                     // eager timing counts in a capture
   std::string graphRefusal_;                      // why a graph-node trace could not start
