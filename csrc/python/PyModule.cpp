@@ -18,6 +18,15 @@ bool isinstance(const py::handle& obj, const char* module, const char* name) {
   return py::isinstance(obj, cls);
 }
 
+// Whether obj is a torch.compile'd module. Nothing can have been compiled before torch._dynamo
+// was imported, so an eager model is answered without importing it (seconds on a first call).
+bool isCompiledModule(const py::handle& obj) {
+  if (!py::module_::import("sys").attr("modules").contains("torch._dynamo")) {
+    return false;
+  }
+  return isinstance(obj, "torch._dynamo.eval_frame", "OptimizedModule");
+}
+
 // Global module hooks that report each module's qualified name (from the profiled root; a
 // module it does not name, by its type under its caller) to OpCounter, for a root that is not
 // an eager nn.Module (a function, a compiled or scripted module; an eager one has its forwards
@@ -155,7 +164,7 @@ class PyForward final : public Forward {
 
   bool compiled() override {
     py::gil_scoped_acquire gil;
-    return isinstance(module_->callable, "torch._dynamo.eval_frame", "OptimizedModule");
+    return isCompiledModule(module_->callable);
   }
 
   std::unique_ptr<ModuleScope> trackModules() override {
@@ -213,7 +222,7 @@ std::unique_ptr<Forward::ModuleScope> makeModuleScope(const py::object& root) {
   {
     py::gil_scoped_acquire gil;
     if (isinstance(root, "torch.nn", "Module") && !isinstance(root, "torch.jit", "ScriptModule") &&
-        !isinstance(root, "torch._dynamo.eval_frame", "OptimizedModule")) {
+        !isCompiledModule(root)) {
       return makeForwardScope(root);
     }
   }
