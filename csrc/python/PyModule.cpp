@@ -20,8 +20,12 @@ bool isinstance(const py::handle& obj, const char* module, const char* name) {
 
 // Whether obj is a torch.compile'd module. Nothing can have been compiled before torch._dynamo
 // was imported, so an eager model is answered without importing it (seconds on a first call).
+bool dynamoImported() {
+  return py::module_::import("sys").attr("modules").contains("torch._dynamo");
+}
+
 bool isCompiledModule(const py::handle& obj) {
-  if (!py::module_::import("sys").attr("modules").contains("torch._dynamo")) {
+  if (!dynamoImported()) {
     return false;
   }
   return isinstance(obj, "torch._dynamo.eval_frame", "OptimizedModule");
@@ -135,15 +139,28 @@ class PyForward final : public Forward {
 
   void run(const std::vector<at::Tensor>& inputs) override {
     py::gil_scoped_acquire gil;
-    if (module_->bound) {
-      module_->callable(*module_->args, **module_->kwargs);
+    call(inputs);
+  }
+
+  // torch.compile's force_eager stance runs every compiled frame's original code, without
+  // looking up or compiling anything, so the compiled code and its guards are untouched. The
+  // stance is process-wide: compiled code other threads run meanwhile runs eagerly too.
+  void runEager(const std::vector<at::Tensor>& inputs) override {
+    py::gil_scoped_acquire gil;
+    if (!dynamoImported()) {
+      call(inputs);  // nothing can be compiled
       return;
     }
-    py::tuple args(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args[i] = py::cast(inputs[i]);
+    // set_stance sets the stance when constructed; __exit__ puts the previous one back.
+    py::object stance = py::module_::import("torch.compiler").attr("set_stance")("force_eager");
+    const auto restore = [&] { stance.attr("__exit__")(py::none(), py::none(), py::none()); };
+    try {
+      call(inputs);
+    } catch (...) {
+      restore();
+      throw;
     }
-    module_->callable(*args);
+    restore();
   }
 
   std::optional<c10::Device> parameterDevice() override {
@@ -167,11 +184,27 @@ class PyForward final : public Forward {
     return isCompiledModule(module_->callable);
   }
 
+  // A compiled module's paths are its eager module's (the forward counted is that module's).
   std::unique_ptr<ModuleScope> trackModules() override {
-    return makeModuleScope(module_->callable);
+    py::gil_scoped_acquire gil;
+    return makeModuleScope(isCompiledModule(module_->callable)
+                               ? py::object(module_->callable.attr("_orig_mod"))
+                               : module_->callable);
   }
 
  private:
+  void call(const std::vector<at::Tensor>& inputs) {
+    if (module_->bound) {
+      module_->callable(*module_->args, **module_->kwargs);
+      return;
+    }
+    py::tuple args(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      args[i] = py::cast(inputs[i]);
+    }
+    module_->callable(*args);
+  }
+
   c10::intrusive_ptr<PyModule> module_;
 };
 
