@@ -114,7 +114,7 @@ def test_the_timed_forwards_run_the_compiled_code():
 
 # ---- compiled flex_attention ------------------------------------------------------------------
 
-B, H, T, D = 1, 2, 256, 16  # two 128-blocks a side: a causal mask computes 3 of 4 blocks
+B, H, T, D = 1, 2, 512, 16  # four 128-blocks a side
 
 
 def causal(b, h, q, k):
@@ -122,8 +122,17 @@ def causal(b, h, q, k):
 
 
 def documents(b, h, q, k):
-    """Two documents of 96 and 160 tokens: a query sees its own document only."""
-    return (q < 96) == (k < 96)
+    """Three documents, of 128, 256 and 128 tokens: a query sees its own document only."""
+    return ((q >= 128).int() + (q >= 384).int()) == ((k >= 128).int() + (k >= 384).int())
+
+
+def computed_blocks(mask, block=128):
+    """(query block, key block) pairs in which mask keeps any score, by evaluating it on every
+    pair of positions: the blocks a BlockMask computes (full and partial)."""
+    q = torch.arange(T).view(T, 1)
+    k = torch.arange(T).view(1, T)
+    kept = mask(0, 0, q, k).view(T // block, block, T // block, block)
+    return int(kept.any(dim=3).any(dim=1).sum()), (T // block) ** 2
 
 
 class FlexBlock(torch.nn.Module):
@@ -165,3 +174,57 @@ def test_compiled_flex_attention_counts_as_eager_against_the_closed_form(mask):
     assert compiled.matrix_flops == eager.matrix_flops
     assert (compiled.vector_flops, compiled.bytes) == (eager.vector_flops, eager.bytes)
     assert rows(compiled) == rows(eager)
+    # useful FLOPs: the attention's nominal FLOPs (its two products and 5 softmax FLOPs per
+    # score) on the blocks the mask computes; the projections are all useful.
+    computed, total = computed_blocks(mask)
+    assert (computed, total) == ((10, 16) if mask is causal else (6, 16))
+    attention = attention_matrix_flops() + 5 * B * H * T * T
+    for result in (eager, compiled):
+        assert result.flops - result.useful_flops == attention * (total - computed) // total
+    flex = [o for o in compiled.ops if o.op == "torchutil::flex_attention"]
+    assert len(flex) == 1 and flex[0].matrix_flops == attention_matrix_flops()
+
+
+# ---- on the GPU: Triton templates and FlexAttention's kernels ------------------------------------
+
+class MLP(torch.nn.Module):
+    def __init__(self, d_in, d_hidden):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(d_in, d_hidden), torch.nn.Linear(d_hidden, d_in)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["max-autotune MLP", "compiled flex_attention"])
+def test_compiled_on_cuda_counts_as_eager_and_accounts_for_every_kernel(model):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    torch.manual_seed(0)
+    if model == "max-autotune MLP":
+        # Inductor runs Triton templates (triton_tem_fused_addmm_relu_...): no dispatcher op.
+        eager_model = MLP(1024, 1024).cuda().half().eval()
+        compiled_model = torch.compile(eager_model, mode="max-autotune-no-cudagraphs")
+        inputs = dict(x=torch.randn(64, 1024, device="cuda", dtype=torch.half))
+    else:
+        bm = create_block_mask(causal, None, None, 1024, 1024, device="cuda")
+        eager_model = FlexBlock(flex_attention).cuda().half().eval()
+        compiled_model = FlexBlock(torch.compile(flex_attention)).cuda().half().eval()
+        compiled_model.load_state_dict(eager_model.state_dict())
+        inputs = dict(args=(torch.randn(B, 1024, H * D, device="cuda", dtype=torch.half), bm))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+        eager = torchutil.profile(eager_model, **inputs, warmup=2, iters=5)
+        compiled = torchutil.profile(compiled_model, **inputs, warmup=2, iters=5)
+    assert compiled.matrix_flops > 0
+    assert (compiled.matrix_flops, compiled.vector_flops, compiled.useful_flops, compiled.bytes) == (
+        eager.matrix_flops, eager.vector_flops, eager.useful_flops, eager.bytes)
+    assert rows(compiled) == rows(eager)
+    assert compiled.trace_status.startswith("on"), compiled.trace_status
+    per_op = sum(o.kernel_seconds for o in compiled.ops if o.kernel_seconds == o.kernel_seconds)
+    assert per_op + compiled.unattributed_kernel_seconds == pytest.approx(compiled.kernel_seconds, rel=1e-6)
+    print(f"{model}: matrix {compiled.matrix_flops:.4g} (eager {eager.matrix_flops:.4g}), unattributed "
+          f"{100 * compiled.unattributed_kernel_seconds / compiled.kernel_seconds:.1f} % of kernel time, "
+          f"timing {compiled.timing_mode}")

@@ -142,25 +142,15 @@ class PyForward final : public Forward {
     call(inputs);
   }
 
-  // torch.compile's force_eager stance runs every compiled frame's original code, without
-  // looking up or compiling anything, so the compiled code and its guards are untouched. The
-  // stance is process-wide: compiled code other threads run meanwhile runs eagerly too.
+  // torchutil/_eager.py: torch.compile's force_eager stance, FlexAttention priced as one op.
   void runEager(const std::vector<at::Tensor>& inputs) override {
     py::gil_scoped_acquire gil;
-    if (!dynamoImported()) {
-      call(inputs);  // nothing can be compiled
+    py::object runEager = py::module_::import("torchutil._eager").attr("run_eager");
+    if (module_->bound) {
+      runEager(module_->callable, module_->args, module_->kwargs);
       return;
     }
-    // set_stance sets the stance when constructed; __exit__ puts the previous one back.
-    py::object stance = py::module_::import("torch.compiler").attr("set_stance")("force_eager");
-    const auto restore = [&] { stance.attr("__exit__")(py::none(), py::none(), py::none()); };
-    try {
-      call(inputs);
-    } catch (...) {
-      restore();
-      throw;
-    }
-    restore();
+    runEager(module_->callable, positional(inputs), py::dict());
   }
 
   std::optional<c10::Device> parameterDevice() override {
@@ -198,11 +188,15 @@ class PyForward final : public Forward {
       module_->callable(*module_->args, **module_->kwargs);
       return;
     }
+    module_->callable(*positional(inputs));
+  }
+
+  static py::tuple positional(const std::vector<at::Tensor>& inputs) {
     py::tuple args(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       args[i] = py::cast(inputs[i]);
     }
-    module_->callable(*args);
+    return args;
   }
 
   c10::intrusive_ptr<PyModule> module_;
