@@ -209,11 +209,11 @@ def test_compiled_on_cuda_counts_as_eager_and_accounts_for_every_kernel(model):
         compiled_model = torch.compile(eager_model, mode="max-autotune-no-cudagraphs")
         inputs = dict(x=torch.randn(64, 1024, device="cuda", dtype=torch.half))
     else:
-        bm = create_block_mask(causal, None, None, 1024, 1024, device="cuda")
+        bm = create_block_mask(causal, None, None, T, T, device="cuda")
         eager_model = FlexBlock(flex_attention).cuda().half().eval()
         compiled_model = FlexBlock(torch.compile(flex_attention)).cuda().half().eval()
         compiled_model.load_state_dict(eager_model.state_dict())
-        inputs = dict(args=(torch.randn(B, 1024, H * D, device="cuda", dtype=torch.half), bm))
+        inputs = dict(args=(torch.randn(B, T, H * D, device="cuda", dtype=torch.half), bm))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
         eager = torchutil.profile(eager_model, **inputs, warmup=2, iters=5)
