@@ -70,7 +70,11 @@ def _flex_attention_priced() -> Iterator[None]:
     if hop is None:
         yield  # flex_attention not imported, or a torch whose flex_attention calls its op otherwise
         return
-    kv_at, full_at, kv_block_at = _block_mask_fields(module)
+    try:
+        kv_at, full_at, kv_block_at = _block_mask_fields(module)
+    except (AttributeError, TypeError, ValueError):
+        yield  # a BlockMask laid out otherwise: flex_attention is counted as its eager ops
+        return
 
     def priced(query, key, value, score_mod, block_mask, *rest, **kwargs):
         kv, full = block_mask[kv_at], block_mask[full_at]
