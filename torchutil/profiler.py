@@ -50,7 +50,9 @@ def profile(
     per-op table.
 
     Runs `warmup` forwards (one of them, or one extra if warmup is 0, with counting on; a
-    torch.compile'd model always gets one uncounted forward first, where it compiles), then the
+    torch.compile'd model always gets one uncounted forward first, where it compiles; a model
+    that runs compiled code is counted as its eager self, in one more forward under
+    torch.compile's force_eager stance: docs/counting.md, "Compiled models"), then the
     timed forwards without any hook: device events on accelerators, a steady clock on the CPU.
     On CUDA with trace=True, CUPTI records the kernels of the counted forward and of
     `trace_forwards` more, which are taken from the warm-ups (after the counted one; replays

@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 
+#include "core/CompiledAttribution.h"
 #include "core/ErrorText.h"
 #include "core/FileLock.h"
 #include "core/HwResult.h"
@@ -31,6 +32,12 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+uint64_t eventClockNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count());
 }
 
 // Adds the wall time of its scope to one phase.
@@ -203,6 +210,7 @@ class ProfileRun {
         }
       }
     }
+    countEagerly();
     if (!onMeta_) {
       if (!runner_) {
         runner_ = eagerRunner(*forward_, inputs_, device_);
@@ -300,6 +308,28 @@ class ProfileRun {
             "; an eager counted forward traced, since graph nodes could not be:" + graphRefusal_;
       }
     }
+  }
+
+  // A forward that ran torch.compile'd code is counted again as its eager self (Forward::
+  // runEager), with its module paths: Inductor's generated kernels run ops the dispatcher never
+  // sees. The compiled forward's count stays, for the kernels its trace attributed to its ops
+  // (shareOntoEagerRows). Synchronized, so that no kernel of it falls in the traced forwards.
+  void countEagerly() {
+    if (!compiled_ && counted_->compiledRegions == 0) {
+      return;
+    }
+    PhaseTimer t(&out_.phases.count);
+    c10::OptionalStreamGuard onSide(side_);
+    std::unique_ptr<Forward::ModuleScope> modules =
+        o_.modulePaths ? forward_->trackModules() : nullptr;
+    static const TraceHooks eventsOnly{&eventClockNs, nullptr, nullptr};
+    CountingScope counting(&eventsOnly);
+    forward_->runEager(inputs_);
+    eager_ = counting.finish();
+    if (modules) {
+      modules->close();
+    }
+    synchronizeDevice(device_);
   }
 
   // Eager timing, capture nodes: counts in a capture never replayed, whose nodes the traced
@@ -461,7 +491,7 @@ class ProfileRun {
     auto t = std::make_unique<PhaseTimer>(&out_.phases.assemble);
     TORCH_INTERNAL_ASSERT(counted_.has_value(),
                           "torchutil: a profile reached its summary without a count");
-    CountTable& table = counted_->table;
+    CountTable& table = eager_ ? eager_->table : counted_->table;
     if (tracing_) {
       if (tracing_->dropped() > 0) {
         out_.traceStatus =
@@ -474,7 +504,15 @@ class ProfileRun {
       const bool byPosition =
           graphTraced_ || attributeByPosition(countedKernels_, timedKernels_, traced);
       out_.trace = summarizeTrace(countedKernels_, timedKernels_, traced, byPosition,
-                                  counted_->events, table.rows().size());
+                                  counted_->events, counted_->table.rows().size());
+      if (eager_) {
+        std::vector<int64_t> rowOf;
+        out_.trace = shareOntoEagerRows(out_.trace, counted_->table.rows(), table.rows(),
+                                        eager_->events, &rowOf);
+        for (OpEvent& e : counted_->events) {
+          e.row = e.row >= 0 ? rowOf[static_cast<size_t>(e.row)] : -1;
+        }
+      }
       out_.traced = true;
       out_.kernels = std::move(countedKernels_);
       out_.kernels.insert(out_.kernels.end(), std::make_move_iterator(timedKernels_.begin()),
@@ -543,6 +581,7 @@ class ProfileRun {
   int64_t plainWarmups_ = 0;
   double forwardSeconds_ = 0;
   std::optional<CountResult> counted_;
+  std::optional<CountResult> eager_;  // a compiled forward's eager count (countEagerly)
   std::unique_ptr<KernelTracing> tracing_;
   std::unique_ptr<CounterReading> counters_;
   std::unique_ptr<Runner> runner_;
