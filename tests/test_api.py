@@ -6,6 +6,7 @@ import json
 import math
 import re
 import warnings
+from html.parser import HTMLParser
 
 import pytest
 import torch
@@ -206,10 +207,50 @@ def test_repr_is_a_short_summary(result):
         assert part in text
 
 
-def test_repr_html_has_summary_and_top_ops(result):
-    page = result._repr_html_()
+class _Tables(HTMLParser):
+    """The cells of each <table> of a page: tables[i][row][column], text only."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self._cell: str | None = None
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self.tables[-1][-1].append(self._cell)
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+@pytest.mark.parametrize("top", [10, 3])
+def test_repr_html_has_summary_and_top_ops(result, top):
+    """The notebook view holds the whole summary (the lines of format(), label and text; the
+    device line as the result's fields give it) and the top ops by FLOPs: exactly the rows a sort
+    of result.ops by FLOPs gives, in that order, at most `top`."""
+    page = result._repr_html_(top)
     assert page.startswith("<div>") and page.endswith("</div>")
-    assert "utilization" in page and "aten::convolution" in page
+    summary, ops = _Tables(page).tables
+    lines = result.format(top).splitlines()
+    assert [f"{label:<18} {text}" for label, text in summary] == lines[:lines.index(f"top {top} ops by FLOPs:")]
+    assert dict(summary)["device"] == f"{result.device}, timing {result.timing_mode}, batch {result.batch_size:.0f}"
+    assert " of 1 TFLOP/s " in dict(summary)["utilization"]  # PEAK
+    header, *rows = ops
+    assert header[:4] == ["op", "module", "dtype", "calls"]
+    want = sorted(result.ops, key=lambda r: r.flops, reverse=True)[:top]
+    assert len(rows) == len(want) == min(top, len(result.ops)) and len(result.ops) > 3
+    assert [row[:4] for row in rows] == [[w.op, w.module, w.dtype, f"{w.calls:.0f}"] for w in want]
 
 
 def test_to_pandas_tables(result):

@@ -152,7 +152,7 @@ class Profiler:
         *,
         batch_size: int = 1,
         device: torch.device | str | None = None,
-        peak: str = "auto",
+        peak: str = _D["peak"],
         peak_flops: float | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:

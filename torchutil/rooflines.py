@@ -11,14 +11,14 @@ from typing import Any
 
 import torch
 
-from torchutil import _ops  # noqa: F401  (registers the ops)
+from torchutil import _ops  # registers the ops
 from torchutil.fields import build_rows, row_class
 from torchutil.result import ProfileResult
 
 __all__ = ["BANDWIDTH_SOURCES", "RooflineResult", "RooflineRow", "memory_bandwidth", "roofline",
            "roofline_utilization"]
 
-BANDWIDTH_SOURCES = ("auto", "datasheet", "computed", "measured")
+BANDWIDTH_SOURCES = _ops.CHOICES["peak"]  # parsed in C++ as the peak FLOP/s source is
 
 
 def memory_bandwidth(device: torch.device | str = "cuda", source: str = "auto") -> tuple[float, str]:

@@ -9,8 +9,8 @@ import torch
 from torchutil.models import DTYPES, FOLD_BENCH_MODELS, build, build_classifier, classifier_image_size
 from torchutil.profiler import profile
 from torchutil.studies._common import Setup, atomic_open, exit_on_error
-from torchutil.studies.cli.args import (add_timing_arguments, default_dtype, fraction, known_device, nonnegative,
-                                        output_file, pick_device, positive, positive_float, timing)
+from torchutil.studies.cli.args import (add_peak_argument, add_repeat_arguments, add_timing_arguments, default_dtype,
+                                        known_device, nonnegative, output_file, pick_device, positive, timing)
 
 DEFAULT_MODEL = "resnet50"
 # The default where torchvision is not installed, as with the CPU wheel of torch (which has no
@@ -38,7 +38,7 @@ def build_model(name: str) -> tuple[torch.nn.Module, int]:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="profile a torchvision classification model")
+    p = sub.add_parser("profile", help="profile a classification model")
     p.add_argument("model", nargs="?", default=None,
                    help=f"a torchvision model name, timm:<name>, or one of {', '.join(FOLD_BENCH_MODELS)} "
                         f"(default {DEFAULT_MODEL}; {DEFAULT_MODEL_TORCH_ONLY} where torchvision is not installed)")
@@ -50,13 +50,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="channels_last memory format (default on for CUDA)")
     p.add_argument("--image-size", type=positive, default=None,
                    help="input height and width (default the model's: 224 for most torchvision models)")
-    p.add_argument("--warmup", type=nonnegative, default=3)
-    p.add_argument("--iters", type=positive, default=10, help="timed forwards (with --target-ci: at least)")
+    add_repeat_arguments(p, target_ci=True)
     add_timing_arguments(p, default="auto on CUDA (graph replays where the forward captures), eager elsewhere")
-    p.add_argument("--target-ci", type=fraction, default=None,
-                   help="repeat until the median time is known to +-this fraction (0.005: +-0.5 %%)")
-    p.add_argument("--max-time", type=positive_float, default=2.0, help="seconds of timing at most, with --target-ci")
-    p.add_argument("--peak", default="auto", choices=["auto", "datasheet", "computed", "measured"])
+    add_peak_argument(p)
     p.add_argument("--top", type=nonnegative, default=10, help="how many ops to list")
     p.add_argument("--json", type=output_file, default=None,
                    help="also write the full result as JSON here ('-': stdout, the text then goes to stderr)")

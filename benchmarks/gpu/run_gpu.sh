@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # What the GPU machine has to show, in phases that each fit one device call (run after building
-# torchutil there: scripts/device_run.sh benchmarks/run_gpu.sh PHASE...). Results under $OUT
+# torchutil there: scripts/device_run.sh benchmarks/gpu/run_gpu.sh PHASE...). Results under $OUT
 # (default ./gpu-results); every step has its own time limit, so one hang does not cost the rest.
 #
 #   tests    the GPU tests (pytest -m cuda)
 #   repeat   twelve default profile calls per configuration in two processes: CV and level
-#            (benchmarks/bench_repeatability.py)
+#            (benchmarks/results/bench_repeatability.py)
 #   overhead what a call costs against a user's own loops, resnet50 fp16 batch 1 and 32
-#            (benchmarks/bench_overhead.py; OVERHEAD_ROUNDS: its rounds, 9 unless given)
-#   gap      where torchutil.profile's time goes beyond torch.ops.util.profile's (benchmarks/profile_gap.py)
+#            (benchmarks/cost/bench_overhead.py; OVERHEAD_ROUNDS: its rounds, 9 unless given)
+#   gap      where torchutil.profile's time goes beyond torch.ops.util.profile's (benchmarks/cost/profile_gap.py)
 #   modulepaths what module paths add to a counted resnet50 forward, b1 and b32, and on the host's
-#            CPU (benchmarks/module_path_cost.py)
-#   tracecost tracing's cost, and CUPTI after a trace with and without teardown (benchmarks/trace_cost.py)
-#   keptpools kept capture pools against private ones: benchmarks/capture_cycle_cost.py, then every
+#            CPU (benchmarks/cost/module_path_cost.py)
+#   tracecost tracing's cost, and CUPTI after a trace with and without teardown (benchmarks/cost/trace_cost.py)
+#   keptpools kept capture pools against private ones: benchmarks/cost/capture_cycle_cost.py, then every
 #            GPU test with them off (TORCHUTIL_KEEP_CAPTURE_POOL=0: a private pool per capture, as
 #            before the ninth session of 2026-12-02; $OUT/pytest_cuda_privatepools.txt); the sweep
-#            and the overhead with them off: TORCHUTIL_KEEP_CAPTURE_POOL=0 benchmarks/run_gpu.sh sweep overhead
+#            and the overhead with them off: TORCHUTIL_KEEP_CAPTURE_POOL=0 benchmarks/gpu/run_gpu.sh sweep overhead
 #   nastrial the NATS-Bench sweep on cells 0..999 in the default (auto) timing: time per cell
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and threads, into $OUT/sweep.sqlite,
 #            and its agreement with docs/results/nas/sweep_auto_a.csv.gz (NAS_ARGS: more arguments)
@@ -25,7 +25,7 @@
 #   sweep3k  cells 0..2999 in one process (more captures than a GPU's memory of freed graph pools)
 #   sweepiso cells 0..999: one worker in order, in the eight workers' order, in a spawned worker
 #            process; eight workers with and without their memory fraction ($OUT/sweepiso.txt)
-#   timingprobe benchmarks/timing_probe.py on cells 0..95: torchutil's, a plain and a gated graph
+#   timingprobe benchmarks/cost/timing_probe.py on cells 0..95: torchutil's, a plain and a gated graph
 #            timing against both committed sweeps; alone, beside a second CUDA context locked out
 #            of the timed replays (the eight workers' level), beside 7 CPU-bound processes, with
 #            the workers' memory fraction, with a gpu_lock ($OUT/timingprobe.txt; PROBE_ARGS:
@@ -50,16 +50,16 @@
 #   counters  hardware counters (issue #11): their GPU tests, the per-op hardware/nominal FLOP tables
 #            and their costs; four files in $OUT/counters/ (COUNTERS_SKIP="tables ncu": costs only)
 #   countersncu ncu's values against torchutil's, three ncu replay set-ups, and ncu's cost
-#   pmprobe  CUPTI's PM sampler alone (benchmarks/pm_probe.cu), in several decode set-ups
+#   pmprobe  CUPTI's PM sampler alone (benchmarks/results/pm_probe.cu), in several decode set-ups
 #   foldcounters the FoldedCNN pairs with hardware counters (fold-bench --counters), $OUT/foldcounters/
-#   coded    learned codes and parity models on digits (benchmarks/coded_results.py): the runs,
+#   coded    learned codes and parity models on digits (benchmarks/results/coded_results.py): the runs,
 #            their cost per query and the tail-latency simulation, into $OUT/coded/
 #   fashion  Fashion-MNIST learned codes and parity models, MLP and ResNet-18, and the measured
 #            serving run (issue #23; the data travels in .data/, see the phase), into $OUT/fashion/
 #   generation  LLM prefill and decode (issue #22): profile_generate's GPU tests, then a ~1B Llama at
-#            batch 1/8/32 x prompt 512/2k/8k (benchmarks/generation.py, <= 6 min), into $OUT/generation/
+#            batch 1/8/32 x prompt 512/2k/8k (benchmarks/results/generation.py, <= 6 min), into $OUT/generation/
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -112,7 +112,7 @@ sweep_gpus() {
   grep -v "^\[rank\|^  \|^Traceback" "$OUT/sweep$n.txt" | tail -12
   [ "$rc" = 0 ] && echo "$wall" > "$SWEEP_DIR/sweep$n.seconds"
   echo "sweep$n: $n GPU(s), exit $rc, command wall $wall s; $(graph_timed "$db")" | tee -a "$OUT/sweep$n.txt"
-  python3 benchmarks/sweep_db_to_csv.py "$db" "$OUT/sweep$n.csv.gz"
+  python3 benchmarks/sweep/sweep_db_to_csv.py "$db" "$OUT/sweep$n.csv.gz"
   return "$rc"
 }
 
@@ -129,30 +129,30 @@ for phase in "${phases[@]}"; do
       grep -E "passed|failed|error|FAILED" "$OUT/pytest_cuda.txt" | tail -8 ;;
     repeat)
       # The default call, twelve times per configuration, in two processes (issue #19's table).
-      timeout "${REPEAT_TIMEOUT:-200}" python3 benchmarks/bench_repeatability.py \
+      timeout "${REPEAT_TIMEOUT:-200}" python3 benchmarks/results/bench_repeatability.py \
         --json "$OUT/repeatability.json" 2>&1 | grep -v "^  pid" | tee "$OUT/repeatability.txt" | tail -12 ;;
     overhead)
       for b in 1 32; do
-        timeout 150 python3 benchmarks/bench_overhead.py --model resnet50 --batch $b --device cuda \
+        timeout 150 python3 benchmarks/cost/bench_overhead.py --model resnet50 --batch $b --device cuda \
           --dtype float16 --rounds "${OVERHEAD_ROUNDS:-9}" --json "$OUT/overhead_b$b.json" 2>&1 | grep -v "^USDT\|^STAGE\|UserWarning\|_warn_once" \
           | tee "$OUT/overhead_b$b.txt"
       done ;;
     keptpools)
-      timeout 150 python3 benchmarks/capture_cycle_cost.py --json "$OUT/capture_cycle.json" 2>&1 | tee "$OUT/capture_cycle.txt"
+      timeout 150 python3 benchmarks/cost/capture_cycle_cost.py --json "$OUT/capture_cycle.json" 2>&1 | tee "$OUT/capture_cycle.txt"
       TORCHUTIL_KEEP_CAPTURE_POOL=0 timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest tests -m cuda -q -p no:cacheprovider \
         -rs -s > "$OUT/pytest_cuda_privatepools.txt" 2>&1
       tail -3 "$OUT/pytest_cuda_privatepools.txt" ;;
     gap)
-      timeout 150 python3 benchmarks/profile_gap.py --json "$OUT/profile_gap.json" 2>&1 | tee "$OUT/profile_gap.txt" | tail -12 ;;
+      timeout 150 python3 benchmarks/cost/profile_gap.py --json "$OUT/profile_gap.json" 2>&1 | tee "$OUT/profile_gap.txt" | tail -12 ;;
     modulepaths)
       for b in 1 32; do
-        timeout 120 python3 benchmarks/module_path_cost.py --device cuda --batch $b --rounds 60 \
+        timeout 120 python3 benchmarks/cost/module_path_cost.py --device cuda --batch $b --rounds 60 \
           --json "$OUT/module_path_cost_b$b.json"
       done 2>&1 | tee "$OUT/module_path_cost.txt"
-      timeout 120 python3 benchmarks/module_path_cost.py --device cpu --size 32 --threads 1 --rounds 40 \
+      timeout 120 python3 benchmarks/cost/module_path_cost.py --device cpu --size 32 --threads 1 --rounds 40 \
         --json "$OUT/module_path_cost_cpu.json" 2>&1 | tee -a "$OUT/module_path_cost.txt" ;;
     tracecost)
-      timeout 170 python3 benchmarks/trace_cost.py --rounds 7 --json "$OUT/trace_cost.json" 2>&1 | tee "$OUT/trace_cost.txt" | tail -14 ;;
+      timeout 170 python3 benchmarks/cost/trace_cost.py --rounds 7 --json "$OUT/trace_cost.json" 2>&1 | tee "$OUT/trace_cost.txt" | tail -14 ;;
     nastrial)
       rm -f /tmp/nastrial.sqlite
       timeout 240 python3 -m torchutil nas evaluate --db /tmp/nastrial.sqlite --indices 0:1000 --no-progress \
@@ -167,7 +167,7 @@ for phase in "${phases[@]}"; do
         | grep -v "CUDA Graph is empty" | tee "$OUT/sweep.txt" | tail -5
       echo "command wall $((SECONDS - start)) s" | tee -a "$OUT/sweep.txt"
       graph_timed "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt"
-      timeout 60 python3 benchmarks/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "$OUT/sweep.sqlite" \
+      timeout 60 python3 benchmarks/sweep/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "$OUT/sweep.sqlite" \
         --json "$OUT/agreement.json" 2>&1 | tee -a "$OUT/sweep.txt" | tail -12 ;;
     sweepdiag)
       # Does sharing the GPU among workers change the figures? Cells 0..1499 with one worker and
@@ -196,7 +196,7 @@ PY
                   "/tmp/diag_w1.sqlite /tmp/diag_w8.sqlite"; do
         echo "--- $pair"
         # shellcheck disable=SC2086
-        timeout 60 python3 benchmarks/sweep_agreement.py $pair 2>&1 | sed -n '1,3p'
+        timeout 60 python3 benchmarks/sweep/sweep_agreement.py $pair 2>&1 | sed -n '1,3p'
       done | tee -a "$OUT/sweepdiag.txt" ;;
     capturenodes)
       # Capture-node attribution (TORCHUTIL_CUPTI_CORRELATION=capture), first run: its GPU tests
@@ -206,12 +206,12 @@ PY
       timeout 200 python3 -m pytest tests/test_kernel_trace.py tests/test_cuda.py -m cuda -q -p no:cacheprovider -s \
         -k "every_kernel or replayed_kernel or trace_forwards or counts_in_a_capture" > "$OUT/pytest_capturenodes.txt" 2>&1
       grep -E "passed|failed|FAILED|replay|resnet50 b8" "$OUT/pytest_capturenodes.txt" | tail -14
-      timeout 200 python3 benchmarks/trace_cost.py --rounds 7 --settings markers capture --processes 3 \
+      timeout 200 python3 benchmarks/cost/trace_cost.py --rounds 7 --settings markers capture --processes 3 \
         --json "$OUT/trace_cost_capture.json" 2>&1 | tee "$OUT/trace_cost_capture.txt" | head -4 ;;
     timingprobe)
       for extra in ${PROBE_ARGS:-"" "--heater locked" "--burn 7" "--fraction 0.1125" "--lock"}; do
         echo "=== timing_probe.py $extra"
-        timeout 120 python3 benchmarks/timing_probe.py --cells 0:96 $extra 2>&1 | grep -v "CUDA Graph is empty"
+        timeout 120 python3 benchmarks/cost/timing_probe.py --cells 0:96 $extra 2>&1 | grep -v "CUDA Graph is empty"
       done 2>&1 | tee "$OUT/timingprobe.txt" ;;
     sweepiso)
       # What of the worker processes makes eight workers time cells ~5 % faster than one (the
@@ -240,7 +240,7 @@ PY
           for ref in docs/results/nas/sweep_auto_a.csv.gz /tmp/iso_ref.sqlite; do
             [ "$ref" = "/tmp/iso_$name.sqlite" ] && continue
             echo "--- $ref /tmp/iso_$name.sqlite"
-            timeout 30 python3 benchmarks/sweep_agreement.py "$ref" "/tmp/iso_$name.sqlite" 2>&1 | sed -n '1,4p'
+            timeout 30 python3 benchmarks/sweep/sweep_agreement.py "$ref" "/tmp/iso_$name.sqlite" 2>&1 | sed -n '1,4p'
           done
         done
       ) 2>&1 | tee "$OUT/sweepiso.txt" ;;
@@ -254,7 +254,7 @@ PY
           timeout 100 python3 -m torchutil nas evaluate --db "/tmp/threads_$n.sqlite" --indices 0:1000 --threads "$n" \
             --no-progress 2>&1 | grep -v "CUDA Graph is empty" | grep -E "rror|ms per arch|evaluated" | head -6
           echo "$n threads: $((SECONDS - start)) s; $(graph_timed "/tmp/threads_$n.sqlite")"
-          timeout 30 python3 benchmarks/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "/tmp/threads_$n.sqlite" \
+          timeout 30 python3 benchmarks/sweep/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "/tmp/threads_$n.sqlite" \
             2>&1 | sed -n '1,4p'
         done
       ) 2>&1 | tee "$OUT/sweepthreads.txt" ;;
@@ -279,7 +279,7 @@ PY
         kill "${sleepers[@]}" 2>/dev/null; wait "${sleepers[@]}" 2>/dev/null
         for ref in docs/results/nas/sweep_auto_a.csv.gz docs/results/reward/2026-12-02/sweep_one_worker_cells_0-999.csv.gz; do
           echo "--- $ref /tmp/ctx_w1.sqlite"
-          timeout 60 python3 benchmarks/sweep_agreement.py "$ref" /tmp/ctx_w1.sqlite 2>&1 | sed -n '1,4p'
+          timeout 60 python3 benchmarks/sweep/sweep_agreement.py "$ref" /tmp/ctx_w1.sqlite 2>&1 | sed -n '1,4p'
         done
       ) 2>&1 | tee "$OUT/sweepctx.txt" ;;
     sweeplevel)
@@ -341,7 +341,7 @@ print(f"{sys.argv[2]}: wall {sys.argv[3]} s, exit {sys.argv[4]}; {clocks}")
 PY
         if [ -s "$db" ]; then
           graph_timed "$db"
-          python3 benchmarks/sweep_db_to_csv.py "$db" "$OUT/sweeplevel_$name.csv.gz"
+          python3 benchmarks/sweep/sweep_db_to_csv.py "$db" "$OUT/sweeplevel_$name.csv.gz"
         fi
       done 2>&1 | tee "$OUT/sweeplevel.txt"
       # All eleven comparisons in one process (the script's main, as on the command line): one
@@ -353,7 +353,7 @@ PY
       [ "$limit" -lt 20 ] && limit=20
       timeout "$limit" python3 - "${pairs[@]}" <<'PY' 2>&1 | tee -a "$OUT/sweeplevel.txt"
 import sys
-sys.path.insert(0, "benchmarks")
+sys.path.insert(0, "benchmarks/sweep")
 import sweep_agreement  # noqa: E402
 
 pairs = sys.argv[1:]
@@ -385,12 +385,12 @@ PY
         sweep_gpus 1 || { echo "sweep$n: no one-GPU baseline"; continue; }
       fi
       sweep_gpus "$n" || continue
-      python3 benchmarks/sweep_agreement.py "$SWEEP_DIR/sweep1.sqlite" "$SWEEP_DIR/sweep$n.sqlite" \
+      python3 benchmarks/sweep/sweep_agreement.py "$SWEEP_DIR/sweep1.sqlite" "$SWEEP_DIR/sweep$n.sqlite" \
         --json "$OUT/agreement_sweep1_sweep$n.json" | tee -a "$OUT/sweep$n.txt"
-      python3 benchmarks/sweep_scaling.py "$SWEEP_DIR" "$n" "$OUT/agreement_sweep1_sweep$n.json" \
+      python3 benchmarks/sweep/sweep_scaling.py "$SWEEP_DIR" "$n" "$OUT/agreement_sweep1_sweep$n.json" \
         --json "$OUT/scaling_sweep$n.json" | tee -a "$OUT/sweep$n.txt" ;;
     reference)
-      timeout 300 python3 benchmarks/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
+      timeout 300 python3 benchmarks/results/reference_models.py --json "$OUT/reference.json" | tee "$OUT/reference.txt" ;;
     counters)
       # <= 7 minutes: the GPU tests (~2 min; their CPU side runs in CI), then the tables and the
       # costs (9 rounds in random order), each capped. ncu is the countersncu phase.
@@ -399,7 +399,7 @@ PY
         > "$OUT/counters/pytest.txt" 2>&1
       grep -E "passed|failed|error|FAILED|RESULT|^E  " "$OUT/counters/pytest.txt" | tail -24
       # Every stage runs in a child process within the budget (a crash costs that stage only).
-      timeout 230 python3 benchmarks/hw_counters.py --json "$OUT/counters/hw_counters.json" \
+      timeout 230 python3 benchmarks/results/hw_counters.py --json "$OUT/counters/hw_counters.json" \
         --markdown "$OUT/counters/hw_counters.md" --skip ${COUNTERS_SKIP:-ncu} --rounds 9 --stage-timeout 150 --budget 220 2>&1 \
         | tee "$OUT/counters/bench.txt" | tail -30 ;;
     countersncu)
@@ -411,15 +411,15 @@ PY
       NCU_CONFIGS=("kernel, no cache flush" "application, no cache flush")
       [ "${NCU_SKIP_DEFAULT:-0}" = 1 ] || NCU_CONFIGS=(kernel "${NCU_CONFIGS[@]}")
       [ -z "${NCU_ONLY:-}" ] || NCU_CONFIGS=("$NCU_ONLY")
-      timeout 340 python3 benchmarks/hw_counters.py --json "$OUT/counters/ncu.json" \
+      timeout 340 python3 benchmarks/results/hw_counters.py --json "$OUT/counters/ncu.json" \
         --markdown "$OUT/counters/ncu.md" --skip tables costs --ncu-configs "${NCU_CONFIGS[@]}" \
         --ncu-timeout "${NCU_TIMEOUT:-100}" --stage-timeout "$((${NCU_TIMEOUT:-100} + 30))" --budget 335 2>&1 \
         | tee "$OUT/counters/ncu.txt" | tail -40 ;;
     pmprobe)
-      # CUPTI's PM sampler alone (benchmarks/pm_probe.cu): decoded at the end or by a thread,
+      # CUPTI's PM sampler alone (benchmarks/results/pm_probe.cu): decoded at the end or by a thread,
       # images of several sizes, both buffer modes; does the hardware buffer overflow?
       mkdir -p "$OUT/counters"
-      nvcc -std=c++17 -O2 benchmarks/pm_probe.cu -o /tmp/pm_probe -lcupti -L/usr/local/cuda/lib64 \
+      nvcc -std=c++17 -O2 benchmarks/results/pm_probe.cu -o /tmp/pm_probe -lcupti -L/usr/local/cuda/lib64 \
         -L/usr/local/cuda/extras/CUPTI/lib64 || continue
       # Decoded at the end: how many samples the hardware buffer holds (at two intervals and two
       # buffer sizes); then a decode thread: how fast CUPTI decodes.
@@ -440,16 +440,16 @@ PY
       # docs/results/coded/: results.json, results.md, sim_learned-k2.png, sim_parity-k4.png (and the
       # log); the runs' folders stay in /tmp. MNIST/Fashion/CIFAR-10 run only from TORCHUTIL_DATA_ROOT.
       mkdir -p "$OUT/coded"
-      timeout 240 python3 benchmarks/coded_results.py --device cuda --out "$OUT/coded" --work /tmp/coded-work \
+      timeout 240 python3 benchmarks/results/coded_results.py --device cuda --out "$OUT/coded" --work /tmp/coded-work \
         ${TORCHUTIL_DATA_ROOT:+--data-root "$TORCHUTIL_DATA_ROOT"} 2>&1 | tee "$OUT/coded/log.txt" | tail -40 ;;
     fashion)
       # Issue #23: Fashion-MNIST at k = 2, 3, 4, both paradigms, F = the papers' MLP and
-      # resnet18_3stage, then the measured serving run (benchmarks/coded_fashion.py, profile gpu).
+      # resnet18_3stage, then the measured serving run (benchmarks/results/coded_fashion.py, profile gpu).
       # The data travels with the call: here, `mkdir -p .data && cp -r /usr/share/datasets/fashion-mnist
       # .data/ && echo /.data/ >> .git/info/exclude`, and name .data in the call's carry.
       # FASHION_ARGS: more arguments, one word each (e.g. --bases resnet18_3stage --no-serve).
       # shellcheck disable=SC2086
-      timeout "${FASHION_TIMEOUT:-570}" python3 benchmarks/coded_fashion.py --profile gpu \
+      timeout "${FASHION_TIMEOUT:-570}" python3 benchmarks/results/coded_fashion.py --profile gpu \
         --data-dir .data/fashion-mnist --out "$OUT/fashion" --budget "${FASHION_BUDGET:-360}" ${FASHION_ARGS:-} 2>&1 \
         | tee "$OUT/fashion.txt" | tail -30 ;;
     generation)
@@ -457,7 +457,7 @@ PY
       timeout 120 python3 -m pytest tests/test_generation_hf.py tests/test_generation.py -m cuda -q -p no:cacheprovider \
         -rs > "$OUT/generation/pytest_cuda.txt" 2>&1
       grep -E "passed|failed|error|FAILED|^E  " "$OUT/generation/pytest_cuda.txt" | tail -12
-      timeout 400 python3 benchmarks/generation.py --out "$OUT/generation" 2>&1 | grep -v "^USDT\|^STAGE" \
+      timeout 400 python3 benchmarks/results/generation.py --out "$OUT/generation" 2>&1 | grep -v "^USDT\|^STAGE" \
         | tee "$OUT/generation/log.txt" | tail -30 ;;
     *) echo "unknown phase $phase" ;;
   esac

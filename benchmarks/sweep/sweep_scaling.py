@@ -2,7 +2,7 @@
 time, scaling, cells and graph-timed cells of each, utilization's agreement, and issue #24's
 targets (scaling >= 0.95 N, i.e. 1.9x on 2; Spearman >= 0.999; median level within 0.5 %).
 
-    python benchmarks/sweep_scaling.py SWEEP_DIR N AGREEMENT_JSON [--json OUT]
+    python benchmarks/sweep/sweep_scaling.py SWEEP_DIR N AGREEMENT_JSON [--json OUT]
 
 SWEEP_DIR holds sweep1.sqlite and sweepN.sqlite, and sweep<k>.seconds, the wall time of a sweep
 that finished in one go; AGREEMENT_JSON is sweep_agreement.py's --json of sweep1 against sweepN.

@@ -2,7 +2,7 @@
 models where counters disagree (RNNs on oneDNN, the Transformer encoder's fast and nested
 paths, GPT-2-like attention):
 
-    python benchmarks/peer_flops.py [--device cpu]
+    python benchmarks/results/peer_flops.py [--device cpu]
 
 Matrix FLOPs (2 x multiply-accumulate) of one forward in eval. FlopCounterMode counts matrix
 FLOPs only, so that is the column compared; "closed form" is the model's own arithmetic (RNN:

@@ -1,7 +1,7 @@
 """Rebuilds a `nas evaluate` results db from a committed sweep CSV, so `nas correlate` and
 `nas search` can be rerun without a GPU:
 
-    python benchmarks/sweep_csv_to_db.py docs/results/nas/sweep_auto_a.csv.gz auto_a.sqlite
+    python benchmarks/sweep/sweep_csv_to_db.py docs/results/nas/sweep_auto_a.csv.gz auto_a.sqlite
     python -m torchutil nas correlate --db auto_a.sqlite --out docs/results/nas
 """
 from __future__ import annotations

@@ -24,7 +24,7 @@ and which share of a traced call's kernel time is attributed to ops. The setting
   teardown  api, and CUPTI detached after every trace (TORCHUTIL_CUPTI_TEARDOWN=1)
   kernels   TORCHUTIL_CUPTI_CORRELATION=0: kernel records alone, attributed to no op
 
-    python benchmarks/trace_cost.py --model resnet50 --batch 1
+    python benchmarks/cost/trace_cost.py --model resnet50 --batch 1
 """
 from __future__ import annotations
 
@@ -50,11 +50,10 @@ def child(args: argparse.Namespace) -> dict:
     import torch
 
     import torchutil
-    from torchutil.models import build_classifier
+    from torchutil.studies._common import Setup
 
     dev = torch.device("cuda")
-    model = build_classifier(args.model).eval().to(dev, torch.half).to(memory_format=torch.channels_last)
-    x = torch.randn(args.batch, 3, 224, 224, device=dev, dtype=torch.half).contiguous(memory_format=torch.channels_last)
+    model, x = Setup.on(dev, torch.half).classifier(args.model, args.batch)  # channels_last on CUDA
     tiny, xt = torch.nn.ReLU(), torch.randn(1, 16, device=dev)
 
     def timed(fn) -> float:

@@ -17,7 +17,7 @@ a kept pool saves the segments only where the captures share a stream (torchutil
 capture stream per thread and device; with TORCHUTIL_KEEP_CAPTURE_POOL=0 a profile takes one from
 torch's round-robin pool per call). Medians over --rounds with quartiles; one process.
 
-    python benchmarks/capture_cycle_cost.py --model resnet50 --batch 1
+    python benchmarks/cost/capture_cycle_cost.py --model resnet50 --batch 1
 """
 from __future__ import annotations
 
@@ -37,11 +37,10 @@ def main() -> None:
 
     import torch
 
-    from torchutil.models import build_classifier
+    from torchutil.studies._common import Setup
 
     dev = torch.device("cuda")
-    model = build_classifier(args.model).eval().to(dev, torch.half).to(memory_format=torch.channels_last)
-    x = torch.randn(args.batch, 3, 224, 224, device=dev, dtype=torch.half).contiguous(memory_format=torch.channels_last)
+    model, x = Setup.on(dev, torch.half).classifier(args.model, args.batch)  # channels_last on CUDA
     tiny, xt = torch.nn.ReLU(), torch.randn(1, 16, device=dev)
     stream = torch.cuda.Stream()
     out: dict = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__, "args": vars(args)}

@@ -5,7 +5,7 @@ rank is SIGKILLed (by its pid) once it has committed a cell, and the sweep is re
 running both agents again (`rerun`, torchrun's default --max-restarts 0) or by torchrun itself
 (`elastic`, --max-restarts 1).
 
-    python benchmarks/torchrun_rehearsal.py [--cells 10] [--scenarios rerun elastic] [--out DIR]
+    python benchmarks/sweep/torchrun_rehearsal.py [--cells 10] [--scenarios rerun elastic] [--out DIR]
 
 Prints for each scenario the agents' command, each run's wall time and exit codes, what the
 killed rank had committed, what the restarted ranks evaluated and skipped, and the check of the
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DB = "r.sqlite"
 # What each agent's workers run: a handful of cells, as cheap as a cell gets on the CPU.
 # 25 timed forwards a cell (~50 ms on a 2-core machine): the kill after rank 1's first commit

@@ -3,8 +3,8 @@ MNIST, Fashion-MNIST, CIFAR-10 where their files are present), what the redundan
 tail-latency simulation with the measured times. Every step is a `python -m torchutil coded`
 command, run in this process; results.md lists them.
 
-    python benchmarks/coded_results.py --device cuda --out gpu-results/coded     # run_gpu.sh's coded phase
-    python benchmarks/coded_results.py --device cpu --out h200-work/coded-cpu
+    python benchmarks/results/coded_results.py --device cuda --out gpu-results/coded     # run_gpu.sh's coded phase
+    python benchmarks/results/coded_results.py --device cpu --out h200-work/coded-cpu
 
 Writes into --out only: results.json (every run's config and metrics, the cost table, the
 simulations), results.md (the tables, next to the paper's 64-98 %, and the commands) and one

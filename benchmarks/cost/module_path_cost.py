@@ -13,8 +13,8 @@ each followed by a device synchronization, and reports medians and the paired di
 round (median, q1 to q3): scope - plain (the wrappers and their set-up), count+paths - count
 (what module paths add to a counted forward). Also the scope's opening and closing alone.
 
-    python benchmarks/module_path_cost.py --device cuda --batch 1 --dtype float16
-    python benchmarks/module_path_cost.py --device cpu --size 32 --threads 1
+    python benchmarks/cost/module_path_cost.py --device cuda --batch 1 --dtype float16
+    python benchmarks/cost/module_path_cost.py --device cpu --size 32 --threads 1
 """
 from __future__ import annotations
 
@@ -26,9 +26,10 @@ import torch
 
 import torchutil
 from torchutil import _C
-from torchutil.models import DTYPES, build_classifier
+from torchutil.models import DTYPES
+from torchutil.studies._common import Setup
 
-from rounds import quartiles, timed_rounds  # benchmarks/rounds.py, beside this script
+from rounds import quartiles, timed_rounds  # benchmarks/cost/rounds.py, beside this script
 
 
 def main() -> None:
@@ -48,11 +49,7 @@ def main() -> None:
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     dtype = DTYPES[args.dtype or ("float16" if cuda else "float32")]
-    model = build_classifier(args.model).eval().to(device=device, dtype=dtype)
-    x = torch.randn(args.batch, 3, args.size, args.size, device=device, dtype=dtype)
-    if cuda:
-        model = model.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
+    model, x = Setup.on(device, dtype).classifier(args.model, args.batch, args.size)  # channels_last on CUDA
 
     def sync() -> None:
         if cuda:

@@ -3,8 +3,8 @@
 by torchutil.profile_generate, beside the analytic MFU/MBU of serving engines and the plain
 transformers generate() loop for the same tokens.
 
-    python benchmarks/generation.py                    # the H200 run (CUDA; about 4 minutes)
-    python benchmarks/generation.py --quick            # a tiny config on the CPU, end to end
+    python benchmarks/results/generation.py                    # the H200 run (CUDA; about 4 minutes)
+    python benchmarks/results/generation.py --quick            # a tiny config on the CPU, end to end
 
 The model (LlamaConfig): hidden 2048, 16 layers, 32 query heads and 8 KV heads (GQA, head dim
 64), MLP 8192, vocab 32000, untied head: 1.10 B parameters, 2.21 GB of bf16 weights; the KV cache
@@ -129,7 +129,7 @@ def main() -> None:
     try:
         import transformers
     except ImportError:
-        raise SystemExit("benchmarks/generation.py needs transformers: pip install transformers") from None
+        raise SystemExit("benchmarks/results/generation.py needs transformers: pip install transformers") from None
     device = torch.device("cpu" if args.quick or not torch.cuda.is_available() else "cuda")
     dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
     batches = args.batches or ([1, 2] if args.quick else [1, 8, 32])

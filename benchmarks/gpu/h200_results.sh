@@ -2,7 +2,7 @@
 # The GPU runs behind docs/results/ (survey, fold-bench, NAS sweep), on a machine with two GPUs,
 # in phases that each fit one device call:
 #
-#   START=$(date +%s) scripts/device_run.sh benchmarks/h200_results.sh PHASE [SECONDS]
+#   START=$(date +%s) scripts/device_run.sh benchmarks/gpu/h200_results.sh PHASE [SECONDS]
 #
 #   tests  GPU 0: the whole pytest suite; GPU 1: fold-bench in every variant (twice each);
 #          then the survey on both GPUs until the time is up
@@ -17,7 +17,7 @@
 # survey is resumable, so each phase runs it only as long as its time allows: SECONDS (default
 # 540) counted from $START, the start of the device call.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PHASE=${1:?phase: tests, nas1 or nas2}
 END=$(( ${START:-$(date +%s)} + ${2:-540} ))
 W=h200-work

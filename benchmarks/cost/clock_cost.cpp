@@ -3,7 +3,7 @@
 // (std::chrono::steady_clock: the phase and stage timers), and cuptiGetTimestamp. On a VM whose
 // clock source is not the TSC, clock_gettime leaves the vDSO for a system call.
 //
-//   g++ -O2 -std=c++17 benchmarks/clock_cost.cpp -I/usr/local/cuda/include \
+//   g++ -O2 -std=c++17 benchmarks/cost/clock_cost.cpp -I/usr/local/cuda/include \
 //       -L/usr/local/cuda/lib64 -lcupti -o /tmp/clock_cost && /tmp/clock_cost
 #include <cupti.h>
 #include <time.h>

@@ -1,8 +1,8 @@
 """How well two NATS-Bench sweeps of the same config agree, cell by cell: the reward-grade test
 of docs/results/nas (two independent runs of `nas evaluate`).
 
-    python benchmarks/sweep_agreement.py sweep_a.sqlite sweep_b.sqlite
-    python benchmarks/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz docs/results/nas/sweep_auto_b.csv.gz
+    python benchmarks/sweep/sweep_agreement.py sweep_a.sqlite sweep_b.sqlite
+    python benchmarks/sweep/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz docs/results/nas/sweep_auto_b.csv.gz
 
 Inputs are result dbs or the committed CSVs (.csv or .csv.gz). Cells are matched on their key
 (index, dataset, batch, dtype, device, mode); only cells in both count. Per metric: Spearman

@@ -4,7 +4,7 @@ gain in what the GPU's counters saw (tensor-pipe activity, SM throughput) and th
 counted FLOP ratio. Answers: does folding raise tensor-pipe activity as much as it raises
 nominal utilization?
 
-    python benchmarks/fold_counters_summary.py docs/results/fold/counters/fold_bench_counters.csv
+    python benchmarks/results/fold_counters_summary.py docs/results/fold/counters/fold_bench_counters.csv
 """
 from __future__ import annotations
 

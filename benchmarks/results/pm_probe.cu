@@ -6,7 +6,7 @@
 // returned something other than success, the status, and at the end: samples decoded against
 // run_ms / interval, overflow flags, decode calls and their stop reasons.
 //
-//   nvcc -std=c++17 -O2 benchmarks/pm_probe.cu -o pm_probe -lcupti \
+//   nvcc -std=c++17 -O2 benchmarks/results/pm_probe.cu -o pm_probe -lcupti \
 //     -L/usr/local/cuda/extras/CUPTI/lib64
 //   ./pm_probe buffer_mb=16 interval_ns=10000 period_ms=5 image_samples=1000 run_ms=500 mode=0
 #include <cuda.h>

@@ -10,7 +10,7 @@ empty ctypes call (cudaGetLastError) as the floor, in the libcudart the process 
 It also times a capture of the forward itself, to set the queries against. Medians of --repeats
 batches with their range; one process.
 
-    python benchmarks/capture_query_cost.py --model resnet50 --batch 1
+    python benchmarks/cost/capture_query_cost.py --model resnet50 --batch 1
 """
 from __future__ import annotations
 
@@ -43,11 +43,10 @@ def main() -> None:
     import torch
 
     import torchutil  # noqa: F401  (loads libcupti)
-    from torchutil.models import build_classifier
+    from torchutil.studies._common import Setup
 
     dev = torch.device("cuda")
-    model = build_classifier(args.model).eval().to(dev, torch.half).to(memory_format=torch.channels_last)
-    x = torch.randn(args.batch, 3, 224, 224, device=dev, dtype=torch.half).contiguous(memory_format=torch.channels_last)
+    model, x = Setup.on(dev, torch.half).classifier(args.model, args.batch)  # channels_last on CUDA
     rt = _loaded("libcudart.so")
     cupti = _loaded("libcupti.so")
     cupti.cuptiGetTimestamp.argtypes = [ctypes.POINTER(ctypes.c_uint64)]

@@ -2,7 +2,7 @@
 per op) in the current form (a dict keyed by torchutil.studies.survey.OP_KEYS); every other
 field of every row is left as it is. Plain .jsonl or gzipped .jsonl.gz, in place:
 
-    python benchmarks/survey_ops_by_name.py docs/results/survey/survey.jsonl.gz
+    python benchmarks/results/survey_ops_by_name.py docs/results/survey/survey.jsonl.gz
 """
 from __future__ import annotations
 

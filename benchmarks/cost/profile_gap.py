@@ -12,7 +12,7 @@ The variants: the summary op, the full op (torch.ops.util._profile, as torchutil
 it) with and without module paths, and the full op with Python's garbage collector off (is a
 collection of the process's heap what costs?). Medians and quartiles over the rounds.
 
-    python benchmarks/profile_gap.py --model resnet50 --batch 1 --device cuda --dtype float16
+    python benchmarks/cost/profile_gap.py --model resnet50 --batch 1 --device cuda --dtype float16
 """
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ import time
 import torch
 
 import torchutil
-from torchutil.models import DTYPES, build_classifier
+from torchutil.models import DTYPES
 from torchutil.result import ProfileResult
+from torchutil.studies._common import Setup
 
 PARTS = ("rest", "cxx", "after", "free", "sync", "wall")
 
@@ -45,11 +46,7 @@ def main() -> None:
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
-    model = build_classifier(args.model).eval().to(device=device, dtype=DTYPES[args.dtype])
-    x = torch.randn(args.batch, 3, 224, 224, device=device, dtype=DTYPES[args.dtype])
-    if cuda:
-        model = model.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
+    model, x = Setup.on(device, DTYPES[args.dtype]).classifier(args.model, args.batch)  # channels_last on CUDA
     call_index = torchutil.FIELDS.index("call_seconds")
 
     def sync() -> None:

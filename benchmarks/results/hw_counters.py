@@ -9,7 +9,7 @@
 3. ncu's values against torchutil's for the same metric and kernel (resnet50's kernels with the
    most tensor FLOPs), from `ncu --csv --page raw`.
 
-    python benchmarks/hw_counters.py --json out.json --markdown out.md
+    python benchmarks/results/hw_counters.py --json out.json --markdown out.md
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import time
 import torch
 
 import torchutil
-from torchutil.models import build_classifier
+from torchutil.studies._common import Setup
 
 MODELS = ("resnet50", "mobilenet_v3_large", "vit_b_16")
 NCU = os.environ.get("NCU", "/usr/local/cuda/bin/ncu")
@@ -42,10 +42,7 @@ TENSOR_KEYS = ("tensor_hgmma_fp16", "tensor_hmma_fp16")
 
 
 def build(name: str, batch: int):
-    dev = torch.device("cuda")
-    model = build_classifier(name).eval().to(dev, torch.half).to(memory_format=torch.channels_last)
-    x = torch.randn(batch, 3, 224, 224, device=dev, dtype=torch.half).contiguous(memory_format=torch.channels_last)
-    return model, x
+    return Setup.on("cuda", torch.half).classifier(name, batch)  # channels_last on CUDA
 
 
 def nan_to_none(v):
@@ -141,7 +138,7 @@ def costs(batch: int, rounds: int) -> dict:
 
 
 # The forward ncu profiles: the same model and input as build("resnet50"), without torchutil
-# in the process (torchvision's builder is what build_classifier calls).
+# in the process (torchvision's builder is what build_classifier calls; Setup's placement, written out).
 NCU_SCRIPT = """
 import torch, torchvision
 dev = torch.device("cuda")

@@ -16,7 +16,7 @@ and the host's time to queue one replay. Each figure is compared with the commit
 runs another CUDA context beside it that launches a small kernel every 2 ms, free or locked out
 of the timed forwards (does another context's GPU work move the timings?).
 
-    python benchmarks/timing_probe.py --cells 0:48 [--burn 7] [--fraction 0.1125]
+    python benchmarks/cost/timing_probe.py --cells 0:48 [--burn 7] [--fraction 0.1125]
 """
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ import torch
 import torchutil  # noqa: F401  (registers torch.ops.util)
 from torchutil.fields import FIELDS
 from torchutil.nas import natsbench as nb
-from torchutil.studies.nas_evaluate import _holding
+from torchutil.studies.nas_cells import EvalConfig, holding, make_input
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results" / "nas"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "nas"
 
 
 def _burn() -> None:
@@ -121,9 +121,9 @@ def run(args: argparse.Namespace, cells: range) -> None:
     if args.fraction:
         torch.cuda.set_per_process_memory_fraction(args.fraction, device)
     a, w8 = _reference("sweep_auto_a.csv.gz"), _reference("sweep_workers8.csv.gz")
-    pool = nb.NetworkPool("cifar10", device, torch.float16, channels_last=True)
-    x = torch.randn(nb.input_shape("cifar10", 256), device=device, dtype=torch.float16)
-    x = x.contiguous(memory_format=torch.channels_last)
+    sweep = EvalConfig(dataset="cifar10", batch=256, dtype="float16", device=str(device), channels_last=True)
+    pool = nb.NetworkPool(sweep.dataset, device, torch.float16, channels_last=True)
+    x = make_input(sweep, device)  # the sweep's own input
     seconds_at = FIELDS.index("seconds")
     gate_cycles = int(args.gate_ms * 1e-3 * torch.cuda.get_device_properties(device).clock_rate * 1e3)
     lock = _lock_path() if args.lock else None
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace, cells: range) -> None:
             with torch.cuda.graph(graph):
                 model(x)
             graph.replay()
-            with _holding(lock):  # as the sweep holds the GPU lock
+            with holding(lock):  # as the sweep holds the GPU lock
                 plain, queued = _time_replays(graph, args.iters, 0)
                 gated, queued_g = _time_replays(graph, args.iters, gate_cycles)
             del graph

@@ -8,8 +8,8 @@ utilization, process k / process 1 - 1). A reward that varies by more than the d
 between candidates ranks them by luck: the targets are a CV of at most 1 % and a process-to-process
 level within 1 % on every row. Extra timings (--timings eager auto) add rows with that argument.
 
-    python benchmarks/bench_repeatability.py                        # issue #19's table (CUDA)
-    python benchmarks/bench_repeatability.py --device cpu --configs resnet18:1 --calls 12
+    python benchmarks/results/bench_repeatability.py                        # issue #19's table (CUDA)
+    python benchmarks/results/bench_repeatability.py --device cpu --configs resnet18:1 --calls 12
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ import tempfile
 import torch
 
 import torchutil
-from torchutil.models import DTYPES, build_classifier
+from torchutil.models import DTYPES
+from torchutil.studies._common import Setup
 
 DEFAULT_CONFIGS = ["convnext_tiny:8", "efficientnet_b0:1", "densenet121:16", "mobilenet_v2:1", "resnet50:32",
                    "resnet50:1", "mobilenet_v3_large:64"]
@@ -47,11 +48,7 @@ def measure(args: argparse.Namespace) -> dict:
     for config in args.configs:
         name, _, batch_text = config.partition(":")
         batch = int(batch_text or 1)
-        model = build_classifier(name).eval().to(device=device, dtype=dtype)
-        x = torch.randn(batch, 3, args.image_size, args.image_size, device=device, dtype=dtype)
-        if on_cuda:
-            model = model.to(memory_format=torch.channels_last)
-            x = x.contiguous(memory_format=torch.channels_last)
+        model, x = Setup.on(device, dtype).classifier(name, batch, args.image_size)  # channels_last on CUDA
         for timing in args.timings:
             kwargs = {} if timing == "default" else {"timing": timing}
             results = [torchutil.profile(model, x, **kwargs) for _ in range(args.calls)]

@@ -1,7 +1,7 @@
 """Utilization of the models in ../shared/MISSION.md's reference table, next to the figures
 measured there (H200, torch 2.11, fp16, channels_last, eager):
 
-    python benchmarks/reference_models.py [--json out.json]
+    python benchmarks/results/reference_models.py [--json out.json]
 
 Runs torchutil.profile with kernel tracing on each (model, batch); resnet50 at batch 1 is also
 run with CUDA-graph replay. Needs a CUDA GPU.
@@ -14,7 +14,7 @@ import json
 import torch
 
 import torchutil
-from torchutil.models import build_classifier
+from torchutil.studies._common import Setup
 
 # (model, batch, graph) -> utilization in % of 989.4 TFLOP/s, from MISSION.md.
 REFERENCE = {
@@ -36,8 +36,7 @@ def main() -> None:
     print(f"{'model':<20}{'batch':>6}{'mode':>11}{'util %':>9}{'ref %':>8}{'kern util %':>12}"
           f"{'busy %':>8}{'ms/fwd':>9}{'kern ms':>9}{'kernels':>8}  trace")
     for (name, batch, graph), ref in REFERENCE.items():
-        model = build_classifier(name).eval().to(device=device, dtype=torch.float16).to(memory_format=torch.channels_last)
-        x = torch.randn(batch, 3, 224, 224, device=device, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+        model, x = Setup.on(device, torch.float16).classifier(name, batch)  # channels_last on CUDA
         r = torchutil.profile(model, x, warmup=5, iters=args.iters, cuda_graph=graph)
         row = {"model": name, "batch": batch, "mode": r.timing_mode, "reference_percent": ref,
                **{k: getattr(r, k) for k in ("utilization", "kernel_utilization", "gpu_busy_fraction",

@@ -1,7 +1,7 @@
 """Writes a `nas evaluate` results db as the gzipped CSV committed under docs/results/nas
 (the inverse of sweep_csv_to_db.py), one row per cell in index order:
 
-    python benchmarks/sweep_db_to_csv.py sweep.sqlite docs/results/nas/sweep_auto_a.csv.gz
+    python benchmarks/sweep/sweep_db_to_csv.py sweep.sqlite docs/results/nas/sweep_auto_a.csv.gz
 """
 from __future__ import annotations
 

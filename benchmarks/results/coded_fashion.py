@@ -2,9 +2,9 @@
 and a measured serving run (torchutil.coded.serve) beside the simulation of the same service
 times. The data come from Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist).
 
-    python benchmarks/coded_fashion.py --out $OUT                  # the H200 run: <= 7 minutes
-    python benchmarks/coded_fashion.py --profile cpu --out DIR     # the CPU-sized run (MLP only)
-    python benchmarks/coded_fashion.py --quick --out DIR           # end to end in ~2 minutes
+    python benchmarks/results/coded_fashion.py --out $OUT                  # the H200 run: <= 7 minutes
+    python benchmarks/results/coded_fashion.py --profile cpu --out DIR     # the CPU-sized run (MLP only)
+    python benchmarks/results/coded_fashion.py --quick --out DIR           # end to end in ~2 minutes
 
 F is trained once per base model; every code is then trained with F frozen, with the seeds and
 steps of `python -m torchutil coded train --dataset fashion --base B --k K --paradigm P

@@ -1,10 +1,10 @@
 """Collects fold-bench runs (one folder per variant/repeat, each with fold_bench.csv) into one
 CSV and one plot: utilization gain against the folding factor, per model, per variant.
 
-    python benchmarks/fold_summary.py h200-work/fold h200-work/fold_all h200-work/fold_tuned \
+    python benchmarks/results/fold_summary.py h200-work/fold h200-work/fold_all h200-work/fold_tuned \
         --out docs/results/fold
 
-A folder's name is <variant>_rep<k> (as benchmarks/h200_results.sh writes them); repeats of a
+A folder's name is <variant>_rep<k> (as benchmarks/gpu/h200_results.sh writes them); repeats of a
 variant are listed apart in the CSV and shown as their median in the plot.
 """
 from __future__ import annotations

@@ -19,8 +19,8 @@ cost over the summary op they are); for reference one forward under FlopCounterM
 under torch.profiler(with_flops=True). The targets of issue #19 are printed last, with where
 the default call's time goes (its phase_* fields).
 
-    python benchmarks/bench_overhead.py --model resnet50 --batch 1 --device cuda --dtype float16
-    python benchmarks/bench_overhead.py --model resnet18 --batch 1 --device cpu
+    python benchmarks/cost/bench_overhead.py --model resnet50 --batch 1 --device cuda --dtype float16
+    python benchmarks/cost/bench_overhead.py --model resnet18 --batch 1 --device cpu
 """
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import torchutil
-from torchutil.models import DTYPES, build_classifier
+from torchutil.models import DTYPES
+from torchutil.studies._common import Setup
 
-from rounds import quartiles, timed_rounds  # benchmarks/rounds.py, beside this script
+from rounds import quartiles, timed_rounds  # benchmarks/cost/rounds.py, beside this script
 
 PHASES = ("warmup", "count", "capture", "trace", "time", "counters", "wait", "assemble")
 
@@ -60,12 +61,8 @@ def main() -> None:
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     dtype = DTYPES[args.dtype]
-    channels_last = cuda if args.channels_last is None else args.channels_last
-    model = build_classifier(args.model).eval().to(device=device, dtype=dtype)
-    x = torch.randn(args.batch, 3, 224, 224, device=device, dtype=dtype)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
+    setup = Setup.on(device, dtype, args.channels_last)  # channels_last None: on for CUDA
+    model, x = setup.classifier(args.model, args.batch)
     defaults = torchutil._ops.OPTION_DEFAULTS
     warmup, iters = defaults["warmup"], defaults["iters"]
     forwards = warmup + iters
@@ -142,7 +139,7 @@ def main() -> None:
                                before_rounds=phases.clear)
 
     where = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
-    print(f"{args.model} batch {args.batch} {args.dtype} {'channels_last' if channels_last else 'contiguous'} "
+    print(f"{args.model} batch {args.batch} {args.dtype} {'channels_last' if setup.channels_last else 'contiguous'} "
           f"on {where}; torch {torch.__version__}; {args.rounds} rounds in random order; "
           f"a call's defaults: warmup={warmup}, iters={iters}")
     med = {k: statistics.median(v) for k, v in samples.items()}
