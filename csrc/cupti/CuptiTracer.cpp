@@ -357,11 +357,8 @@ bool CuptiTracer::enable(std::string* why, Correlation how) {
     TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
     enabledKinds_.push_back(kind);
   }
-  // TORCHUTIL_CUPTI_CORRELATION=0 (a measurement switch of benchmarks/trace_cost.py): kernel
-  // records only, attributed to no op.
-  const char* correlation = std::getenv("TORCHUTIL_CUPTI_CORRELATION");
-  if (correlation != nullptr && std::string(correlation) == "0") {
-    return true;
+  if (how == Correlation::None) {
+    return true;  // kernel records only, attributed to no op
   }
   if (how == Correlation::Markers) {
     return startMarking(why);

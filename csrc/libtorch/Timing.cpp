@@ -105,23 +105,16 @@ std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n) {
 
 }  // namespace
 
-const char* timingModeName(TimingMode m) {
-  switch (m) {
-    case TimingMode::Eager: return "eager";
-    case TimingMode::CudaGraph: return "cuda_graph";
-    case TimingMode::Auto: return "auto";
-  }
-  return "?";
+TimingMode parseTimingMode(std::string_view name) {
+  return valueErrors([&] { return kTimingModes.parse(name, "timing"); });
 }
 
-TimingMode parseTimingMode(std::string_view name) {
-  for (TimingMode m : {TimingMode::Eager, TimingMode::CudaGraph, TimingMode::Auto}) {
-    if (name == timingModeName(m)) {
-      return m;
-    }
-  }
-  TORCH_CHECK_VALUE(false, "torchutil: timing must be 'eager', 'cuda_graph' or 'auto', got '",
-                    std::string(name), "'");
+bool cudaGraphsBuilt() {
+#ifdef TORCHUTIL_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
 }
 
 std::unique_ptr<Runner> eagerRunner(Forward& forward, const std::vector<at::Tensor>& inputs,
