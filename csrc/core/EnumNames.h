@@ -34,11 +34,12 @@ class EnumNames {
     }
     return std::nullopt;
   }
-  // The names in the table's order: "'eager', 'cuda_graph' or 'auto'".
-  std::string listed() const {
+  // The names in the table's order: "'eager', 'cuda_graph' or 'auto'" (last: the word before
+  // the last name; ", " lists them all alike).
+  std::string listed(std::string_view last = " or ") const {
     std::string out;
     for (size_t i = 0; i < names_.size(); ++i) {
-      out += i == 0 ? "" : i + 1 == names_.size() ? " or " : ", ";
+      out += i == 0 ? "" : i + 1 == names_.size() ? std::string(last) : ", ";
       out += "'" + std::string(names_[i].second) + "'";
     }
     return out;

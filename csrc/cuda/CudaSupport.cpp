@@ -239,7 +239,7 @@ std::unique_ptr<GraphReplay> tryCapture(const std::function<void()>& forward,
 }  // namespace
 
 GraphCapture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                     c10::Device device, c10::Stream stream, bool threadLocal) {
+                          c10::Device device, c10::Stream stream, bool threadLocal) {
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
