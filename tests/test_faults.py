@@ -24,7 +24,8 @@ from full_disk import fill
 from results_db import synthetic_rows, write_db
 
 from torchutil.nas import natsbench as nb
-from torchutil.studies import _common, survey
+from torchutil import _files
+from torchutil.studies import survey
 from torchutil.studies import coded as cs
 from torchutil.studies import nas_evaluate as ev
 
@@ -52,7 +53,7 @@ def test_coded_train_on_a_full_disk_keeps_the_last_checkpoint(tmp_path, monkeypa
     train = ["coded", "train", "--device", "cpu", "--no-progress", "--base-epochs", "1", "--out", str(out)]
     assert status_and_err([*train, "--epochs", "1"], capsys)[0] == 0
     before = (out / cs.CHECKPOINT).read_bytes()
-    fill(monkeypatch, _common, room=100)  # the next checkpoint finds 100 bytes free
+    fill(monkeypatch, _files, room=100)  # the next checkpoint finds 100 bytes free
     status, err = status_and_err([*train, "--epochs", "2"], capsys)
     assert err.startswith("resuming ")  # its log line, then the error
     line = _one_line(err.split("\n", 1)[1])
@@ -88,7 +89,7 @@ def test_survey_on_a_full_disk_leaves_whole_rows(tmp_path, monkeypatch, capsys):
 
 
 def test_profile_json_on_a_full_disk_leaves_no_file(tmp_path, monkeypatch, capsys):
-    fill(monkeypatch, _common, room=0)
+    fill(monkeypatch, _files, room=0)
     profile = ["profile", "resnet18", "--device", "cpu", "--batch", "1", "--image-size", "32", "--warmup", "0",
                "--iters", "1"]
     kept = tmp_path / "kept.json"

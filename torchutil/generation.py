@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from torchutil._decoding import HFRunner, Step, StepRunner, error, next_token
+from torchutil._files import atomic_open, save_figure
 from torchutil._json import json_safe
 from torchutil.profiler import ProfileResult, _synchronize, profile
 
@@ -189,7 +190,7 @@ def rows_to_csv(path: str, rows: Sequence[GenerationRow], extra: dict[str, Seque
     """GenerationRows as CSV; `extra` adds leading columns (name -> one value per row)."""
     names = [f.name for f in fields(GenerationRow)]
     extra = extra or {}
-    with open(path, "w", newline="") as f:
+    with atomic_open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow([*extra, *names])
         for i, r in enumerate(rows):
@@ -406,5 +407,5 @@ def plot_generation(results: Sequence[GenerationResult], path: str) -> None:
     bw_ax.legend(fontsize=7)
     fl_ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 

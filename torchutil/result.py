@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
+from torchutil._files import atomic_open
 from torchutil._json import json_safe
 from torchutil.fields import FIELDS, TEXT_FIELDS, output_rows, row_class, schema
 
@@ -135,7 +136,7 @@ class ProfileResult:
                 "torchutil: this result has no trace; profile a CUDA model with "
                 f"chrome_trace=True (trace status: {self.trace_status})"
             )
-        with open(path, "w") as f:
+        with atomic_open(path) as f:
             f.write(self.chrome_trace)
 
     def ops_to_csv(self, path: str) -> None:
@@ -400,7 +401,7 @@ def _cell(column: OpColumn, text: str) -> str:
 def _rows_to_csv(path: str, rows: list[Any], cls: type) -> None:
     """One CSV row per row of the dataclass cls, the columns in field order."""
     names = [f.name for f in fields(cls)]
-    with open(path, "w", newline="") as f:
+    with atomic_open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(names)
         for r in rows:

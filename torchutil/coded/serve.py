@@ -42,7 +42,6 @@ Set-up (what `measure` does):
 """
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
 from multiprocessing import resource_tracker
@@ -328,11 +327,10 @@ def format_report(report: ServeReport) -> str:
 
 def write_report(report: ServeReport, out: str) -> list[str]:
     """serve.json (everything but the per-query arrays) and serve.md into folder `out`."""
-    from torchutil._json import json_safe
+    from torchutil._files import atomic_open, write_json
 
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "serve.json"), "w") as f:
-        json.dump(json_safe(report.to_dict()), f, indent=2)
-    with open(os.path.join(out, "serve.md"), "w") as f:
+    write_json(os.path.join(out, "serve.json"), report.to_dict(), indent=2)
+    with atomic_open(os.path.join(out, "serve.md")) as f:
         f.write(format_report(report) + "\n")
     return ["serve.json", "serve.md"]
