@@ -34,6 +34,7 @@ __all__ = [
     "remove_db",
     "shard_path",
     "shard_pattern",
+    "worker_pattern",
 ]
 
 
@@ -245,9 +246,11 @@ def _read(con: sqlite3.Connection, where: dict[str, Any]) -> list[dict[str, Any]
 
 def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]) -> int:
     """Copies every row of the `sources` dbs into `dst` (a row with the same key is replaced)
-    and returns the number of rows copied."""
+    and returns the number of rows it adds to `dst` (a replaced row is not counted again: the
+    same shard merged twice adds its rows once)."""
     con = connect(dst)
-    copied = 0
+    with db_errors(dst):
+        before = _count(con)
     try:
         for i, src in enumerate(sources):
             check_db(src)
@@ -256,14 +259,18 @@ def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]
                 con.execute(f"ATTACH DATABASE ? AS {alias}", (str(src),))
                 try:
                     cols = ", ".join(_COLUMNS)
-                    cur = con.execute(f"INSERT OR REPLACE INTO results ({cols}) SELECT {cols} FROM {alias}.results")
-                    copied += cur.rowcount
+                    con.execute(f"INSERT OR REPLACE INTO results ({cols}) SELECT {cols} FROM {alias}.results")
                     con.commit()
                 finally:
                     con.execute(f"DETACH DATABASE {alias}")
+        with db_errors(dst):
+            return _count(con) - before
     finally:
         con.close()
-    return copied
+
+
+def _count(con: sqlite3.Connection) -> int:
+    return con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
 
 def insert_rows(con: sqlite3.Connection, rows: list[dict[str, Any]]) -> None:
@@ -281,6 +288,13 @@ def remove_db(db: str | os.PathLike[str]) -> None:
     """Removes a db file with its WAL and shared-memory files (those a killed writer leaves)."""
     for extra in ("", "-wal", "-shm"):
         Path(f"{db}{extra}").unlink(missing_ok=True)
+
+
+def worker_pattern(db: str | os.PathLike[str]) -> re.Pattern[str]:
+    """The file names of db's worker dbs, exactly: results.worker<digits>.sqlite (not a user's
+    results.worker-backup.sqlite)."""
+    db = Path(db)
+    return re.compile(rf"{re.escape(db.stem)}\.worker\d+{re.escape(db.suffix or '.sqlite')}")
 
 
 def shard_pattern(db: str | os.PathLike[str]) -> re.Pattern[str]:

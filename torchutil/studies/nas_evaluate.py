@@ -43,7 +43,8 @@ from torchutil.studies._common import Progress, Setup, cudnn_autotune, nas_error
 from torchutil.studies.nas_db import (BUILTIN, BUILTIN_DBS, CONFIG_COLUMNS, KEY_COLUMNS, METRIC_COLUMNS,  # noqa: F401
                                       SUMMARY_COLUMNS, TIMINGS, _COLUMNS, _FIELD_INDEX, _NOT_A_DB, _builtin_rows,
                                       _db_name, _open_readonly, _read, check_db, connect, db_errors, insert_rows,
-                                      is_builtin, iter_shards, merge, read_rows, remove_db, shard_path, shard_pattern)
+                                      is_builtin, iter_shards, merge, read_rows, remove_db, shard_path, shard_pattern,
+                                      worker_pattern)
 
 __all__ = [
     "BUILTIN_DBS",
@@ -287,13 +288,16 @@ def worker_path(db: str | os.PathLike[str], worker: int) -> Path:
 
 
 def merge_workers(db: str | os.PathLike[str]) -> None:
-    """Merges the worker dbs of an earlier run (a kill leaves them) into db, then removes them."""
-    db = Path(db)
-    shards = sorted(db.parent.glob(f"{db.stem}.worker*{db.suffix or '.sqlite'}"))
+    """Merges the worker dbs (worker_path's names, exactly; a kill leaves them) into db, then
+    removes them, saying so on stderr."""
+    db, pattern = Path(db), worker_pattern(db)
+    shards = sorted(p for p in db.parent.iterdir() if pattern.fullmatch(p.name)) if db.parent.is_dir() else []
     if shards:
-        merge(db, shards)
+        added = merge(db, shards)
         for shard in shards:
             remove_db(shard)
+        sys.stderr.write(f"nas evaluate: merged the worker dbs {', '.join(p.name for p in shards)} into {db} "
+                         f"({added:,} new rows) and removed them\n")
 
 
 def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *,

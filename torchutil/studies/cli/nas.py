@@ -155,12 +155,14 @@ def run_merge(args: argparse.Namespace) -> int:
     shards = args.shards or list(ev.iter_shards(args.db))
     if not shards:
         raise fail(f"no shards given and none found next to {args.db}")
-    for shard in shards:
+    for i, shard in enumerate(shards):
         if os.path.exists(args.db) and os.path.samefile(shard, args.db):
             raise UsageError(f"{shard} is the db merged into (--db {args.db}); a db cannot be merged into itself")
+        if any(os.path.exists(s) and os.path.exists(shard) and os.path.samefile(s, shard) for s in shards[:i]):
+            raise UsageError(f"shard {shard} is given twice; give each shard once")
         ev.check_db(shard)  # every source readable before anything is written
-    copied = ev.merge(args.db, shards)
-    print(f"merged {copied} rows from {len(shards)} shard(s) into {args.db}")
+    added = ev.merge(args.db, shards)
+    print(f"merged {len(shards)} shard(s) into {args.db}: {added} rows new to it (a row already there is replaced)")
     return 0
 
 
