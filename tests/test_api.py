@@ -6,10 +6,12 @@ import json
 import math
 import re
 import warnings
+from typing import Optional
 
 import pytest
 import torch
 import torchvision.models as tvm
+from torch.utils.flop_counter import FlopCounterMode
 
 import torchutil
 from nets import SmallNet
@@ -91,6 +93,33 @@ def test_profile_several_inputs():
     result = torchutil.profile(torch.mm, (a, b), warmup=0, iters=1, peak_flops=PEAK)
     assert result.matrix_flops == 2 * 3 * 4 * 7
     assert result.batch_size == 3
+
+
+class _TwoInputs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 4), torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.a(x) if y is None else self.a(x) + self.b(y)
+
+
+@pytest.mark.parametrize("script", [False, True], ids=["eager", "torchscript"])
+def test_summary_op_takes_every_input_of_a_list(script):
+    """torch.ops.util.profile(m, [x, y]) runs m(x, y), as torchutil.profile does (it ran m(x):
+    264 FLOPs for 536). Oracle: FlopCounterMode on m(x, y), plus the elementwise add it skips."""
+    m = _TwoInputs()
+    m = torch.jit.script(m) if script else m
+    x, y = torch.randn(2, 16), torch.randn(2, 16)
+    with FlopCounterMode(display=False) as mode:
+        m(x, y)
+    matrix = mode.get_total_flops()
+    summary = values(torch.ops.util.profile(m, [x, y], warmup=0, iters=1, peak_flops=PEAK))
+    result = torchutil.profile(m, [x, y], warmup=0, iters=1, peak_flops=PEAK)
+    assert summary["matrix_flops"] == result.matrix_flops == matrix == 2 * 2 * 2 * 16 * 4
+    assert summary["flops"] == result.flops and summary["bytes"] == result.bytes
+    assert summary["batch_size"] == 2
+    assert values(torch.ops.util.profile(m, (x, y), batch_size=5, warmup=0, iters=1))["batch_size"] == 5
 
 
 def test_summary_fields_consistent(net):

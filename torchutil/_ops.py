@@ -202,6 +202,11 @@ class ModelOpPacket:
     def __call__(self, model: Any, x: Any = None, *, args: Any = None, kwargs: Any = None,
                  **options: Any) -> Any:
         options = check_options(self._name, options)
+        if self._name == "profile" and args is None and kwargs is None and isinstance(x, (list, tuple)) and len(x) > 1:
+            # util::profile's schema takes one tensor: several are bound as the model's arguments,
+            # so that it runs model(*x) as torchutil.profile does; x[0] gives the device and batch.
+            tensors = _as_tensors(x)
+            model, x = _C._wrap_module(model, tuple(tensors), None), tensors[0]
         model, tensors, batch = bind_inputs(model, x, args, kwargs, options.get("batch_size"))
         if batch is not None:
             options["batch_size"] = batch
