@@ -25,7 +25,7 @@ from results_db import synthetic_rows, write_db
 
 from torchutil.nas import natsbench as nb
 from torchutil import _files
-from torchutil.studies import survey
+from torchutil.studies import nas_db, survey
 from torchutil.studies import coded as cs
 from torchutil.studies import nas_evaluate as ev
 
@@ -201,6 +201,68 @@ def test_a_db_on_a_read_only_file_system(full_db, tmp_path, capsys):
             status, err = status_and_err(argv, capsys)
             assert status == 0, err
         assert (tmp_path / "c" / "correlations.csv").is_file() and (tmp_path / "s" / "summary.csv").is_file()
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+def _wal_state_copy(full_db, folder: Path, rows_in_wal: int) -> Path:
+    """A copy of a WAL db as a killed `nas evaluate` leaves it: 3 rows in the main file, the
+    next `rows_in_wal` committed in its -wal only, and no -shm beside the copy."""
+    rows = ev.read_rows(full_db)[:3 + rows_in_wal]
+    src = write_db(folder.parent / f"src{rows_in_wal}.sqlite", rows[:3])
+    con = ev.connect(src)
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    ev.insert_rows(con, rows[3:])
+    folder.mkdir(exist_ok=True)
+    for extra in ("", "-wal"):  # copied while the writer still holds it: nothing checkpointed
+        (folder / f"x.sqlite{extra}").write_bytes(Path(f"{src}{extra}").read_bytes())
+    con.close()
+    return folder / "x.sqlite"
+
+
+def test_a_wal_db_without_its_shm_is_refused_not_read_in_part(full_db, tmp_path, capsys, monkeypatch):
+    """The report's case: a WAL db copied with its -wal but without its -shm where no -shm can be
+    made was read as 3 of its 14 rows. Portable: the read-only open is made to fail as it does on
+    a read-only file system (SQLITE_CANTOPEN)."""
+    db = _wal_state_copy(full_db, tmp_path / "copy", rows_in_wal=11)
+    real_connect = sqlite3.connect
+
+    class CannotOpen:  # sqlite opens lazily: the first statement fails
+        def execute(self, *args):
+            e = sqlite3.OperationalError("unable to open database file")
+            e.sqlite_errorcode = sqlite3.SQLITE_CANTOPEN
+            raise e
+
+        def close(self):
+            pass
+
+    def connect(database, *args, **kwargs):
+        if "mode=ro" in str(database) and "immutable" not in str(database):
+            return CannotOpen()
+        return real_connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(nas_db.sqlite3, "connect", connect)
+    with pytest.raises(ValueError, match=r"x\.sqlite cannot be read whole here: .*x\.sqlite-shm is missing"):
+        ev.read_rows(db)
+    status, err = status_and_err(["nas", "correlate", "--db", str(db), "--no-plots", "--out", str(tmp_path / "c")],
+                                 capsys)
+    assert status == 1 and "cannot be read whole" in _one_line(err)
+    (tmp_path / "copy" / "x.sqlite-wal").unlink()  # no -wal: immutable reads the whole file
+    assert len(ev.read_rows(db)) == 3
+
+
+def test_a_wal_db_without_its_shm_on_a_read_only_file_system(full_db, tmp_path, capsys):
+    ro = tmp_path / "ro"
+    if not _mount_tmpfs(ro):
+        pytest.skip("cannot mount a tmpfs here (needs root on Linux); the test before covers it portably")
+    try:
+        db = _wal_state_copy(full_db, ro, rows_in_wal=11)
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        for argv in (["nas", "correlate", "--db", str(db), "--no-plots", "--out", str(tmp_path / "c")],
+                     ["nas", "merge", "--db", str(tmp_path / "m.sqlite"), str(db)]):
+            status, err = status_and_err(argv, capsys)
+            assert status == 1 and "cannot be read whole here" in _one_line(err), err
+        assert not (tmp_path / "c" / "correlations.json").exists()
     finally:
         subprocess.run(["umount", str(ro)], check=True)
 

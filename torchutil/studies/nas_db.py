@@ -193,10 +193,23 @@ def _open_readonly(db: str | os.PathLike[str]) -> sqlite3.Connection:
                 con.close()
                 if query or getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_CANTOPEN:
                     raise
+                _refuse_unread_wal(db)
             except BaseException:
                 con.close()
                 raise
     raise AssertionError("unreachable")
+
+
+def _refuse_unread_wal(db: str | os.PathLike[str]) -> None:
+    """An error unless db can be read whole as immutable: that mode ignores the -wal file, so
+    the rows committed there since the last checkpoint (what a killed `nas evaluate` leaves)
+    would be silently missing."""
+    wal = Path(f"{db}-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise nas_error(f"{db} cannot be read whole here: its folder is read-only and its {wal.name} file "
+                        f"({wal.stat().st_size:,} bytes) may hold committed rows, which only a -shm file lets "
+                        f"sqlite read ({Path(db).name}-shm is missing); copy the db with its -wal into a writable "
+                        f"folder and read it there, or copy it here with its -shm too")
 
 
 def check_db(db: str | os.PathLike[str]) -> None:
