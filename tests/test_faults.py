@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import math
 import os
 import random
 import sqlite3
@@ -140,6 +141,63 @@ def test_correlate_refuses_a_header_only_accuracy_table(tmp_path, capsys):
         assert status == 1 and str(table) in line and says in line, line
     assert not (tmp_path / "c").exists()
     assert first.startswith("0,")
+
+
+def _packaged_table_with(tmp_path, change) -> Path:
+    """The packaged accuracy table with change(rows) applied to its rows (lists of strings)."""
+    with open(ROOT / "torchutil" / "nas" / "data" / "nb201_accuracy.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    change(rows)
+    path = tmp_path / "table.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return path
+
+
+def _swap_archs(rows):
+    rows[1][1], rows[2][1] = rows[2][1], rows[1][1]
+
+
+def _nan_accuracy(rows):
+    rows[3][2] = "nan"
+
+
+@pytest.mark.parametrize("change,command,says", [
+    (_swap_archs, "correlate", f"line 2: arch {nb.arch_of_index(1)} is not the cell of index 0 "
+                               f"({nb.arch_of_index(0)})"),
+    (_swap_archs, "search", "line 2: arch "),
+    (_nan_accuracy, "correlate", "line 4: cifar10_test_acc is 'nan'; an accuracy table holds finite numbers"),
+    (_nan_accuracy, "search", "line 4: cifar10_test_acc is 'nan'"),
+], ids=["correlate-swapped", "search-swapped", "correlate-nan", "search-nan"])
+def test_an_accuracy_table_is_checked_against_the_index(tmp_path, capsys, change, command, says):
+    """The report's cases: swapped arch strings were joined to the wrong cells (exit 0); NaN
+    accuracies ended nas search in torch.multinomial's traceback."""
+    table = _packaged_table_with(tmp_path, change)
+    db = write_db(tmp_path / "small.sqlite", synthetic_rows(range(50)))
+    extra = ["--seeds", "1", "--iterations", "5"] if command == "search" else []
+    status, err = status_and_err(["nas", command, "--db", str(db), "--csv", str(table), "--no-plots", *extra,
+                                  "--out", str(tmp_path / "o")], capsys)
+    line = _one_line(err)
+    assert status == 1 and f"{table} {says}" in line, line
+    assert not (tmp_path / "o").exists()
+
+
+def test_correlate_checks_the_db_rows_and_their_values(tmp_path, capsys):
+    """A db row whose arch is not its cell's, an index outside the space, and a db whose metrics
+    are all NULL (an IndexError in the report) each end in one line naming the db."""
+    rows = synthetic_rows(range(5))
+    rows[2]["arch"] = rows[3]["arch"]
+    wrong = write_db(tmp_path / "wrong.sqlite", rows)
+    outside = write_db(tmp_path / "outside.sqlite", [{**synthetic_rows([0])[0], "idx": 20000}])
+    nulls = write_db(tmp_path / "nulls.sqlite", [{**r, **{c: math.nan for c in ev.METRIC_COLUMNS}}
+                                                  for r in synthetic_rows(range(5))])
+    for db, says in ((wrong, f"the row of index 2 holds arch {rows[3]['arch']!r}, not that cell's"),
+                     (outside, "a row has index 20000; the cells of the space are 0..15624"),
+                     (nulls, "none of its 5 rows has a value of utilization, ")):
+        status, err = status_and_err(["nas", "correlate", "--db", str(db), "--no-plots", "--out",
+                                      str(tmp_path / "o")], capsys)
+        line = _one_line(err)
+        assert status == 1 and f"{db}: {says}" in line, line
 
 
 # --- valid data refused --------------------------------------------------------------------------
