@@ -218,6 +218,29 @@ def test_to_json_of_meta_result_has_no_nan(net):
     assert loaded["summary"]["matrix_flops"] == MATRIX
 
 
+def _profile_in_a_worker(_: int) -> torchutil.ProfileResult:
+    return torchutil.profile(torch.nn.Linear(16, 4), torch.randn(2, 16), warmup=0, iters=1, peak_flops=PEAK)
+
+
+def test_a_result_pickles_and_deep_copies(result):
+    """pickle.dumps(result) raised (the C++ output has no __getstate__), so a result could not
+    come back from a multiprocessing worker. Every table, text and figure survives the trip."""
+    import copy
+    import multiprocessing
+    import pickle
+
+    for back in (pickle.loads(pickle.dumps(result)), copy.deepcopy(result)):
+        torch.testing.assert_close(back.summary, result.summary, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(back.op_table, result.op_table, rtol=0, atol=0, equal_nan=True)
+        assert back.texts == result.texts and back.format() == result.format()
+        assert json.dumps(back.to_dict()) == json.dumps(result.to_dict())  # NaN != NaN in ==
+        assert back.unknown_ops == result.unknown_ops and back.device == result.device
+        assert [r.op for r in back.ops] == [r.op for r in result.ops] and len(back.kernels) == len(result.kernels)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        sent = pool.map(_profile_in_a_worker, [0])[0]
+    assert sent.matrix_flops == 2 * 2 * 16 * 4 and [r.op for r in sent.ops] == ["aten::addmm"]
+
+
 def test_format(result):
     text = result.format()
     assert re.search(r"^device +cpu,", text, re.MULTILINE)

@@ -81,6 +81,7 @@ def _read_options() -> tuple[dict[str, str], dict[str, Any], frozenset[str]]:
 OPTION_TYPES, OPTION_DEFAULTS, SUMMARY_OPTIONS = _read_options()
 
 _TYPE_WORDS = {"int": "an int", "float": "a number", "bool": "a bool (True or False)", "str": "a str"}
+_INT64_MAX = 2**63 - 1  # the dispatcher carries an int option as int64_t
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -101,6 +102,19 @@ def _type_ok(kind: str, value: Any) -> bool:
     raise AssertionError(f"an option type the table has and this check does not: {kind}")
 
 
+def _check_range(name: str, kind: str, value: Any) -> None:
+    """A ValueError naming the option and the bound where a well-typed value cannot cross to C++
+    (the dispatcher would dump the schema): an int beyond int64, a number beyond a double."""
+    if kind == "int" and isinstance(value, int) and not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        raise ValueError(f"torchutil: {name} must fit a 64-bit int ({-_INT64_MAX - 1} .. {_INT64_MAX}), got {value}")
+    if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            raise ValueError(f"torchutil: {name} must be a number within a double's range (about 1.8e308), got "
+                             f"an int of {value.bit_length()} bits") from None
+
+
 def check_options(op: str, options: dict[str, Any]) -> dict[str, Any]:
     """The options of a call of util::<op> with their types checked against the table: a
     TypeError naming the option and the value (not the dispatcher's dump of the schema), and
@@ -118,6 +132,7 @@ def check_options(op: str, options: dict[str, Any]) -> dict[str, Any]:
             want = _TYPE_WORDS.get(kind.rstrip("?"), kind.rstrip("?"))
             raise TypeError(f"torchutil: {name} must be {want}{' or None' if kind.endswith('?') else ''}, "
                             f"got {value!r} ({type(value).__name__})")
+        _check_range(name, kind.rstrip("?"), value)
         out[name] = value
     return out
 

@@ -81,6 +81,13 @@ class ProfileResult:
             self.__dict__[key] = output_rows(cls, self._output, name)
         return self.__dict__[key]
 
+    def __getstate__(self) -> dict[str, Any]:
+        """pickle and copy.deepcopy (a result sent back from a multiprocessing worker): the
+        tables are read out of the C++ output, which does not pickle, and travel instead."""
+        for cls, name in ((OpRow, "ops"), (KernelRow, "kernels"), (UnknownOp, "unknown_ops")):
+            self._table(cls, name)
+        return {**self.__dict__, "_output": None}
+
     @property
     def op_table(self) -> torch.Tensor:
         return self._table(OpRow, "ops")[0]
