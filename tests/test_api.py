@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 from typing import Optional
 
 import pytest
@@ -16,6 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import torchutil
 from nets import SmallNet
 
+ROOT = Path(__file__).resolve().parents[1]
 PEAK = 1e12  # a given peak keeps the timed CPU GEMM out of the tests that do not need it
 
 
@@ -576,6 +581,23 @@ def test_the_call_is_split_into_phases_that_add_up():
     assert all(p >= 0 for p in phases) and r.phase_count_seconds > 0 and r.phase_time_seconds > 0
     assert r.phase_capture_seconds == 0  # the CPU times eagerly
     assert sum(phases) <= r.call_seconds <= sum(phases) + 0.05
+
+
+def test_the_first_call_of_a_process_is_in_its_phases_too():
+    """The first call of a process spent seconds in no phase (1.5-36 s in the report): the
+    check for a torch.compile'd model imported torch._dynamo. A model nobody compiled needs no
+    such import; the peak and bandwidth measurement of a first call are in the assemble phase."""
+    script = (
+        "import sys, torch, torchutil\n"
+        "r = torchutil.profile(torch.nn.Linear(16, 4), torch.randn(2, 16), warmup=1, iters=2)\n"
+        "phases = sum(getattr(r, f'phase_{p}_seconds') for p in ('warmup', 'count', 'capture', 'trace', 'time',"
+        " 'counters', 'wait', 'assemble'))\n"
+        "print(r.call_seconds, phases, 'torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    call, phases, dynamo = out.stdout.split()
+    assert dynamo == "False", out.stderr
+    assert float(phases) <= float(call) <= float(phases) + 0.05, out.stdout
 
 
 def test_a_detection_model_takes_its_list_of_images():

@@ -200,6 +200,37 @@ def test_correlate_checks_the_db_rows_and_their_values(tmp_path, capsys):
         assert status == 1 and f"{db}: {says}" in line, line
 
 
+def test_a_write_error_on_a_nearly_full_disk_says_how_much_is_free(tmp_path, monkeypatch):
+    """nas evaluate on a full disk with a fresh db said only "disk I/O error" (20d)."""
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    for free, says in ((12 << 10, "disk I/O error (the disk holding it has 12 KB free: is it full?)"),
+                       (10 << 30, "disk I/O error")):
+        monkeypatch.setattr(nas_db.shutil, "disk_usage", lambda path, free=free: usage(1 << 40, 0, free))
+        e = sqlite3.OperationalError("disk I/O error")
+        e.sqlite_errorcode = 10  # SQLITE_IOERR
+        with pytest.raises(ValueError) as info, nas_db.db_errors(tmp_path / "r.sqlite"):
+            raise e
+        assert str(info.value) == f"torchutil.nas: {tmp_path / 'r.sqlite'}: {says}"
+
+
+def test_a_second_nas_evaluate_of_one_db_is_refused(tmp_path, capsys):
+    """Two nas evaluate on one db each evaluated every cell (the report's note 23): the second is
+    refused at once while the first holds the db; the db is then evaluated as usual."""
+    db = tmp_path / "r.sqlite"
+    argv = ["nas", "evaluate", "--db", str(db), "--device", "cpu", "--indices", "0", "--dataset", "ImageNet16-120",
+            "--batch", "1", "--warmup", "0", "--iters", "1", "--no-progress"]
+    with nas_db.hold_for_writing(db):  # as a running nas evaluate holds it
+        status, err = status_and_err(argv, capsys)
+        assert status == 1 and f"{db} is being written by another nas evaluate" in _one_line(err)
+    assert status_and_err(argv, capsys)[0] == 0 and len(ev.read_rows(db)) == 1
+    fresh = tmp_path / "fresh.sqlite"
+    with nas_db.hold_for_writing(fresh):
+        pass
+    assert not fresh.exists()  # made for the lock, left empty: removed
+
+
 # --- valid data refused --------------------------------------------------------------------------
 
 

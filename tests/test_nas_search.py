@@ -272,8 +272,10 @@ def test_search_command(full_db, tmp_path, capsys):
     assert "acc+throughput/quantile" in printed
     for name in ("runs.csv", "summary.csv", "summary.json", "pareto.csv", "pareto.png", "search_cost.png"):
         assert (out / name).exists(), name
-    with pytest.raises(SystemExit, match="unknown strategies"):
-        main(["nas", "search", "--db", str(full_db), "--strategies", "nope", "--out", str(out)])
+    for bad in ("nope", "", "acc,"):  # '' ran all six
+        status, err = status_and_err(["nas", "search", "--db", str(full_db), "--strategies", bad, "--out", str(out)],
+                                     capsys)
+        assert status == 2 and f"--strategies {bad!r}: unknown" in err, err
 
 
 def test_search_needs_one_config(tmp_path):

@@ -19,6 +19,15 @@ REBUILD = "pip install --no-build-isolation --force-reinstall ."
 try:
     from torchutil import _C
 except ImportError as e:
+    import glob
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if not glob.glob(os.path.join(here, "_C.*")):
+        # A source checkout shadows the installed package (python run from the checkout's root).
+        raise ImportError(f"torchutil: {here} has no built extension (torchutil._C): this is a source tree, "
+                          f"imported instead of the installed torchutil (python puts the current folder first). "
+                          f"Run from another folder, or build it here: python setup.py build_ext --inplace") from e
     # A torch with another ABI (or without the CUDA libraries the build linked) fails here,
     # before the recorded version can be read.
     raise ImportError(f"torchutil: its extension (torchutil._C) does not load under torch {torch.__version__}: "

@@ -32,6 +32,9 @@ OpRow = row_class(
                                  doc="matrix_flops + vector_flops")},
 )
 
+# What top_ops can rank by: the numbers of an op row.
+_TOP_BY = ("flops", *(f.name for f in schema("ops") if f.kind != "text"))
+
 KernelRow = row_class(
     "KernelRow", "kernels",
     "One traced GPU kernel, memcpy or memset, with the op that accounts for it.",
@@ -130,6 +133,11 @@ class ProfileResult:
     def top_ops(self, n: int = 10, by: str = "flops") -> list[OpRow]:
         """The n rows with the most `by` ("flops", "matrix_flops", "vector_flops", "bytes",
         "calls", "kernel_seconds", "lost_seconds"); rows where `by` is NaN come last."""
+        if by not in _TOP_BY:
+            raise ValueError(f"torchutil: top_ops(by=) takes one of {', '.join(_TOP_BY)}, got {by!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"torchutil: top_ops(n=) takes an int >= 0, got {n!r}")
+
         def key(r: OpRow) -> float:
             v = float(getattr(r, by))
             return float("-inf") if v != v else v

@@ -5,6 +5,7 @@ autotuning)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -14,8 +15,8 @@ import torch
 
 from torchutil._files import atomic_open, named, save_figure, write_json
 
-__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "atomic_open", "cudnn_autotune", "exit_on_error",
-           "fail", "nas_error", "figure", "named", "plots_available", "save_figure", "tf32_flags", "write_json"]
+__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "atomic_open", "cudnn_autotune", "device_memory",
+           "exit_on_error", "fail", "nas_error", "figure", "named", "plots_available", "save_figure", "tf32_flags", "write_json"]
 
 # The dtypes the survey and fold-bench measure in: "tf32" is float32 with TF32 allowed in
 # cuBLAS and cuDNN (tf32_flags), "float32" the same with TF32 off.
@@ -52,6 +53,16 @@ class Setup:
         and memory format."""
         x = torch.randn(*shape, device=self.device, dtype=self.dtype)
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
+
+
+def device_memory(device: torch.device) -> int | None:
+    """Bytes of memory of the device (the host's physical memory for the CPU), None where unknown."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def fail(message: str) -> SystemExit:

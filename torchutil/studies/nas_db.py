@@ -9,6 +9,7 @@ import contextlib
 import math
 import os
 import re
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -25,6 +26,7 @@ __all__ = [
     "TIMINGS",
     "check_db",
     "connect",
+    "hold_for_writing",
     "db_errors",
     "insert_rows",
     "is_builtin",
@@ -89,7 +91,21 @@ def db_errors(db: str | os.PathLike[str] | sqlite3.Connection) -> Iterator[None]
         name = _db_name(db)
         code = getattr(e, "sqlite_errorcode", None)
         hint = "; is it a results db of nas evaluate?" if code is not None and code & 0xFF in _NOT_A_DB else ""
+        if code is not None and code & 0xFF in (_IOERR, _FULL):
+            hint = _space_hint(name)
         raise nas_error(f"{name}: {e}{hint}") from e
+
+
+_IOERR, _FULL = 10, 13  # SQLITE_IOERR, SQLITE_FULL: a write failed (a full disk says either)
+
+
+def _space_hint(name: str) -> str:
+    """What a failed write may be due to: the free space of the db's file system, when small."""
+    try:
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(name))).free
+    except OSError:
+        return ""
+    return f" (the disk holding it has {free / 1024:,.0f} KB free: is it full?)" if free < 64 << 20 else ""
 
 
 def _db_name(db: str | os.PathLike[str] | sqlite3.Connection) -> str:
@@ -261,12 +277,17 @@ def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]
     """Copies every row of the `sources` dbs into `dst` (a row with the same key is replaced)
     and returns the number of rows it adds to `dst` (a replaced row is not counted again: the
     same shard merged twice adds its rows once)."""
+    sources = list(sources)
+    for src in sources:  # every source readable and not empty before anything is written
+        with contextlib.closing(connect(src, create=False)) as c, db_errors(src):
+            if not c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='results'").fetchone():
+                raise nas_error(f"{src} has no results table ({os.path.getsize(src):,} bytes: an empty db); there "
+                                f"is nothing in it to merge")
     con = connect(dst)
     with db_errors(dst):
         before = _count(con)
     try:
         for i, src in enumerate(sources):
-            check_db(src)
             alias = f"src{i}"
             with db_errors(src):
                 con.execute(f"ATTACH DATABASE ? AS {alias}", (str(src),))
@@ -308,6 +329,29 @@ def worker_pattern(db: str | os.PathLike[str]) -> re.Pattern[str]:
     results.worker-backup.sqlite)."""
     db = Path(db)
     return re.compile(rf"{re.escape(db.stem)}\.worker\d+{re.escape(db.suffix or '.sqlite')}")
+
+
+@contextlib.contextmanager
+def hold_for_writing(db: str | os.PathLike[str]) -> Iterator[None]:
+    """An exclusive flock on the db file inside the block (the file created empty if missing:
+    SQLite takes an empty file as a new db; removed again if the block leaves it empty). A
+    second `nas evaluate` of the same db is refused at once instead of evaluating every cell
+    the first one does. SQLite's own locks are fcntl locks, which a flock does not touch, so
+    readers and `nas merge` go on."""
+    import fcntl
+
+    created = not os.path.exists(db)
+    try:
+        with open(db, "ab") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise nas_error(f"{db} is being written by another nas evaluate (it holds the db's lock); wait for "
+                                f"it, or share the cells with --threads, --workers or torchrun ranks instead") from None
+            yield
+    finally:
+        if created and os.path.isfile(db) and os.path.getsize(db) == 0:
+            remove_db(db)
 
 
 def shard_pattern(db: str | os.PathLike[str]) -> re.Pattern[str]:

@@ -8,9 +8,9 @@ import torch
 
 from torchutil.models import DTYPES, build_classifier, classifier_image_size
 from torchutil.profiler import profile
-from torchutil.studies._common import Setup, atomic_open, exit_on_error
-from torchutil.studies.cli.args import (add_timing_arguments, default_dtype, fraction, known_device, nonnegative,
-                                        output_file, pick_device, positive, positive_float, timing)
+from torchutil.studies._common import Setup, atomic_open, device_memory, exit_on_error
+from torchutil.studies.cli.args import (UsageError, add_timing_arguments, default_dtype, fraction, known_device,
+                                        nonnegative, output_file, pick_device, positive, positive_float, timing)
 
 DEFAULT_MODEL = "resnet50"
 
@@ -45,6 +45,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _check_input(name: str, batch: int, size: int, setup: Setup) -> None:
+    """UsageError before anything is allocated: an input that alone takes more than half the
+    device's memory (--image-size 100000: 120 GB), or a size the model cannot take (vgg11's
+    five poolings at --image-size 1), found by a forward on the meta device."""
+    need = batch * 3 * size * size * torch.empty((), dtype=setup.dtype).element_size()
+    memory = device_memory(setup.device)
+    if memory is not None and need > memory // 2:
+        raise UsageError(f"--batch {batch} --image-size {size}: the input alone is {need / 1e9:,.1f} GB, more than "
+                         f"half the {memory / 1e9:,.1f} GB of memory of {setup.device} (the activations need more); "
+                         f"use a smaller batch or image size")
+    with torch.device("meta"):
+        meta = build_model(name).eval()
+
+    def fails_at(side: int) -> Exception | None:
+        try:
+            with torch.no_grad():
+                meta(torch.empty(1, 3, side, side, device="meta"))
+        except Exception as e:
+            return e
+        return None
+
+    e = fails_at(size)
+    # Refused only where the model's own size runs on meta: else meta is what failed, not the size.
+    if e is not None and fails_at(classifier_image_size(name)) is None:
+        raise UsageError(f"--image-size {size}: {name} cannot take a {size}x{size} image "
+                         f"({' '.join(str(e).split())})")
+
+
 def run(args: argparse.Namespace) -> int:
     mode = timing(args)
     dev = pick_device(args.device)
@@ -53,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     batch = args.batch or (32 if on_cuda else 4)
     setup = Setup.on(dev, DTYPES[dtype_name], args.channels_last)
     size = args.image_size or classifier_image_size(args.model)
+    _check_input(args.model, batch, size, setup)
     model = setup.model(build_model(args.model))
     x = setup.input(batch, 3, size, size)
 
