@@ -583,20 +583,22 @@ def test_the_call_is_split_into_phases_that_add_up():
     assert sum(phases) <= r.call_seconds <= sum(phases) + 0.05
 
 
-def test_the_first_call_of_a_process_is_in_its_phases_too():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_the_first_call_of_a_process_is_in_its_phases_too(device):
     """The first call of a process spent seconds in no phase (1.5-36 s in the report): the
     check for a torch.compile'd model imported torch._dynamo. A model nobody compiled needs no
     such import; the peak and bandwidth measurement of a first call are in the assemble phase."""
     script = (
         "import sys, torch, torchutil\n"
-        "r = torchutil.profile(torch.nn.Linear(16, 4), torch.randn(2, 16), warmup=1, iters=2)\n"
+        f"m, x = torch.nn.Linear(16, 4).to('{device}'), torch.randn(2, 16, device='{device}')\n"
+        "r = torchutil.profile(m, x, warmup=1, iters=2)\n"
         "phases = sum(getattr(r, f'phase_{p}_seconds') for p in ('warmup', 'count', 'capture', 'trace', 'time',"
         " 'counters', 'wait', 'assemble'))\n"
         "print(r.call_seconds, phases, 'torch._dynamo' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     call, phases, dynamo = out.stdout.split()
-    assert dynamo == "False", out.stderr
+    assert dynamo == "False" or device == "cuda", out.stderr  # on CUDA other code may import it
     assert float(phases) <= float(call) <= float(phases) + 0.05, out.stdout
 
 
