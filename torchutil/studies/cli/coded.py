@@ -219,7 +219,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 cost = json.load(f)
             except json.JSONDecodeError as e:
                 raise fail(f"{args.cost} is not JSON ({e})") from None
-        run, config = cs.sim_config_from_cost(cost, args.run, args.cost, **model)
+        run, config = sim.config_from_cost(cost, args.run, args.cost, **model)
     elif args.service_seconds is not None:
         run, config = None, sim.SimConfig(k=args.k, service_seconds=args.service_seconds,
                                           parity_seconds=args.parity_seconds, encode_seconds=args.encode_seconds,
