@@ -200,3 +200,24 @@ def test_the_same_as_the_interpreter_runs_them(line, fx):
     p = subprocess.run([sys.executable, "-m", "torchutil", *_argv(line, fx)], capture_output=True, text=True,
                        timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.count("error:") == 1, p.stderr
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you "
+                 "tried to allocate 120000000000 bytes. Error code 12 (Cannot allocate memory)"),
+    MemoryError("Unable to allocate 7.28 TiB for an array with shape (1000000000000,) and data type float64"),
+], ids=["cpu-allocator", "numpy"])
+def test_an_allocation_that_fails_anyway_is_one_line(error, monkeypatch, capsys):
+    """What the bounds do not foresee (the activations of a forward whose input fits) ends in one
+    line too, not the allocator's traceback."""
+    from torchutil.studies.cli import profile
+
+    def out_of_memory(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(profile, "profile", out_of_memory)
+    status, err = status_and_err(["profile", "squeezenet1_1", "--device", "cpu", "--batch", "1", "--image-size",
+                                  "32"], capsys)
+    line = err.strip().splitlines()[-1]
+    assert status == 1 and "Traceback" not in err
+    assert line.startswith("torchutil: out of memory (") and "use a smaller batch, image size or number" in line
