@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 import warnings
 from html.parser import HTMLParser
+from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
 import torchvision.models as tvm
+from torch.utils.flop_counter import FlopCounterMode
 
 import torchutil
 from nets import SmallNet
 
+ROOT = Path(__file__).resolve().parents[1]
 PEAK = 1e12  # a given peak keeps the timed CPU GEMM out of the tests that do not need it
 
 
@@ -92,6 +99,33 @@ def test_profile_several_inputs():
     result = torchutil.profile(torch.mm, (a, b), warmup=0, iters=1, peak_flops=PEAK)
     assert result.matrix_flops == 2 * 3 * 4 * 7
     assert result.batch_size == 3
+
+
+class _TwoInputs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 4), torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.a(x) if y is None else self.a(x) + self.b(y)
+
+
+@pytest.mark.parametrize("script", [False, True], ids=["eager", "torchscript"])
+def test_summary_op_takes_every_input_of_a_list(script):
+    """torch.ops.util.profile(m, [x, y]) runs m(x, y), as torchutil.profile does (it ran m(x):
+    264 FLOPs for 536). Oracle: FlopCounterMode on m(x, y), plus the elementwise add it skips."""
+    m = _TwoInputs()
+    m = torch.jit.script(m) if script else m
+    x, y = torch.randn(2, 16), torch.randn(2, 16)
+    with FlopCounterMode(display=False) as mode:
+        m(x, y)
+    matrix = mode.get_total_flops()
+    summary = values(torch.ops.util.profile(m, [x, y], warmup=0, iters=1, peak_flops=PEAK))
+    result = torchutil.profile(m, [x, y], warmup=0, iters=1, peak_flops=PEAK)
+    assert summary["matrix_flops"] == result.matrix_flops == matrix == 2 * 2 * 2 * 16 * 4
+    assert summary["flops"] == result.flops and summary["bytes"] == result.bytes
+    assert summary["batch_size"] == 2
+    assert values(torch.ops.util.profile(m, (x, y), batch_size=5, warmup=0, iters=1))["batch_size"] == 5
 
 
 def test_summary_fields_consistent(net):
@@ -188,6 +222,29 @@ def test_to_json_of_meta_result_has_no_nan(net):
     loaded = json.loads(meta.to_json())  # NaN is not JSON: it must come out as null
     assert loaded["summary"]["seconds"] is None
     assert loaded["summary"]["matrix_flops"] == MATRIX
+
+
+def _profile_in_a_worker(_: int) -> torchutil.ProfileResult:
+    return torchutil.profile(torch.nn.Linear(16, 4), torch.randn(2, 16), warmup=0, iters=1, peak_flops=PEAK)
+
+
+def test_a_result_pickles_and_deep_copies(result):
+    """pickle.dumps(result) raised (the C++ output has no __getstate__), so a result could not
+    come back from a multiprocessing worker. Every table, text and figure survives the trip."""
+    import copy
+    import multiprocessing
+    import pickle
+
+    for back in (pickle.loads(pickle.dumps(result)), copy.deepcopy(result)):
+        torch.testing.assert_close(back.summary, result.summary, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(back.op_table, result.op_table, rtol=0, atol=0, equal_nan=True)
+        assert back.texts == result.texts and back.format() == result.format()
+        assert json.dumps(back.to_dict()) == json.dumps(result.to_dict())  # NaN != NaN in ==
+        assert back.unknown_ops == result.unknown_ops and back.device == result.device
+        assert [r.op for r in back.ops] == [r.op for r in result.ops] and len(back.kernels) == len(result.kernels)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        sent = pool.map(_profile_in_a_worker, [0])[0]
+    assert sent.matrix_flops == 2 * 2 * 16 * 4 and [r.op for r in sent.ops] == ["aten::addmm"]
 
 
 def test_format(result):
@@ -570,6 +627,25 @@ def test_the_call_is_split_into_phases_that_add_up():
     assert all(p >= 0 for p in phases) and r.phase_count_seconds > 0 and r.phase_time_seconds > 0
     assert r.phase_capture_seconds == 0  # the CPU times eagerly
     assert sum(phases) <= r.call_seconds <= sum(phases) + 0.05
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_the_first_call_of_a_process_is_in_its_phases_too(device):
+    """The first call of a process spent seconds in no phase (1.5-36 s in the report): the
+    check for a torch.compile'd model imported torch._dynamo. A model nobody compiled needs no
+    such import; the peak and bandwidth measurement of a first call are in the assemble phase."""
+    script = (
+        "import sys, torch, torchutil\n"
+        f"m, x = torch.nn.Linear(16, 4).to('{device}'), torch.randn(2, 16, device='{device}')\n"
+        "r = torchutil.profile(m, x, warmup=1, iters=2)\n"
+        "phases = sum(getattr(r, f'phase_{p}_seconds') for p in ('warmup', 'count', 'capture', 'trace', 'time',"
+        " 'counters', 'wait', 'assemble'))\n"
+        "print(r.call_seconds, phases, 'torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    call, phases, dynamo = out.stdout.split()
+    assert dynamo == "False" or device == "cuda", out.stderr  # on CUDA other code may import it
+    assert float(phases) <= float(call) <= float(phases) + 0.05, out.stdout
 
 
 def test_a_detection_model_takes_its_list_of_images():

@@ -103,7 +103,7 @@ BAD = [
     ("nas evaluate --db {foreign} --indices 0 --device cpu", "foreign.sqlite"),
     ("nas evaluate --db {garbage} --indices 0 --device cpu", "garbage.sqlite"),
     ("nas evaluate --threads 0", "--threads"),
-    ("nas evaluate --threads 2 --device cpu --indices 0", "threads > 1 needs a CUDA device"),
+    ("nas evaluate --threads 2 --device cpu --indices 0", "--threads 2: threads share one GPU"),
     ("nas", "required"),
     # nas merge
     ("nas merge --db {tmp}/merged.sqlite {tmp}/missing.sqlite", "missing.sqlite"),
@@ -138,7 +138,7 @@ BAD = [
     ("survey --dtypes float64", "--dtypes"),
     ("survey --iters 0", "--iters"),
     ("survey --out {file}", "--out"),
-    ("survey --report-only --out {tmp}/nothing", "no results"),
+    ("survey --report-only --out {tmp}/nothing", "no survey.jsonl in"),
     ("survey --models no_such_model --batches 1 --device cpu --no-progress --out {tmp}/sv", "no_such_model"),
     # fold-bench
     ("fold-bench --f 0", "--f"),

@@ -4,6 +4,7 @@ where both paradigms must beat the trivial baselines for k = 2 and 4."""
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import pickle
 import struct
@@ -100,6 +101,66 @@ def test_cifar10_loader(tmp_path):
     ds = coded.load_dataset("cifar10", str(tmp_path))
     assert ds.shape == (3, 32, 32) and len(ds.train_x) == 20 and len(ds.test_x) == 4
     assert ds.train_y.tolist() == [y for i in range(1, 6) for y in batches[f"data_batch_{i}"][1]]
+
+
+class _Payload:
+    """What a crafted batch holds: unpickling it calls os.system (the security report's case)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_cifar_batch_cannot_run_code(tmp_path):
+    """A pickle whose __reduce__ runs a shell command is refused by name before anything runs;
+    plain pickle.load runs it (the check that the payload is live)."""
+    marker = tmp_path / "PWNED"
+    batch = tmp_path / "data_batch_1"
+    batch.write_bytes(pickle.dumps({b"data": _Payload(str(marker)), b"labels": [0]}, protocol=4))
+    with pytest.raises(ValueError, match=r"data_batch_1 is not a CIFAR-10 python batch .*global posix\.system"):
+        coded.read_cifar10_batch(batch)
+    with pytest.raises(ValueError, match="global posix.system"):
+        coded.load_dataset("cifar10", str(tmp_path))
+    assert not marker.exists()
+    pickle.loads(batch.read_bytes())  # the unrestricted loader runs the payload
+    assert marker.exists()
+    eval_call = b"\x80\x02cbuiltins\neval\nX\x05\x00\x00\x001 + 1\x85R."  # builtins.eval("1 + 1")
+    (tmp_path / "evil").write_bytes(eval_call)
+    assert pickle.loads(eval_call) == 2
+    with pytest.raises(ValueError, match="global builtins.eval"):
+        coded.read_cifar10_batch(tmp_path / "evil")
+
+
+class _Py2Pickler(pickle._Pickler):
+    """Writes bytes as Python 2 str (BINSTRING), as CIFAR-10's own batches were written."""
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def _save_py2_str(self, obj: bytes) -> None:
+        self.write(pickle.BINSTRING + struct.pack("<i", len(obj)) + obj)
+        self.memoize(obj)
+
+    dispatch[bytes] = _save_py2_str
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_cifar_batch_formats_still_read(tmp_path, protocol):
+    """The restricted unpickler reads what the real batches hold (protocol 2, Python 2 strings,
+    numpy 1's module names) and what numpy 2 writes at protocols 4 and 5."""
+    data = np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072)
+    batch = {b"batch_label": b"x", b"labels": [3, 7], b"data": data, b"filenames": [b"a.png", b"b.png"]}
+    if protocol == 2:
+        out = io.BytesIO()
+        _Py2Pickler(out, protocol=2).dump(batch)
+        raw = out.getvalue().replace(b"numpy._core.multiarray", b"numpy.core.multiarray")
+        assert b"numpy.core.multiarray\n_reconstruct" in raw and b"_codecs" not in raw
+    else:
+        raw = pickle.dumps(batch, protocol=protocol)
+    (tmp_path / "b").write_bytes(raw)
+    images, labels = coded.read_cifar10_batch(tmp_path / "b")
+    assert np.array_equal(images.reshape(2, -1), data) and labels.tolist() == [3, 7]
 
 
 def test_digits_split_is_seeded():

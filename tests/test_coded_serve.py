@@ -215,6 +215,11 @@ def test_a_broken_worker_stops_the_run_and_leaves_nothing(trained):
 def test_bad_configs_are_refused_before_any_process(trained):
     data, f, code = trained
     for change, names in (({"k": 1}, "k must be"), ({"load": 1.5}, "1.5"), ({"stragglers": (5,)}, "[5]"),
+                          ({"stragglers": (0, 0)}, "distinct worker numbers 0..2 (k data workers, then the extra "
+                                                   "one; one burner each), got [0, 0]"),
+                          ({"device": "bogus"}, "device must be cpu or cuda[:N] (where the workers run F), got "
+                                                "'bogus'"),
+                          ({"device": "meta"}, "got 'meta'"),
                           ({"policies": ("fastest",)}, "fastest")):
         with pytest.raises(ValueError, match="torchutil.coded") as info:
             serve.measure(serve.ServeConfig(**{**serve.ServeConfig(k=2).__dict__, **change}), f, code, data.test_x)
@@ -222,6 +227,50 @@ def test_bad_configs_are_refused_before_any_process(trained):
     with pytest.raises(ValueError, match="k = 3"):
         serve.measure(serve.ServeConfig(k=3), f, code, data.test_x)
     assert multiprocessing.active_children() == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA device")
+def test_a_worker_that_cannot_start_says_why(trained):
+    """--serve-device cuda without a GPU: the worker's own exception, not a 45-line traceback
+    blaming a missing __main__ guard."""
+    data, f, code = trained
+    with pytest.raises(ValueError, match=r"torchutil.coded: worker 0 could not start on cuda: \w+Error: ") as info:
+        serve.measure(serve.ServeConfig(k=2, queries=40, device="cuda"), f, code, data.test_x)
+    assert "__main__" not in str(info.value) and "\n" not in str(info.value)
+    assert multiprocessing.active_children() == []
+
+
+def test_children_end_quietly_when_the_frontend_goes(trained):
+    """A killed frontend closes its pipes: each worker and burner then ends with status 0 (a
+    BrokenPipeError or EOFError traceback on the shared stderr before)."""
+    _, f, _ = trained
+    ctx = multiprocessing.get_context("spawn")
+    for target, args in ((serve_procs.worker, ([f], (1, 8, 8), "cpu", None, 0)),
+                         (serve_procs.burner, (None, 0.5, 0.01, 0))):
+        here, there = ctx.Pipe()
+        p = ctx.Process(target=target, args=(there, *args), daemon=True)
+        p.start()
+        there.close()
+        assert here.poll(120)
+        here.recv_bytes()  # "ready"
+        if target is serve_procs.worker:  # in the middle of a query, its answer unread
+            here.send_bytes(serve_procs.TO_WORKER.pack(1, 0) + np.zeros(64, np.float32).tobytes())
+        here.close()
+        p.join(60)
+        assert p.exitcode == 0, target.__name__
+
+
+def test_the_report_on_a_full_disk_is_one_error_and_no_empty_file(report, tmp_path, monkeypatch):
+    """serve.json was opened with a plain open(): a full disk left it empty, after the whole run."""
+    from full_disk import fill
+
+    from torchutil import _files
+
+    fill(monkeypatch, _files, room=100)
+    with pytest.raises(OSError) as info:
+        serve.write_report(report, str(tmp_path))
+    assert info.value.filename == str(tmp_path / "serve.json") and info.value.errno == 28
+    assert os.listdir(tmp_path) == []
 
 
 def test_coded_serve_command(tmp_path, capsys):

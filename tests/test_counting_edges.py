@@ -239,6 +239,38 @@ def test_a_profiler_exited_on_another_thread_raises_and_leaves_no_callback():
     assert again.result.matrix_flops == 2 * 2 * 3 * 4
 
 
+def test_a_thread_that_ends_inside_a_profiler_block_leaves_no_callback():
+    """The report's case 201: a thread enters a Profiler, runs an op and ends without __exit__;
+    _live_callbacks() stayed 1 for the rest of the process. The thread's state drops it."""
+    assert torch.ops.util._live_callbacks() == 0
+    counted = []
+
+    def die_inside():
+        prof = torchutil.Profiler(peak_flops=PEAK)
+        prof.__enter__()
+        torch.mm(torch.randn(2, 3), torch.randn(3, 4))
+        counted.append(torch.ops.util._live_callbacks())
+
+    def live_after_the_thread_is_gone() -> int:
+        # join() returns when the thread's Python work is done; its C++ thread-locals are
+        # destroyed a moment later, as the OS thread exits.
+        deadline = time.monotonic() + 10
+        while torch.ops.util._live_callbacks() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return torch.ops.util._live_callbacks()
+
+    for _ in range(3):
+        t = threading.Thread(target=die_inside)
+        t.start()
+        t.join()
+        assert live_after_the_thread_is_gone() == 0
+    assert counted == [1, 1, 1]  # each counted while it lived
+    assert torch.ops.util._counting() is False
+    with torchutil.Profiler(peak_flops=PEAK) as again:
+        torch.mm(torch.randn(2, 3), torch.randn(3, 4))
+    assert again.result.matrix_flops == 2 * 2 * 3 * 4
+
+
 def test_ctrl_c_stops_the_timing_loop_promptly():
     # The child takes Ctrl-C as an interactive Python does, also where the test runs as a
     # background job of a shell, whose children start with SIGINT ignored (and a Python that

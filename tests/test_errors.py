@@ -3,6 +3,7 @@ RecordFunction callback, no running count; the conftest fixture checks that afte
 and each test here profiles again afterwards to show the state is usable)."""
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 
@@ -153,8 +154,9 @@ def test_python_names_are_refused_with_the_table():
 @pytest.mark.parametrize("kwargs, message", [
     ({"timing": "graph"}, r"timing must be 'eager', 'cuda_graph' or 'auto', got 'graph'"),
     ({"timing": "eager", "cuda_graph": True}, r"cuda_graph=True contradicts timing='eager'"),
-    ({"target_ci": -0.1}, r"target_ci must be > 0 .*got -0.1"),
-    ({"target_ci": 0.0}, r"target_ci must be > 0 .*None times exactly iters forwards\), got 0"),
+    ({"target_ci": -0.1}, r"target_ci is a relative half-width in \(0, 1\) .*got -0.1"),
+    ({"target_ci": 2.0}, r"target_ci is a relative half-width in \(0, 1\) .*got 2"),
+    ({"target_ci": 0.0}, r"target_ci is a relative half-width in \(0, 1\) .*None times exactly iters forwards\), got 0"),
     ({"target_ci": 0.01, "max_time": 0.0}, r"max_time must be a positive number of seconds .*got 0"),
     ({"max_time": 0.0}, r"max_time must be a positive number of seconds .*got 0"),  # without target_ci too
     ({"max_time": -1.0}, r"max_time must be a positive number of seconds .*got -1"),
@@ -263,12 +265,15 @@ def test_outer_profiler_survives_a_rejected_inner_one(linear):
 def test_bad_profiler_arguments(linear):
     with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
         torchutil.Profiler(batch_size=0)
-    with pytest.raises(ValueError, match="got 'bogus'"):
-        with torchutil.Profiler(peak="bogus"):  # checked when the block ends
-            linear(X)
-    with pytest.raises(ValueError, match="got -3"):
-        with torchutil.Profiler(peak_flops=-3.0):
-            linear(X)
+    with pytest.raises(ValueError, match="peak must be one of 'auto', 'datasheet', 'computed', 'measured', got 'bogus'"):
+        torchutil.Profiler(peak="bogus")  # before the block runs, not when it ends
+    with pytest.raises(ValueError, match="peak_flops must be a positive number of FLOP/s, got -3"):
+        torchutil.Profiler(peak_flops=-3.0)
+    with pytest.raises(TypeError, match=r"peak_flops must be a number or None, got 'x' \(str\)"):
+        torchutil.Profiler(peak_flops="x")
+    with pytest.raises(ValueError, match=r"batch_size must fit a 64-bit int \(-9223372036854775808 \.\. "
+                                         r"9223372036854775807\), got 9223372036854775808"):
+        torchutil.Profiler(batch_size=2**63)
     with pytest.raises(ValueError, match="batch_size must be a positive int, got True"):
         torchutil.Profiler(batch_size=True)  # a bool is not a count
     with pytest.raises(ValueError, match=r"device must be a torch.device or a device string .*got 'bogus'"):
@@ -350,6 +355,67 @@ def test_wrong_typed_options_are_named_not_the_schema_dumped(linear, kwargs, mes
             call(model, X, **kwargs)
     assert model.calls == 0  # rejected before anything ran
     assert_clean_and_usable(linear)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"warmup": 2**63}, r"warmup must fit a 64-bit int \(-9223372036854775808 \.\. 9223372036854775807\), "
+                        r"got 9223372036854775808"),
+    ({"iters": 2**63}, r"iters must fit a 64-bit int .*, got 9223372036854775808"),
+    ({"batch_size": 2**63}, r"batch_size must fit a 64-bit int .*, got 9223372036854775808"),
+    ({"max_iters": -2**63 - 1}, r"max_iters must fit a 64-bit int .*, got -9223372036854775809"),
+    ({"peak_flops": 10**400}, r"peak_flops must be a number within a double's range \(about 1.8e308\), got an int "
+                              r"of 1329 bits"),
+])
+def test_out_of_range_options_are_one_line_not_the_schema_dumped(linear, kwargs, message):
+    """The report's 2**63 cases: the dispatcher dumped its schema (about 700 characters)."""
+    model = CountsForwards(linear)
+    for call in (torchutil.profile, torch.ops.util.profile):
+        with pytest.raises(ValueError, match=message) as info:
+            call(model, X, **kwargs)
+        assert "Declaration" not in str(info.value) and "\n" not in str(info.value)
+    assert model.calls == 0
+    assert_clean_and_usable(linear)
+
+
+def test_utilization_takes_numbers_and_names_a_wrong_argument():
+    """torchutil.utilization(1e9, 1.0, 1e12) dumped the op's schema."""
+    assert torchutil.utilization(1e9, 1.0, 1e12).item() == pytest.approx(1e-3)
+    assert torchutil.utilization(torch.tensor([2e9]), 2, 1e12).tolist() == pytest.approx([1e-3])
+    with pytest.raises(TypeError, match="utilization's seconds must be a tensor or a number, got str"):
+        torchutil.utilization(1e9, "1", 1e12)
+
+
+def test_helpers_name_a_wrong_argument(linear):
+    """roofline(None), fold(None, 2) and top_ops(by='bogus') were bare AttributeErrors."""
+    result = torchutil.profile(linear, X, warmup=0, iters=1, peak_flops=PEAK)
+    with pytest.raises(TypeError, match="roofline takes the ProfileResult .*, got NoneType"):
+        torchutil.roofline(None)
+    with pytest.raises(TypeError, match=r"fold takes a CNN \(an nn.Module\), got NoneType"):
+        torchutil.fold(None, 2)
+    with pytest.raises(ValueError, match=r"top_ops\(by=\) takes one of flops, calls, .*got 'bogus'"):
+        result.top_ops(by="bogus")
+    with pytest.raises(ValueError, match=r"top_ops\(n=\) takes an int >= 0, got -1"):
+        result.top_ops(n=-1)  # it dropped the last row
+    assert result.top_ops(by="bytes", n=1) == sorted(result.ops, key=lambda r: -r.bytes)[:1]
+
+
+def test_a_source_tree_without_its_extension_says_so(tmp_path):
+    """`import torchutil` from a checkout's root imports the source tree, which has no built
+    extension: the message said "built against another torch; rebuild it"."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    package = Path(torchutil.__file__).parent
+    shutil.copytree(package, tmp_path / "torchutil", ignore=shutil.ignore_patterns("_C.*", "__pycache__"))
+    # -S: no site hooks (an editable install's finder would supply its own _C); torch from its folder.
+    site = str(Path(torch.__file__).parents[1])
+    p = subprocess.run([sys.executable, "-S", "-c", "import torchutil"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "PYTHONPATH": site})
+    assert p.returncode == 1
+    assert f"torchutil: {tmp_path / 'torchutil'} has no built extension (torchutil._C): this is a source tree" in p.stderr
+    assert "another torch" not in p.stderr
 
 
 def test_an_unknown_option_is_named_with_the_ones_there_are(linear):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import math
 import os
 import random
 import sqlite3
@@ -24,7 +25,8 @@ from full_disk import fill
 from results_db import synthetic_rows, write_db
 
 from torchutil.nas import natsbench as nb
-from torchutil.studies import _common, survey
+from torchutil import _files
+from torchutil.studies import nas_db, survey
 from torchutil.studies import coded as cs
 from torchutil.studies import nas_evaluate as ev
 
@@ -52,7 +54,7 @@ def test_coded_train_on_a_full_disk_keeps_the_last_checkpoint(tmp_path, monkeypa
     train = ["coded", "train", "--device", "cpu", "--no-progress", "--base-epochs", "1", "--out", str(out)]
     assert status_and_err([*train, "--epochs", "1"], capsys)[0] == 0
     before = (out / cs.CHECKPOINT).read_bytes()
-    fill(monkeypatch, _common, room=100)  # the next checkpoint finds 100 bytes free
+    fill(monkeypatch, _files, room=100)  # the next checkpoint finds 100 bytes free
     status, err = status_and_err([*train, "--epochs", "2"], capsys)
     assert err.startswith("resuming ")  # its log line, then the error
     line = _one_line(err.split("\n", 1)[1])
@@ -88,7 +90,7 @@ def test_survey_on_a_full_disk_leaves_whole_rows(tmp_path, monkeypatch, capsys):
 
 
 def test_profile_json_on_a_full_disk_leaves_no_file(tmp_path, monkeypatch, capsys):
-    fill(monkeypatch, _common, room=0)
+    fill(monkeypatch, _files, room=0)
     profile = ["profile", "resnet18", "--device", "cpu", "--batch", "1", "--image-size", "32", "--warmup", "0",
                "--iters", "1"]
     kept = tmp_path / "kept.json"
@@ -139,6 +141,94 @@ def test_correlate_refuses_a_header_only_accuracy_table(tmp_path, capsys):
         assert status == 1 and str(table) in line and says in line, line
     assert not (tmp_path / "c").exists()
     assert first.startswith("0,")
+
+
+def _packaged_table_with(tmp_path, change) -> Path:
+    """The packaged accuracy table with change(rows) applied to its rows (lists of strings)."""
+    with open(ROOT / "torchutil" / "nas" / "data" / "nb201_accuracy.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    change(rows)
+    path = tmp_path / "table.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return path
+
+
+def _swap_archs(rows):
+    rows[1][1], rows[2][1] = rows[2][1], rows[1][1]
+
+
+def _nan_accuracy(rows):
+    rows[3][2] = "nan"
+
+
+@pytest.mark.parametrize("change,command,says", [
+    (_swap_archs, "correlate", f"line 2: arch {nb.arch_of_index(1)} is not the cell of index 0 "
+                               f"({nb.arch_of_index(0)})"),
+    (_swap_archs, "search", "line 2: arch "),
+    (_nan_accuracy, "correlate", "line 4: cifar10_test_acc is 'nan'; an accuracy table holds finite numbers"),
+    (_nan_accuracy, "search", "line 4: cifar10_test_acc is 'nan'"),
+], ids=["correlate-swapped", "search-swapped", "correlate-nan", "search-nan"])
+def test_an_accuracy_table_is_checked_against_the_index(tmp_path, capsys, change, command, says):
+    """The report's cases: swapped arch strings were joined to the wrong cells (exit 0); NaN
+    accuracies ended nas search in torch.multinomial's traceback."""
+    table = _packaged_table_with(tmp_path, change)
+    db = write_db(tmp_path / "small.sqlite", synthetic_rows(range(50)))
+    extra = ["--seeds", "1", "--iterations", "5"] if command == "search" else []
+    status, err = status_and_err(["nas", command, "--db", str(db), "--csv", str(table), "--no-plots", *extra,
+                                  "--out", str(tmp_path / "o")], capsys)
+    line = _one_line(err)
+    assert status == 1 and f"{table} {says}" in line, line
+    assert not (tmp_path / "o").exists()
+
+
+def test_correlate_checks_the_db_rows_and_their_values(tmp_path, capsys):
+    """A db row whose arch is not its cell's, an index outside the space, and a db whose metrics
+    are all NULL (an IndexError in the report) each end in one line naming the db."""
+    rows = synthetic_rows(range(5))
+    rows[2]["arch"] = rows[3]["arch"]
+    wrong = write_db(tmp_path / "wrong.sqlite", rows)
+    outside = write_db(tmp_path / "outside.sqlite", [{**synthetic_rows([0])[0], "idx": 20000}])
+    nulls = write_db(tmp_path / "nulls.sqlite", [{**r, **{c: math.nan for c in ev.METRIC_COLUMNS}}
+                                                  for r in synthetic_rows(range(5))])
+    for db, says in ((wrong, f"the row of index 2 holds arch {rows[3]['arch']!r}, not that cell's"),
+                     (outside, "a row has index 20000; the cells of the space are 0..15624"),
+                     (nulls, "none of its 5 rows has a value of utilization, ")):
+        status, err = status_and_err(["nas", "correlate", "--db", str(db), "--no-plots", "--out",
+                                      str(tmp_path / "o")], capsys)
+        line = _one_line(err)
+        assert status == 1 and f"{db}: {says}" in line, line
+
+
+def test_a_write_error_on_a_nearly_full_disk_says_how_much_is_free(tmp_path, monkeypatch):
+    """nas evaluate on a full disk with a fresh db said only "disk I/O error" (20d)."""
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    for free, says in ((12 << 10, "disk I/O error (the disk holding it has 12 KB free: is it full?)"),
+                       (10 << 30, "disk I/O error")):
+        monkeypatch.setattr(nas_db.shutil, "disk_usage", lambda path, free=free: usage(1 << 40, 0, free))
+        e = sqlite3.OperationalError("disk I/O error")
+        e.sqlite_errorcode = 10  # SQLITE_IOERR
+        with pytest.raises(ValueError) as info, nas_db.db_errors(tmp_path / "r.sqlite"):
+            raise e
+        assert str(info.value) == f"torchutil.nas: {tmp_path / 'r.sqlite'}: {says}"
+
+
+def test_a_second_nas_evaluate_of_one_db_is_refused(tmp_path, capsys):
+    """Two nas evaluate on one db each evaluated every cell (the report's note 23): the second is
+    refused at once while the first holds the db; the db is then evaluated as usual."""
+    db = tmp_path / "r.sqlite"
+    argv = ["nas", "evaluate", "--db", str(db), "--device", "cpu", "--indices", "0", "--dataset", "ImageNet16-120",
+            "--batch", "1", "--warmup", "0", "--iters", "1", "--no-progress"]
+    with nas_db.hold_for_writing(db):  # as a running nas evaluate holds it
+        status, err = status_and_err(argv, capsys)
+        assert status == 1 and f"{db} is being written by another nas evaluate" in _one_line(err)
+    assert status_and_err(argv, capsys)[0] == 0 and len(ev.read_rows(db)) == 1
+    fresh = tmp_path / "fresh.sqlite"
+    with nas_db.hold_for_writing(fresh):
+        pass
+    assert not fresh.exists()  # made for the lock, left empty: removed
 
 
 # --- valid data refused --------------------------------------------------------------------------
@@ -200,6 +290,68 @@ def test_a_db_on_a_read_only_file_system(full_db, tmp_path, capsys):
             status, err = status_and_err(argv, capsys)
             assert status == 0, err
         assert (tmp_path / "c" / "correlations.csv").is_file() and (tmp_path / "s" / "summary.csv").is_file()
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+def _wal_state_copy(full_db, folder: Path, rows_in_wal: int) -> Path:
+    """A copy of a WAL db as a killed `nas evaluate` leaves it: 3 rows in the main file, the
+    next `rows_in_wal` committed in its -wal only, and no -shm beside the copy."""
+    rows = ev.read_rows(full_db)[:3 + rows_in_wal]
+    src = write_db(folder.parent / f"src{rows_in_wal}.sqlite", rows[:3])
+    con = ev.connect(src)
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    ev.insert_rows(con, rows[3:])
+    folder.mkdir(exist_ok=True)
+    for extra in ("", "-wal"):  # copied while the writer still holds it: nothing checkpointed
+        (folder / f"x.sqlite{extra}").write_bytes(Path(f"{src}{extra}").read_bytes())
+    con.close()
+    return folder / "x.sqlite"
+
+
+def test_a_wal_db_without_its_shm_is_refused_not_read_in_part(full_db, tmp_path, capsys, monkeypatch):
+    """The report's case: a WAL db copied with its -wal but without its -shm where no -shm can be
+    made was read as 3 of its 14 rows. Portable: the read-only open is made to fail as it does on
+    a read-only file system (SQLITE_CANTOPEN)."""
+    db = _wal_state_copy(full_db, tmp_path / "copy", rows_in_wal=11)
+    real_connect = sqlite3.connect
+
+    class CannotOpen:  # sqlite opens lazily: the first statement fails
+        def execute(self, *args):
+            e = sqlite3.OperationalError("unable to open database file")
+            e.sqlite_errorcode = sqlite3.SQLITE_CANTOPEN
+            raise e
+
+        def close(self):
+            pass
+
+    def connect(database, *args, **kwargs):
+        if "mode=ro" in str(database) and "immutable" not in str(database):
+            return CannotOpen()
+        return real_connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(nas_db.sqlite3, "connect", connect)
+    with pytest.raises(ValueError, match=r"x\.sqlite cannot be read whole here: .*x\.sqlite-shm is missing"):
+        ev.read_rows(db)
+    status, err = status_and_err(["nas", "correlate", "--db", str(db), "--no-plots", "--out", str(tmp_path / "c")],
+                                 capsys)
+    assert status == 1 and "cannot be read whole" in _one_line(err)
+    (tmp_path / "copy" / "x.sqlite-wal").unlink()  # no -wal: immutable reads the whole file
+    assert len(ev.read_rows(db)) == 3
+
+
+def test_a_wal_db_without_its_shm_on_a_read_only_file_system(full_db, tmp_path, capsys):
+    ro = tmp_path / "ro"
+    if not _mount_tmpfs(ro):
+        pytest.skip("cannot mount a tmpfs here (needs root on Linux); the test before covers it portably")
+    try:
+        db = _wal_state_copy(full_db, ro, rows_in_wal=11)
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        for argv in (["nas", "correlate", "--db", str(db), "--no-plots", "--out", str(tmp_path / "c")],
+                     ["nas", "merge", "--db", str(tmp_path / "m.sqlite"), str(db)]):
+            status, err = status_and_err(argv, capsys)
+            assert status == 1 and "cannot be read whole here" in _one_line(err), err
+        assert not (tmp_path / "c" / "correlations.json").exists()
     finally:
         subprocess.run(["umount", str(ro)], check=True)
 

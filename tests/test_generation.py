@@ -14,6 +14,7 @@ per token, and at batch 1 the bytes of k experts' weights, where serving engines
 from __future__ import annotations
 
 import csv
+import math
 import sys
 
 import pytest
@@ -306,7 +307,12 @@ def test_plot(tmp_path, monkeypatch):
     (dict(steps=[0, 9]), r"steps must be distinct ints in 0\.\.2"),
     (dict(steps="every"), "'every'"),
     (dict(rewind=None), "rewind= a function"),
-    (dict(kv_bytes_per_token=-1), "kv_bytes_per_token must be a positive number, got -1"),
+    (dict(kv_bytes_per_token=-1), "kv_bytes_per_token must be a finite positive number, got -1"),
+    (dict(kv_bytes_per_token=math.inf), "kv_bytes_per_token must be a finite positive number, got inf"),
+    (dict(kv_bytes_per_token=True), "kv_bytes_per_token must be a finite positive number, got True"),
+    (dict(steps=[]), r"steps=\[\] measures no decode step of the 3: the prefill alone would stand for the whole "
+                     r"generation \(profiled_seconds, loop_slowdown\); give at least one step of 0\.\.2"),
+    (dict(max_new_tokens=10**9), "max_new_tokens must be at most 1,048,576 .*, got 1,000,000,000"),
 ])
 def test_bad_arguments_are_named(kwargs, message):
     model = TinyLM("llama").eval()
@@ -315,6 +321,14 @@ def test_bad_arguments_are_named(kwargs, message):
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         torchutil.profile_generate(model, **args)
+
+
+def test_steps_may_be_empty_when_there_is_no_decode_step():
+    """max_new_tokens=1 is the prefill alone: steps=[] is then exact, not an estimate."""
+    model = TinyLM("llama").eval()
+    result = torchutil.profile_generate(model, torch.zeros(1, 3, dtype=torch.long), 1, step=model, cache=KVCache(2),
+                                        rewind=KVCache.rewind, steps=[], kv_bytes_per_token=64, **QUICK)
+    assert result.decode == [] and not result.decode_estimated
 
 
 def test_unknown_option_and_hf_without_step():

@@ -118,6 +118,29 @@ def test_hf_errors():
         torchutil.profile_generate(model, ids, 2, cache="static", max_cache_len=5)
 
 
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_hf_generation_is_bounded_by_the_trained_positions(cache):
+    """prompt + max_new_tokens beyond max_position_embeddings (128) is refused before a cache is
+    made (the report's 10**9 ran on; a static cache would allocate that many positions)."""
+    model, config = llama()
+    ids = torch.randint(3, config.vocab_size, (1, 4))
+    for new in (125, 10**6):
+        with pytest.raises(ValueError, match=f"prompt \\+ max_new_tokens = {4 + new:,} positions exceed the model's "
+                                             "max_position_embeddings \\(128\\)"):
+            torchutil.profile_generate(model, ids, new, cache=cache)
+
+
+def test_an_object_with_config_and_generate_is_not_taken_for_hugging_face():
+    class Fake(torch.nn.Module):
+        config = object()
+
+        def generate(self):
+            pass
+
+    with pytest.raises(ValueError, match="its .config is a object, not a transformers PretrainedConfig"):
+        torchutil.profile_generate(Fake(), torch.zeros(1, 3, dtype=torch.long), 2)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_hf_steps_replay_as_cuda_graphs(cache):

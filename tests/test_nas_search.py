@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from cli_status import status_and_err
 from results_db import synthetic_rows as _synthetic_rows, write_db
 
 from torchutil import FIELDS
@@ -85,12 +86,41 @@ def test_merge_shards(tmp_path, capsys):
         write_db(ev.shard_path(db, rank), _synthetic_rows(ev.shard_indices(indices, rank, 2)))
     assert list(ev.iter_shards(db)) == [ev.shard_path(db, 0), ev.shard_path(db, 1)]
     assert main(["nas", "merge", "--db", str(db)]) == 0
-    assert "merged 10 rows from 2 shard(s)" in capsys.readouterr().out
+    assert f"merged 2 shard(s) into {db}: 10 rows new to it" in capsys.readouterr().out
     assert [r["idx"] for r in ev.read_rows(db)] == indices
-    assert ev.merge(db, [ev.shard_path(db, 0)]) == 5  # merging again replaces, adds nothing
+    assert ev.merge(db, [ev.shard_path(db, 0)]) == 0  # merging again replaces, adds nothing
     assert len(ev.read_rows(db)) == 10
     with pytest.raises(ValueError, match="no results db at .*missing.sqlite"):
         ev.merge(db, [tmp_path / "missing.sqlite"])
+
+
+def test_merge_counts_rows_really_merged(tmp_path, capsys):
+    """The same shard twice is refused (exit 2, nothing written); overlapping shards count the rows
+    they add, not the rows they copy (the report's "merged 6 rows" for 3)."""
+    shard = write_db(tmp_path / "a.sqlite", _synthetic_rows(range(3)))
+    overlap = write_db(tmp_path / "b.sqlite", _synthetic_rows(range(2, 5)))
+    db = tmp_path / "m.sqlite"
+    status, err = status_and_err(["nas", "merge", "--db", str(db), str(shard), str(shard)], capsys)
+    assert status == 2 and f"shard {shard} is given twice" in err and not db.exists()
+    assert main(["nas", "merge", "--db", str(db), str(shard), str(overlap)]) == 0
+    assert "2 shard(s) into" in (out := capsys.readouterr().out) and ": 5 rows new to it" in out
+    assert len(ev.read_rows(db)) == 5
+
+
+def test_merge_workers_removes_only_worker_dbs(tmp_path, capsys):
+    """The report's case: a user's r.worker-backup.sqlite and r.workers_old.sqlite beside --db
+    r.sqlite were merged and deleted. Only r.worker<digits>.sqlite are, and it says so."""
+    db = tmp_path / "r.sqlite"
+    write_db(db, _synthetic_rows([0]))
+    for name, rows in (("r.worker-backup.sqlite", [7]), ("r.workers_old.sqlite", [8]), ("r.worker.sqlite", [9]),
+                       ("r.worker0.sqlite", [1, 2]), ("r.worker12.sqlite", [3]), ("rr.worker1.sqlite", [10])):
+        write_db(tmp_path / name, _synthetic_rows(rows))
+    ev.merge_workers(db)
+    assert [r["idx"] for r in ev.read_rows(db)] == [0, 1, 2, 3]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".sqlite") == ["r.sqlite", "r.worker-backup.sqlite", "r.worker.sqlite",
+                                                         "r.workers_old.sqlite", "rr.worker1.sqlite"]
+    err = capsys.readouterr().err
+    assert f"merged the worker dbs r.worker0.sqlite, r.worker12.sqlite into {db} (3 new rows) and removed them" in err
 
 
 # --- rank correlations -------------------------------------------------------------------------
@@ -242,8 +272,10 @@ def test_search_command(full_db, tmp_path, capsys):
     assert "acc+throughput/quantile" in printed
     for name in ("runs.csv", "summary.csv", "summary.json", "pareto.csv", "pareto.png", "search_cost.png"):
         assert (out / name).exists(), name
-    with pytest.raises(SystemExit, match="unknown strategies"):
-        main(["nas", "search", "--db", str(full_db), "--strategies", "nope", "--out", str(out)])
+    for bad in ("nope", "", "acc,"):  # '' ran all six
+        status, err = status_and_err(["nas", "search", "--db", str(full_db), "--strategies", bad, "--out", str(out)],
+                                     capsys)
+        assert status == 2 and f"--strategies {bad!r}: unknown" in err, err
 
 
 def test_search_needs_one_config(tmp_path):

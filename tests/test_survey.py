@@ -126,7 +126,7 @@ def test_report_only_measures_nothing(survey_dir, tmp_path, capsys):
     assert (out / survey.RESULTS).read_text() == before
     for name in ["survey.csv", "survey.json", "report.html", *survey.PLOTS]:
         assert (out / name).stat().st_size > 0, name
-    with pytest.raises(SystemExit, match="no results in"):
+    with pytest.raises(SystemExit, match="no survey.jsonl in .*empty; run `survey --out"):
         main(["survey", "--out", str(tmp_path / "empty"), "--report-only"])
 
 

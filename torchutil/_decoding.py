@@ -60,15 +60,25 @@ class Step(torch.nn.Module):
 class HFRunner:
     """A Hugging Face causal LM with a DynamicCache or StaticCache of full-attention layers."""
 
-    def __init__(self, model: Any, kind: str, max_len: int):
+    def __init__(self, model: Any, kind: str, max_len: int, positions: int):
+        """positions: prompt + max_new_tokens, checked against the model's
+        max_position_embeddings before any cache is made."""
         try:
             import transformers
         except ImportError:
             raise ImportError("torchutil.profile_generate: a model without step= is taken for a Hugging Face "
                               "causal LM, which needs transformers (pip install transformers); for another "
                               "stack pass step=, cache= and rewind=") from None
+        if not isinstance(model.config, transformers.PretrainedConfig):
+            raise error(f"without step=, model must be a Hugging Face causal LM; its .config is a "
+                        f"{type(model.config).__name__}, not a transformers PretrainedConfig; for another stack "
+                        f"pass step=, cache= and rewind=")
         if kind not in ("dynamic", "static"):
             raise error(f"cache must be 'dynamic' or 'static' for a Hugging Face model, got {kind!r}")
+        trained = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+        if isinstance(trained, int) and positions > trained:
+            raise error(f"prompt + max_new_tokens = {positions:,} positions exceed the model's "
+                        f"max_position_embeddings ({trained:,}); generate at most {trained:,} positions")
         self.model, self.kind, self.max_len = model, kind, max_len
         self.version = transformers.__version__
         self.extra = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}

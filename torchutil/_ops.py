@@ -19,6 +19,15 @@ REBUILD = "pip install --no-build-isolation --force-reinstall ."
 try:
     from torchutil import _C
 except ImportError as e:
+    import glob
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if not glob.glob(os.path.join(here, "_C.*")):
+        # A source checkout shadows the installed package (python run from the checkout's root).
+        raise ImportError(f"torchutil: {here} has no built extension (torchutil._C): this is a source tree, "
+                          f"imported instead of the installed torchutil (python puts the current folder first). "
+                          f"Run from another folder, or build it here: python setup.py build_ext --inplace") from e
     # A torch with another ABI (or without the CUDA libraries the build linked) fails here,
     # before the recorded version can be read.
     raise ImportError(f"torchutil: its extension (torchutil._C) does not load under torch {torch.__version__}: "
@@ -99,6 +108,7 @@ def check_choice(what: str, value: Any, names: Collection[str], prefix: str = "t
     return value
 
 _TYPE_WORDS = {"int": "an int", "float": "a number", "bool": "a bool (True or False)", "str": "a str"}
+_INT64_MAX = 2**63 - 1  # the dispatcher carries an int option as int64_t
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -119,6 +129,19 @@ def _type_ok(kind: str, value: Any) -> bool:
     raise AssertionError(f"an option type the table has and this check does not: {kind}")
 
 
+def _check_range(name: str, kind: str, value: Any) -> None:
+    """A ValueError naming the option and the bound where a well-typed value cannot cross to C++
+    (the dispatcher would dump the schema): an int beyond int64, a number beyond a double."""
+    if kind == "int" and isinstance(value, int) and not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        raise ValueError(f"torchutil: {name} must fit a 64-bit int ({-_INT64_MAX - 1} .. {_INT64_MAX}), got {value}")
+    if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            raise ValueError(f"torchutil: {name} must be a number within a double's range (about 1.8e308), got "
+                             f"an int of {value.bit_length()} bits") from None
+
+
 def check_options(op: str, options: dict[str, Any]) -> dict[str, Any]:
     """The options of a call of util::<op> with their types checked against the table: a
     TypeError naming the option and the value (not the dispatcher's dump of the schema), and
@@ -136,6 +159,7 @@ def check_options(op: str, options: dict[str, Any]) -> dict[str, Any]:
             want = _TYPE_WORDS.get(kind.rstrip("?"), kind.rstrip("?"))
             raise TypeError(f"torchutil: {name} must be {want}{' or None' if kind.endswith('?') else ''}, "
                             f"got {value!r} ({type(value).__name__})")
+        _check_range(name, kind.rstrip("?"), value)
         out[name] = value
     return out
 
@@ -218,6 +242,11 @@ class ModelOpPacket:
     def __call__(self, model: Any, x: Any = None, *, args: Any = None, kwargs: Any = None,
                  **options: Any) -> Any:
         options = check_options(self._name, options)
+        if self._name == "profile" and args is None and kwargs is None and isinstance(x, (list, tuple)) and len(x) > 1:
+            # util::profile's schema takes one tensor: several are bound as the model's arguments,
+            # so that it runs model(*x) as torchutil.profile does; x[0] gives the device and batch.
+            tensors = _as_tensors(x)
+            model, x = _C._wrap_module(model, tuple(tensors), None), tensors[0]
         model, tensors, batch = bind_inputs(model, x, args, kwargs, options.get("batch_size"))
         if batch is not None:
             options["batch_size"] = batch

@@ -86,6 +86,8 @@ def fold(model: nn.Module, f: int, multiple_of: int = 1) -> "FoldedModel":
     multiple_of: round every folded inner width (not the input's f x C channels, nor the
     classifier's f x classes outputs) to a multiple of this (see the module docstring).
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"torchutil: fold takes a CNN (an nn.Module), got {type(model).__name__}")
     if isinstance(f, bool) or not isinstance(f, int) or f < 1:
         raise ValueError(f"torchutil: the folding factor f must be a positive int, got {f!r}")
     folded_channels(1, 1, multiple_of)  # checks multiple_of

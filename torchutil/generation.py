@@ -24,11 +24,15 @@ import numpy as np
 import torch
 
 from torchutil._decoding import HFRunner, Step, StepRunner, error, next_token
+from torchutil._files import atomic_open, save_figure
 from torchutil._json import json_safe
 from torchutil.profiler import ProfileResult, _synchronize, profile
 
 __all__ = ["GenerationResult", "GenerationRow", "plot_generation", "profile_generate"]
 
+# The most tokens one profile_generate call generates: each is a forward, and no model has a context
+# this long (the loop is otherwise unbounded: a typo of 10**9 ran on and on).
+MAX_NEW_TOKENS = 1 << 20
 # Keywords of torchutil.profile that profile_generate passes on (model and x are its own).
 _PROFILE_OPTIONS = frozenset(inspect.signature(profile).parameters) - {"model", "x", "args", "kwargs", "timing"}
 
@@ -189,7 +193,7 @@ def rows_to_csv(path: str, rows: Sequence[GenerationRow], extra: dict[str, Seque
     """GenerationRows as CSV; `extra` adds leading columns (name -> one value per row)."""
     names = [f.name for f in fields(GenerationRow)]
     extra = extra or {}
-    with open(path, "w", newline="") as f:
+    with atomic_open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow([*extra, *names])
         for i, r in enumerate(rows):
@@ -205,6 +209,10 @@ def _decode_steps(steps: str | Sequence[int], n: int) -> list[int]:
             return sorted({0, n - 1} | {2 ** k for k in range(n.bit_length()) if 2 ** k < n}) if n else []
         raise error(f"steps must be 'all', 'geometric' or a list of step indices, got {steps!r}")
     chosen = list(steps)
+    if not chosen and n:
+        raise error(f"steps=[] measures no decode step of the {n:,}: the prefill alone would stand for the whole "
+                    f"generation (profiled_seconds, loop_slowdown); give at least one step of 0..{n - 1}, or "
+                    f"max_new_tokens=1 to profile the prefill alone")
     bad = [s for s in chosen if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < n]
     if bad or len(set(chosen)) != len(chosen):
         raise error(f"steps must be distinct ints in 0..{n - 1} (max_new_tokens - 2: decode step s runs at "
@@ -290,12 +298,17 @@ def profile_generate(
     for name, value in (("max_new_tokens", max_new_tokens), ("loop_repeats", loop_repeats)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise error(f"{name} must be a positive int, got {value!r}")
+    if max_new_tokens > MAX_NEW_TOKENS:
+        raise error(f"max_new_tokens must be at most {MAX_NEW_TOKENS:,} (2**20 forwards, beyond any model's "
+                    f"context), got {max_new_tokens:,}")
     unknown = sorted(set(options) - _PROFILE_OPTIONS)
     if unknown:
         raise TypeError(f"torchutil.profile_generate: no option {', '.join(map(repr, unknown))}; options are "
                         f"torchutil.profile's: {', '.join(sorted(_PROFILE_OPTIONS))}")
-    if kv_bytes_per_token is not None and not (isinstance(kv_bytes_per_token, (int, float)) and kv_bytes_per_token > 0):
-        raise error(f"kv_bytes_per_token must be a positive number, got {kv_bytes_per_token!r}")
+    if kv_bytes_per_token is not None and not (isinstance(kv_bytes_per_token, (int, float))
+                                               and not isinstance(kv_bytes_per_token, bool)
+                                               and 0 < kv_bytes_per_token < math.inf):
+        raise error(f"kv_bytes_per_token must be a finite positive number, got {kv_bytes_per_token!r}")
     batch, prompt = input_ids.shape
     measured = _decode_steps(steps, max_new_tokens - 1)
     runner: HFRunner | StepRunner
@@ -306,7 +319,7 @@ def profile_generate(
         if max_cache_len is not None and max_cache_len < prompt + max_new_tokens:
             raise error(f"max_cache_len must hold prompt + max_new_tokens = {prompt + max_new_tokens} positions, "
                         f"got {max_cache_len}")
-        runner = HFRunner(model, cache, max_cache_len or prompt + max_new_tokens)
+        runner = HFRunner(model, cache, max_cache_len or prompt + max_new_tokens, prompt + max_new_tokens)
         kind = cache
     else:
         if not isinstance(model, torch.nn.Module) or not callable(step) or not callable(rewind) \
@@ -406,5 +419,5 @@ def plot_generation(results: Sequence[GenerationResult], path: str) -> None:
     bw_ax.legend(fontsize=7)
     fl_ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 

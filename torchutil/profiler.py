@@ -120,8 +120,17 @@ def free_capture_pools() -> None:
 
 
 def utilization(flops: torch.Tensor, seconds: torch.Tensor, peak_flops_per_second: torch.Tensor) -> torch.Tensor:
-    """flops / seconds / peak, elementwise (torch.ops.util.utilization): for batches of results."""
-    return torch.ops.util.utilization(flops, seconds, peak_flops_per_second)
+    """flops / seconds / peak, elementwise (torch.ops.util.utilization): for batches of results.
+    Python numbers are taken as float64 tensors."""
+    values = []
+    for name, v in (("flops", flops), ("seconds", seconds), ("peak_flops_per_second", peak_flops_per_second)):
+        if not isinstance(v, torch.Tensor):
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise TypeError(f"torchutil: utilization's {name} must be a tensor or a number, got "
+                                f"{type(v).__name__}")
+            v = torch.tensor(float(v), dtype=torch.float64)
+        values.append(v)
+    return torch.ops.util.utilization(*values)
 
 
 def _model_device(model: Any) -> torch.device | None:
@@ -162,6 +171,9 @@ class Profiler:
     ) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"torchutil: batch_size must be a positive int, got {batch_size!r}")
+        # Checked here, before the block runs, as _count_end would check them after it.
+        _ops.check_options("_profile", {"batch_size": batch_size, "peak": peak, "peak_flops": peak_flops})
+        torch.ops.util._check_peak_options(peak, peak_flops)
         self.model = model
         self.batch_size = batch_size
         if model is not None and not isinstance(model, torch.nn.Module):

@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
+from torchutil._files import atomic_open
 from torchutil._json import json_safe
 from torchutil.fields import FIELDS, TEXT_FIELDS, output_rows, row_class, schema
 
@@ -30,6 +31,9 @@ OpRow = row_class(
     namespace={"flops": property(lambda self: self.matrix_flops + self.vector_flops,
                                  doc="matrix_flops + vector_flops")},
 )
+
+# What top_ops can rank by: the numbers of an op row.
+_TOP_BY = ("flops", *(f.name for f in schema("ops") if f.kind != "text"))
 
 KernelRow = row_class(
     "KernelRow", "kernels",
@@ -94,6 +98,13 @@ class ProfileResult:
             self.__dict__[key] = output_rows(cls, self._output, name)
         return self.__dict__[key]
 
+    def __getstate__(self) -> dict[str, Any]:
+        """pickle and copy.deepcopy (a result sent back from a multiprocessing worker): the
+        tables are read out of the C++ output, which does not pickle, and travel instead."""
+        for cls, name in ((OpRow, "ops"), (KernelRow, "kernels"), (UnknownOp, "unknown_ops")):
+            self._table(cls, name)
+        return {**self.__dict__, "_output": None}
+
     @property
     def op_table(self) -> torch.Tensor:
         return self._table(OpRow, "ops")[0]
@@ -136,6 +147,11 @@ class ProfileResult:
     def top_ops(self, n: int = 10, by: str = "flops") -> list[OpRow]:
         """The n rows with the most `by` ("flops", "matrix_flops", "vector_flops", "bytes",
         "calls", "kernel_seconds", "lost_seconds"); rows where `by` is NaN come last."""
+        if by not in _TOP_BY:
+            raise ValueError(f"torchutil: top_ops(by=) takes one of {', '.join(_TOP_BY)}, got {by!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"torchutil: top_ops(n=) takes an int >= 0, got {n!r}")
+
         def key(r: OpRow) -> float:
             v = float(getattr(r, by))
             return float("-inf") if v != v else v
@@ -149,7 +165,7 @@ class ProfileResult:
                 "torchutil: this result has no trace; profile a CUDA model with "
                 f"chrome_trace=True (trace status: {self.trace_status})"
             )
-        with open(path, "w") as f:
+        with atomic_open(path) as f:
             f.write(self.chrome_trace)
 
     def ops_to_csv(self, path: str) -> None:
@@ -438,7 +454,7 @@ def _cell(column: OpColumn, text: str) -> str:
 def _rows_to_csv(path: str, rows: list[Any], cls: type) -> None:
     """One CSV row per row of the dataclass cls, the columns in field order."""
     names = [f.name for f in fields(cls)]
-    with open(path, "w", newline="") as f:
+    with atomic_open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(names)
         for r in rows:

@@ -110,6 +110,9 @@ def roofline(result: ProfileResult, *, bandwidth: float | None = None,
     kernel time (CUDA with kernel tracing) is more than twice their roofline time are
     overhead-bound; without a trace ops are classified by intensity alone.
     """
+    if not isinstance(result, ProfileResult):
+        raise TypeError(f"torchutil: roofline takes the ProfileResult of torchutil.profile or a Profiler, got "
+                        f"{type(result).__name__}")
     peak = float(result.peak_flops_per_second)
     if not (peak > 0 and math.isfinite(peak)):
         raise ValueError(f"torchutil: this profile has no peak FLOP/s ({peak}); profile on a "

@@ -35,6 +35,12 @@ struct ThreadState {
   int64_t token = 0;
   int64_t otherThreadCallsAtBegin = 0;
   int64_t compiledRegions = 0;
+
+  ThreadState() = default;
+  ThreadState(const ThreadState&) = delete;
+  ThreadState& operator=(const ThreadState&) = delete;
+  // A thread that ends while it counts (a Profiler block never exited) drops its count here.
+  ~ThreadState();
 };
 
 thread_local ThreadState tls;
@@ -63,6 +69,20 @@ std::unordered_map<int64_t, std::vector<std::shared_ptr<ChildCount>>> gChildren;
 
 void updateSoleToken() {  // under gSessionsMutex
   gSoleToken.store(gSessions.size() == 1 ? gSessions.begin()->first : 0);
+}
+
+ThreadState::~ThreadState() {
+  // The callback itself lives in the thread's RecordFunction state, which the thread's exit
+  // destroys too, possibly before this object: at::removeCallback must not be called here.
+  if (handle != at::INVALID_CALLBACK_HANDLE) {
+    gLiveCallbacks.fetch_sub(1);
+  }
+  if (abandoned != nullptr) {
+    std::lock_guard<std::mutex> lock(gSessionsMutex);
+    gSessions.erase(token);
+    gChildren.erase(token);
+    updateSoleToken();
+  }
 }
 
 // The child count of this thread for the running count, created on first use; null when

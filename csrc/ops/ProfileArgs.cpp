@@ -77,8 +77,10 @@ ProfileOptions profileOptions(const OptionValues& values, bool summaryOp) {
                     "(the budget of target_ci's repetition), got ", maxTime);
   if (targetCi.has_value()) {
     // 0 would never stop early: a fixed count is target_ci=None.
-    TORCH_CHECK_VALUE(*targetCi > 0.0, "torchutil: target_ci must be > 0 (0.005 means +-0.5 %; ",
-                      "None times exactly iters forwards), got ", *targetCi);
+    TORCH_CHECK_VALUE(
+        *targetCi > 0.0 && *targetCi < 1.0,
+        "torchutil: target_ci is a relative half-width in (0, 1) (0.005 means +-0.5 %; ",
+        "None times exactly iters forwards), got ", *targetCi);
     o.repeat.targetRelativeCi = *targetCi;
     o.repeat.maxIters = maxIters.value_or(std::max<int64_t>(iters, 100000));
     o.repeat.budgetSeconds = maxTime;

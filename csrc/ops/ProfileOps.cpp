@@ -182,6 +182,13 @@ Output countEndOp(c10::Device device, int64_t batchSize, double seconds, std::st
                              rateSourceArgument(peak, "peak"), peakFlops));
 }
 
+// The checks _count_end makes of its peak options, for Profiler.__init__: a bad value is refused
+// before the block runs, not after.
+void checkPeakOptionsOp(std::string peak, std::optional<double> peakFlops) {
+  rateSourceArgument(peak, "peak");
+  checkPeakOverride(peakFlops);
+}
+
 std::tuple<double, std::string> peakFlopsOp(c10::Device device, std::string dtype,
                                             std::string source) {
   const auto d = parsePeakDtype(dtype);
@@ -232,6 +239,7 @@ TORCH_LIBRARY(util, m) {
       "float? peak_flops=None) -> __torch__.torch.classes.util.ProfileOutput",
       &countEndOp);
   m.def("_count_abort() -> ()", &countAbortOp);
+  m.def("_check_peak_options(str peak, float? peak_flops) -> ()", &checkPeakOptionsOp);
   m.def("_counting() -> bool", &countingOp);
   m.def("_live_callbacks() -> int", &liveCallbacksOp);
   m.def("peak_flops(Device device, str dtype, str source=\"auto\") -> (float, str)", &peakFlopsOp);

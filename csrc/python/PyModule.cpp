@@ -13,9 +13,15 @@ namespace py = pybind11;
 namespace torchutil {
 namespace {
 
+// An instance of module.name; a module nobody imported (torch._dynamo, whose first import takes
+// seconds, inside a call's time but in none of its phases) holds no class of obj, so it is not
+// imported here.
 bool isinstance(const py::handle& obj, const char* module, const char* name) {
-  py::object cls = py::module_::import(module).attr(name);
-  return py::isinstance(obj, cls);
+  py::dict loaded = py::module_::import("sys").attr("modules");
+  if (!loaded.contains(module)) {
+    return false;
+  }
+  return py::isinstance(obj, loaded[module].attr(name));
 }
 
 // Whether obj is a torch.compile'd module. Nothing can have been compiled before torch._dynamo

@@ -11,7 +11,9 @@ downloaded).
   .gz files in /usr/share/datasets/fashion-mnist), which is looked in when no folder is given
   (DEFAULT_DIRS). No package was found that ships MNIST or CIFAR-10: those need a folder.
 - cifar10: CIFAR-10's python batches (data_batch_1..5, test_batch: pickled dicts of b"data",
-  a uint8 [N, 3072] array, and b"labels") in the folder or in its cifar-10-batches-py.
+  a uint8 [N, 3072] array, and b"labels") in the folder or in its cifar-10-batches-py. They are
+  read by a restricted unpickler (_BatchUnpickler) that builds only numpy arrays and dtypes, so a
+  crafted batch cannot run code: any other global it names is refused, by name.
 
 Images come back as float32 [N, C, H, W], standardized per channel with the training set's
 mean and standard deviation; labels as int64 [N].
@@ -91,13 +93,34 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
 
 
+class _BatchUnpickler(pickle.Unpickler):
+    """pickle.Unpickler that resolves only the globals a CIFAR-10 batch names: numpy's array
+    reconstruction (protocols 0-4: _reconstruct, ndarray; 5: _frombuffer) and dtype, under
+    numpy 1's module names (CIFAR-10's own files) and numpy 2's. Any other global (os.system,
+    builtins.eval, ...) is refused, so nothing in the file runs: the dicts, lists, strings and
+    numbers of a batch need no global at all."""
+
+    ALLOWED = frozenset((module, name) for package in ("numpy.core", "numpy._core")
+                        for module, name in ((f"{package}.multiarray", "_reconstruct"),
+                                             (f"{package}.numeric", "_frombuffer"))) | {
+        ("numpy", "ndarray"), ("numpy", "dtype")}
+
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"it names the global {module}.{name}, which a CIFAR-10 batch does "
+                                         f"not hold (only numpy arrays are read, nothing is run)")
+        return super().find_class(module, name)
+
+
 def read_cifar10_batch(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
     """One CIFAR-10 python batch: (uint8 images [N, 3, 32, 32], int64 labels [N]).
 
-    The batches are pickles: read only files you trust (these are CIFAR-10's own format)."""
+    The batches are pickles, read by a restricted unpickler: a file that names anything but
+    numpy's array and dtype (a crafted pickle that would run code) is refused with a ValueError
+    naming the global, and nothing in it runs."""
     with open(path, "rb") as f:
         try:
-            batch = pickle.load(f, encoding="bytes")
+            batch = _BatchUnpickler(f, encoding="bytes").load()
         except Exception as e:  # a pickle can fail in many ways; all mean "not a CIFAR batch"
             raise _error(f"{path} is not a CIFAR-10 python batch ({type(e).__name__}: {e})") from None
     if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:

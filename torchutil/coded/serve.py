@@ -42,7 +42,6 @@ Set-up (what `measure` does):
 """
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
 from multiprocessing import resource_tracker
@@ -57,7 +56,7 @@ from torch import nn
 from torchutil.coded import sim
 from torchutil.coded.codes import Code
 from torchutil.coded.serve_frontend import Frontend, PolicyRun
-from torchutil.coded.serve_procs import TO_WORKER, burner, layout, stop, worker
+from torchutil.coded.serve_procs import TO_WORKER, WORKER_FAILED, burner, layout, stop, worker
 
 __all__ = ["PolicyRun", "ServeConfig", "ServeReport", "format_report", "measure", "write_report"]
 
@@ -94,9 +93,15 @@ class ServeConfig:
         if not 0 < self.load < 1:
             raise _error(f"load must be in (0, 1), got {self.load}")
         bad = [w for w in self.stragglers if not 0 <= w <= self.k]
-        if bad:
-            raise _error(f"stragglers must be worker numbers 0..{self.k} (k data workers, then the extra one), "
-                         f"got {bad}")
+        if bad or len(set(self.stragglers)) != len(self.stragglers):
+            raise _error(f"stragglers must be distinct worker numbers 0..{self.k} (k data workers, then the extra "
+                         f"one; one burner each), got {list(self.stragglers)}")
+        try:
+            device = torch.device(self.device)
+        except (RuntimeError, TypeError):
+            device = None
+        if device is None or device.type not in ("cpu", "cuda"):
+            raise _error(f"device must be cpu or cuda[:N] (where the workers run F), got {self.device!r}")
         if not 0 < self.straggler_on_fraction < 1 or not self.straggler_burst_seconds > 0:
             raise _error(f"straggler_on_fraction must be in (0, 1) and straggler_burst_seconds > 0, got "
                          f"{self.straggler_on_fraction} and {self.straggler_burst_seconds}")
@@ -213,10 +218,13 @@ def measure(config: ServeConfig, base_model: nn.Module, code: Code, images: torc
             conns.append(here)
         for w, c in enumerate(conns):
             try:
-                ok = c.poll(config.timeout_seconds * 5) and c.recv_bytes() == b"ready"
+                said = c.recv_bytes() if c.poll(config.timeout_seconds * 5) else b""
             except EOFError:
-                ok = False
-            if not ok:
+                said = b""
+            if said.startswith(WORKER_FAILED):  # its own exception, e.g. a device it cannot use
+                raise _error(f"worker {w} could not start on {config.device}: "
+                             f"{said[len(WORKER_FAILED):].decode(errors='replace')}")
+            if said != b"ready":
                 workers[w].join(1)
                 raise RuntimeError(f"torchutil.coded: worker {w} did not start (exit code {workers[w].exitcode}); "
                                    f"a script that calls measure() needs `if __name__ == '__main__':`")
@@ -328,11 +336,10 @@ def format_report(report: ServeReport) -> str:
 
 def write_report(report: ServeReport, out: str) -> list[str]:
     """serve.json (everything but the per-query arrays) and serve.md into folder `out`."""
-    from torchutil._json import json_safe
+    from torchutil._files import atomic_open, write_json
 
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "serve.json"), "w") as f:
-        json.dump(json_safe(report.to_dict()), f, indent=2)
-    with open(os.path.join(out, "serve.md"), "w") as f:
+    write_json(os.path.join(out, "serve.json"), report.to_dict(), indent=2)
+    with atomic_open(os.path.join(out, "serve.md")) as f:
         f.write(format_report(report) + "\n")
     return ["serve.json", "serve.md"]

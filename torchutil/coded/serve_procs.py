@@ -14,10 +14,14 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-__all__ = ["FROM_WORKER", "TO_WORKER", "burner", "layout", "stop", "worker"]
+__all__ = ["FROM_WORKER", "TO_WORKER", "WORKER_FAILED", "burner", "layout", "stop", "worker"]
 
 TO_WORKER = struct.Struct("<qB")  # message id (< 0: stop), which of the worker's models; then float32 image
 FROM_WORKER = struct.Struct("<qdd")  # message id, start and end of the forward (perf_counter); then float32 output
+WORKER_FAILED = b"failed: "  # instead of b"ready": the worker could not start; then its exception
+# The frontend went away (killed, or it stopped on an error): a worker or burner then ends
+# quietly, with no traceback of its own on the shared stderr.
+_FRONTEND_GONE = (EOFError, BrokenPipeError, ConnectionResetError)
 
 
 def _pin(core: int | None, nice: int) -> None:
@@ -29,30 +33,49 @@ def _pin(core: int | None, nice: int) -> None:
 
 def worker(conn: Connection, models: list[nn.Module], shape: tuple[int, ...], device: str, core: int | None,
             nice: int) -> None:
-    """Serves forwards of models[i] at batch 1 until a stop message (id < 0)."""
-    _pin(core, nice)
-    torch.set_num_threads(1)
-    dev = torch.device(device)
-    models = [m.to(dev).eval() for m in models]
-    with torch.inference_mode():
-        for m in models:  # warm-up: first calls allocate
-            for _ in range(10):
-                m(torch.zeros(1, *shape, device=dev)).cpu()
+    """Serves forwards of models[i] at batch 1 until a stop message (id < 0). A failure before
+    it is ready is sent to the frontend (WORKER_FAILED and the exception) instead of "ready"."""
+    try:
+        try:
+            _pin(core, nice)
+            torch.set_num_threads(1)
+            dev = torch.device(device)
+            models = [m.to(dev).eval() for m in models]
+            with torch.inference_mode():
+                for m in models:  # warm-up: first calls allocate
+                    for _ in range(10):
+                        m(torch.zeros(1, *shape, device=dev)).cpu()
+        except Exception as e:
+            conn.send_bytes(WORKER_FAILED + f"{type(e).__name__}: {' '.join(str(e).split())}".encode())
+            return
         conn.send_bytes(b"ready")
-        while True:
-            msg = conn.recv_bytes()
-            t0 = time.perf_counter()
-            mid, which = TO_WORKER.unpack_from(msg)
-            if mid < 0:
-                break
-            x = torch.frombuffer(bytearray(msg[TO_WORKER.size:]), dtype=torch.float32).view(1, *shape)
-            y = models[which](x.to(dev)).float().cpu().numpy()  # .cpu() waits for a GPU
-            conn.send_bytes(FROM_WORKER.pack(mid, t0, time.perf_counter()) + y.tobytes())
-    conn.close()
+        with torch.inference_mode():
+            while True:
+                msg = conn.recv_bytes()
+                t0 = time.perf_counter()
+                mid, which = TO_WORKER.unpack_from(msg)
+                if mid < 0:
+                    break
+                x = torch.frombuffer(bytearray(msg[TO_WORKER.size:]), dtype=torch.float32).view(1, *shape)
+                y = models[which](x.to(dev)).float().cpu().numpy()  # .cpu() waits for a GPU
+                conn.send_bytes(FROM_WORKER.pack(mid, t0, time.perf_counter()) + y.tobytes())
+    except _FRONTEND_GONE:
+        pass
+    finally:
+        conn.close()
 
 
 def burner(conn: Connection, core: int | None, on_fraction: float, burst: float, seed: int) -> None:
     """Idles and burns the CPU in turns until told to stop; sends back its (start, end) bursts."""
+    try:
+        _burn(conn, core, on_fraction, burst, seed)
+    except _FRONTEND_GONE:
+        pass
+    finally:
+        conn.close()
+
+
+def _burn(conn: Connection, core: int | None, on_fraction: float, burst: float, seed: int) -> None:
     _pin(core, 0)
     conn.send("ready")
     rng = random.Random(seed)
@@ -74,7 +97,6 @@ def burner(conn: Connection, core: int | None, on_fraction: float, burst: float,
             break
     conn.recv()
     conn.send(bursts)
-    conn.close()
 
 
 def stop(processes: Sequence[mp.process.BaseProcess], timeout: float = 5.0) -> None:

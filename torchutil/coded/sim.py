@@ -28,12 +28,13 @@ The model and its assumptions:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["POLICIES", "STRAGGLERS", "SimConfig", "SimResult", "SimSummary", "fifo_completions", "replay", "simulate",
+__all__ = ["POLICIES", "STRAGGLERS", "SimConfig", "SimResult", "SimSummary", "config_from_cost", "fifo_completions", "replay", "simulate",
            "summarize", "summarize_latencies", "sweep"]
 
 POLICIES = ("none", "replication", "coded")
@@ -258,3 +259,35 @@ def sweep(config: SimConfig, loads: Sequence[float], policies: Sequence[str] = P
     """summarize(simulate(...)) for every load and policy, load by load."""
     return [summarize(simulate(replace(config, load=load), policy), replace(config, load=load))
             for load in loads for policy in policies]
+
+
+def config_from_cost(cost: Any, run: str | None, source: str = "the cost file",
+                         **kwargs: Any) -> tuple[str, SimConfig]:
+    """A SimConfig whose service, parity, encode and decode times are a cost table's medians
+    (batch 1: one query per service) for run `run` (default: the table's first). A table that is
+    not what `coded cost` writes is refused naming `source` and the field."""
+    summaries = cost.get("summaries") if isinstance(cost, dict) else None
+    if not summaries or not isinstance(summaries, list) or not all(isinstance(s, dict) for s in summaries):
+        raise _error(f"{source} holds no runs (a cost.json of `coded cost` has a list 'summaries' of runs)")
+    names = [s.get("run") for s in summaries]
+    if run is not None and run not in names:
+        raise _error(f"no run {run!r} in {source}; it has {', '.join(map(str, names))}")
+    s = summaries[names.index(run) if run is not None else 0]
+    if cost.get("batch") != 1:
+        raise _error(f"the simulation serves one query at a time: measure the cost at --batch 1, "
+                     f"not {cost.get('batch')}")
+    def seconds(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+    checks = {"run": (lambda v: isinstance(v, str), "a name"),
+              "k": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 2, "an integer >= 2"),
+              **{f: (seconds, "a number of seconds >= 0") for f in _COST_SECONDS.values()}}
+    for field, (ok, what) in checks.items():
+        if not ok(s.get(field)):
+            raise _error(f"{source}: run {s.get('run')!r} has {field} {s.get(field)!r}, not {what}")
+    return s["run"], SimConfig(k=s["k"], **{name: float(s[f]) for name, f in _COST_SECONDS.items()}, **kwargs)
+
+
+# SimConfig's times -> the fields of a cost table's summary they are read from.
+_COST_SECONDS = {"service_seconds": "base_model_seconds", "parity_seconds": "parity_model_seconds",
+                 "encode_seconds": "encoder_seconds", "decode_seconds": "decoder_seconds"}

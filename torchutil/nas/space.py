@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import math
 import os
 import random
 from dataclasses import asdict, dataclass
@@ -256,22 +257,23 @@ def load_accuracy_table(path: str | os.PathLike[str] | None = None) -> list[Accu
 
     path: a CSV with the same columns, one row per cell in index order; default: the table
     packaged with torchutil (source and license in torchutil/nas/data/README.md). A table
-    that is not that (a missing column, a row short, out of order or not a number) is refused
-    with a ValueError naming the file and the row.
+    that is not that (a missing column, a row short, out of order or not a number, an arch
+    that is not arch_of_index of its index) is refused with a ValueError naming the file and
+    the row.
     """
     if path is None:
         packaged = resources.files("torchutil.nas").joinpath("data", "nb201_accuracy.csv")
         with packaged.open("r", newline="") as f:
-            return _read_table(f, "the packaged accuracy table")
+            return _read_table(f, "the packaged accuracy table", check_arch=False)  # checked by its test
     with open(path, newline="") as f:
-        return _read_table(f, os.fspath(path))
+        return _read_table(f, os.fspath(path), check_arch=True)
 
 
 _TABLE_COLUMNS = ("index", "arch", "cifar10_test_acc", "cifar100_test_acc", "imagenet16_test_acc", "flops_m",
                   "params_m")
 
 
-def _read_table(f: Any, name: str) -> list[AccuracyRow]:
+def _read_table(f: Any, name: str, check_arch: bool) -> list[AccuracyRow]:
     reader = csv.DictReader(f)
     missing = [c for c in _TABLE_COLUMNS if c not in (reader.fieldnames or ())]
     if missing:
@@ -294,6 +296,12 @@ def _read_table(f: Any, name: str) -> list[AccuracyRow]:
         if row.index != len(rows):
             raise _error(f"{name} line {line}: index {row.index} where {len(rows)} was due (one row per cell, "
                          "in index order)")
+        bad = next((c for c in _TABLE_COLUMNS[2:] if not math.isfinite(getattr(row, c))), None)
+        if bad is not None:
+            raise _error(f"{name} line {line}: {bad} is {r[bad]!r}; an accuracy table holds finite numbers")
+        if check_arch and row.arch != arch_of_index(row.index):
+            raise _error(f"{name} line {line}: arch {row.arch} is not the cell of index {row.index} "
+                         f"({arch_of_index(row.index)}); its accuracies would join to the wrong cell")
         rows.append(row)
     if len(rows) != _NUM_ARCHS:
         raise _error(f"{name} holds {len(rows):,} rows; an accuracy table has one per cell of the space "

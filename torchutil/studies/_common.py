@@ -1,24 +1,22 @@
 """What the study commands share: where and how a network and its input are placed (Setup),
-output files written whole or not at all (atomic_open), JSON files without NaN, progress on stderr, how a command exits on a user's error, matplotlib
+output files written whole or not at all (atomic_open, write_json: from torchutil._files), progress on stderr, how a command exits on a user's error, matplotlib
 figures without pyplot, and the backend flags a measurement sets and restores (TF32, cuDNN
 autotuning)."""
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Iterator
+from typing import Any, Iterator
 
 import torch
 
-from torchutil._json import json_safe
+from torchutil._files import atomic_open, named, save_figure, write_json
 
-__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "atomic_open", "cudnn_autotune", "exit_on_error",
-           "fail", "nas_error", "figure", "named", "plots_available", "save_figure", "tf32_flags", "write_json"]
+__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "atomic_open", "cudnn_autotune", "device_memory",
+           "exit_on_error", "fail", "nas_error", "figure", "named", "plots_available", "save_figure", "tf32_flags", "write_json"]
 
 # The dtypes the survey and fold-bench measure in: "tf32" is float32 with TF32 allowed in
 # cuBLAS and cuDNN (tf32_flags), "float32" the same with TF32 off.
@@ -67,43 +65,14 @@ class Setup:
         return self.model(build_classifier(name)), self.input(batch, 3, size, size)
 
 
-def named(e: OSError, path: str | os.PathLike[str]) -> OSError:
-    """e as an OSError that names `path` (a failed write names no file: "No space left on
-    device"), which the command line turns into one line: "torchutil: <why>: <path>"."""
-    if e.filename is not None or e.errno is None:
-        return e
-    return OSError(e.errno, e.strerror, os.fspath(path))
-
-
-@contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
-    """open(path, mode) for writing a whole file: it is written as `path`.tmp and renamed over
-    `path` (os.replace) only when the block ends without an error, so a reader never sees half
-    a file and a failure (a full disk, a kill) leaves the earlier file or none; the temporary
-    file is removed and an OSError names `path`. Special files (/dev/stdout, a pipe) are
-    written in place."""
-    if os.path.exists(path) and not os.path.isfile(path):
-        with open(path, mode, **kwargs) as f:
-            yield f
-        return
-    tmp = f"{os.fspath(path)}.tmp"
+def device_memory(device: torch.device) -> int | None:
+    """Bytes of memory of the device (the host's physical memory for the CPU), None where unknown."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
     try:
-        with open(tmp, mode, **kwargs) as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        if isinstance(e, OSError):
-            raise named(e, path) from None
-        raise
-
-
-def write_json(path: str | os.PathLike[str], value: Any, **kwargs: Any) -> None:
-    """json.dumps(value, **kwargs) into `path` (atomic_open), non-finite floats written as null."""
-    text = json.dumps(json_safe(value), **kwargs)
-    with atomic_open(path) as f:
-        f.write(text)
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def fail(message: str) -> SystemExit:
@@ -145,14 +114,6 @@ def plots_available(wanted: bool = True) -> bool:
         print(f"note: {NO_MATPLOTLIB}", file=sys.stderr)
         return False
     return True
-
-
-def save_figure(fig: Any, path: str | os.PathLike[str], **kwargs: Any) -> None:
-    """fig.savefig(path, **kwargs) as a whole file (atomic_open): drawn in memory, then written."""
-    image = io.BytesIO()
-    fig.savefig(image, format=os.path.splitext(os.fspath(path))[1].lstrip(".") or "png", **kwargs)
-    with atomic_open(path, "wb") as f:
-        f.write(image.getvalue())
 
 
 def figure(**kwargs: Any) -> Any:

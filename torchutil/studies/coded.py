@@ -24,11 +24,11 @@ import torch
 from torchutil.coded import codes, data as coded_data, models, sim
 from torchutil.coded.evaluate import CodedMetrics, evaluate
 from torchutil.coded.train import LOSSES, base_epoch, code_epoch, make_optimizer
-from torchutil.studies._common import Progress, atomic_open, figure, save_figure, write_json
+from torchutil.studies._common import Progress, atomic_open, device_memory, figure, save_figure, write_json
 
 __all__ = ["CHECKPOINT", "TrainConfig", "TrainedRun", "cost_table", "evaluate_run", "format_cost",
            "format_metrics", "format_simulation", "load_run", "metrics_record", "plot_simulation",
-           "sim_config_from_cost", "train_run",
+           "train_run",
            "write_cost", "write_simulation"]
 
 CHECKPOINT = "checkpoint.pt"
@@ -107,6 +107,8 @@ def _checkpoint_path(folder: str) -> str:
 
 def _read_checkpoint(folder: str) -> dict[str, Any]:
     path = _checkpoint_path(folder)
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise _error(f"{path} is not a file, so not a coded-train checkpoint; move it away, or use another folder")
     if not os.path.isfile(path):
         raise _error(f"no training run in {folder} (no {CHECKPOINT}); run `coded train --out {folder}` first")
     try:
@@ -117,11 +119,31 @@ def _read_checkpoint(folder: str) -> dict[str, Any]:
         raise _error(f"{path} is not a coded-train checkpoint (torch.load cannot read it: {type(e).__name__})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise _error(f"{path} is not a coded-train checkpoint (format {FORMAT})")
+    wrong = [f"{key} ({kind.__name__})" for key, kind in _STATE_KEYS.items()
+             if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool)]
+    if wrong:
+        raise _error(f"{path} is not a coded-train checkpoint: it lacks {', '.join(wrong)}")
     try:
         state["config"] = TrainConfig(**state["config"])
     except TypeError as e:  # fields this version does not know, or lacks
         raise _error(f"{path} holds a configuration this version cannot read ({e})") from None
     return state
+
+
+# What a checkpoint holds besides its format and optimizers, and the type of each.
+_STATE_KEYS = {"config": dict, "base_epochs_done": int, "epochs_done": int, "history": list, "base": dict,
+               "code": dict}
+
+
+def _restore(target: Any, state: dict[str, Any], key: str, folder: str) -> None:
+    """target.load_state_dict(state[key]); a state that does not fit (a damaged checkpoint, or
+    one edited by hand) is one line naming the checkpoint and the part."""
+    try:
+        target.load_state_dict(state[key])
+    except (KeyError, RuntimeError, ValueError, TypeError, AttributeError) as e:
+        why = " ".join(str(e).split())
+        raise _error(f"{_checkpoint_path(folder)} is not a coded-train checkpoint of this run: its {key!r} does "
+                     f"not load ({type(e).__name__}: {why[:200]}{'...' if len(why) > 200 else ''})") from None
 
 
 def _save_checkpoint(folder: str, run: TrainedRun, optimizers: dict[str, Any]) -> None:
@@ -168,21 +190,11 @@ def _parameters(config: TrainConfig, k: int) -> int:
     return sum(p.numel() for p in base.parameters()) + sum(p.numel() for p in code.trainable_parameters())
 
 
-def _memory(device: torch.device) -> int | None:
-    """Bytes of memory of the device (the host's physical memory for the CPU), None where unknown."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def _check_fits(config: TrainConfig, device: torch.device) -> None:
     """ValueError before anything is built when the code of config.k cannot fit the device's
     memory (the MLP encoder grows as k squared: k = 100000 on digits is 44 trillion weights),
     naming k, what it needs and the largest k that fits."""
-    memory = _memory(device)
+    memory = device_memory(device)
     if memory is None:
         return
 
@@ -231,8 +243,8 @@ def train_run(config: TrainConfig, out: str, *, device: torch.device | str = "cp
     run = TrainedRun(config, data, base_model, None, 0, 0, [])
     base_opt = make_optimizer(list(base_model.parameters()), config.lr, config.weight_decay)
     if state is not None:
-        base_model.load_state_dict(state["base"])
-        base_opt.load_state_dict(state["base_optimizer"])
+        _restore(base_model, state, "base", out)
+        _restore(base_opt, state, "base_optimizer", out)
         run.base_epochs_done, run.epochs_done, run.history = (state["base_epochs_done"], state["epochs_done"],
                                                               list(state["history"]))
         log(f"resuming {_checkpoint_path(out)}: base model {run.base_epochs_done}/{config.base_epochs} epochs, "
@@ -252,8 +264,8 @@ def train_run(config: TrainConfig, out: str, *, device: torch.device | str = "cp
         code_opt = make_optimizer(run.code.trainable_parameters(), config.lr, config.weight_decay)
         optimizers["code"] = code_opt
         if state is not None and run.epochs_done > 0:
-            run.code.load_state_dict(state["code"])
-            code_opt.load_state_dict(state["code_optimizer"])
+            _restore(run.code, state, "code", out)
+            _restore(code_opt, state, "code_optimizer", out)
         while run.epochs_done < config.epochs:
             loss = code_epoch(run.code, base_model, code_opt, data, epoch=run.epochs_done, seed=config.seed,
                               loss=config.loss, groups_per_batch=config.groups_per_batch, device=dev)
@@ -276,9 +288,9 @@ def load_run(folder: str, *, data_dir: str | None = None, device: torch.device |
                      f"`coded train --out {folder}` with its options to finish it")
     dev = torch.device(device)
     data, base_model = _build(config, data_dir if data_dir is not None else config.data_dir, dev)
-    base_model.load_state_dict(state["base"])
+    _restore(base_model, state, "base", folder)
     code = _make_code(config, data, base_model, dev)
-    code.load_state_dict(state["code"])
+    _restore(code, state, "code", folder)
     return TrainedRun(config, data, base_model, code, state["base_epochs_done"], state["epochs_done"],
                       list(state["history"]))
 
@@ -365,24 +377,6 @@ def write_cost(table: dict[str, Any], out: str) -> list[str]:
 
 
 # --- simulation ------------------------------------------------------------------------------------
-
-
-def sim_config_from_cost(cost: dict[str, Any], run: str | None, **kwargs: Any) -> tuple[str, sim.SimConfig]:
-    """A SimConfig whose service, parity, encode and decode times are a cost table's medians
-    (batch 1: one query per service) for run `run` (default: the table's first)."""
-    summaries = cost.get("summaries") or []
-    if not summaries:
-        raise _error("the cost file holds no runs")
-    names = [s["run"] for s in summaries]
-    if run is not None and run not in names:
-        raise _error(f"no run {run!r} in the cost file; it has {', '.join(names)}")
-    s = summaries[names.index(run) if run is not None else 0]
-    if cost.get("batch") != 1:
-        raise _error(f"the simulation serves one query at a time: measure the cost at --batch 1, "
-                     f"not {cost.get('batch')}")
-    return s["run"], sim.SimConfig(k=s["k"], service_seconds=s["base_model_seconds"],
-                                   parity_seconds=s["parity_model_seconds"], encode_seconds=s["encoder_seconds"],
-                                   decode_seconds=s["decoder_seconds"], **kwargs)
 
 
 def format_simulation(summaries: Sequence[sim.SimSummary], config: sim.SimConfig) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
 from torchutil.studies._common import NAS, Setup, cudnn_autotune, nas_error
 from torchutil.studies.nas_db import (KEY_COLUMNS, SUMMARY_COLUMNS, TIMINGS, connect, db_errors, insert_rows, merge,
-                                      remove_db)
+                                      remove_db, worker_pattern)
 
 __all__ = [
     "EMPTY_CACHE_EVERY",
@@ -155,13 +156,16 @@ def worker_path(db: str | os.PathLike[str], worker: int) -> Path:
 
 
 def merge_workers(db: str | os.PathLike[str]) -> None:
-    """Merges the worker dbs of an earlier run (a kill leaves them) into db, then removes them."""
-    db = Path(db)
-    shards = sorted(db.parent.glob(f"{db.stem}.worker*{db.suffix or '.sqlite'}"))
+    """Merges the worker dbs (worker_path's names, exactly; a kill leaves them) into db, then
+    removes them, saying so on stderr."""
+    db, pattern = Path(db), worker_pattern(db)
+    shards = sorted(p for p in db.parent.iterdir() if pattern.fullmatch(p.name)) if db.parent.is_dir() else []
     if shards:
-        merge(db, shards)
+        added = merge(db, shards)
         for shard in shards:
             remove_db(shard)
+        sys.stderr.write(f"nas evaluate: merged the worker dbs {', '.join(p.name for p in shards)} into {db} "
+                         f"({added:,} new rows) and removed them\n")
 
 
 def evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[str], options: dict[str, Any],

@@ -38,6 +38,16 @@ def _config_name(config: tuple[Any, ...]) -> str:
     return f"{dataset} b{batch} {dtype} {device} {mode}"
 
 
+def _check_arch(db: str | os.PathLike[str], row: dict[str, Any], table: list[nb.AccuracyRow]) -> None:
+    """An error unless the db row's index is a cell of the space and its arch that cell's."""
+    index = row["idx"]
+    if not 0 <= index < len(table):
+        raise nas_error(f"{db}: a row has index {index}; the cells of the space are 0..{len(table) - 1}")
+    if row["arch"] != str(table[index].arch):
+        raise nas_error(f"{db}: the row of index {index} holds arch {row['arch']!r}, not that cell's "
+                        f"({table[index].arch}); it would join to the wrong accuracy")
+
+
 def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
               metrics: Sequence[str] = tuple(METRICS)) -> tuple[list[dict[str, Any]], dict[tuple, dict[str, np.ndarray]]]:
     """Correlation rows (one per config x subset x accuracy dataset x metric) and, per config,
@@ -49,6 +59,7 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
     connected = np.array([nb.is_connected(r.arch) for r in table])
     by_config: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
+        _check_arch(db, r, table)
         by_config.setdefault(tuple(r[k] for k in CONFIG_COLUMNS), []).append(r)
     results: list[dict[str, Any]] = []
     joined: dict[tuple, dict[str, np.ndarray]] = {}
@@ -75,6 +86,9 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
                         "subset": subset, "accuracy_dataset": ds, "metric": m, "n": int(ok.sum()),
                         "spearman": rho, "spearman_p": rho_p, "kendall": tau, "kendall_p": tau_p,
                     })
+    if not results:
+        raise nas_error(f"{db}: none of its {len(rows):,} rows has a value of "
+                        f"{', '.join(METRICS[m] for m in metrics)} (all NULL); nothing to correlate")
     return results, joined
 
 

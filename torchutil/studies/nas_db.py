@@ -9,6 +9,7 @@ import contextlib
 import math
 import os
 import re
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -25,6 +26,7 @@ __all__ = [
     "TIMINGS",
     "check_db",
     "connect",
+    "hold_for_writing",
     "db_errors",
     "insert_rows",
     "is_builtin",
@@ -34,6 +36,7 @@ __all__ = [
     "remove_db",
     "shard_path",
     "shard_pattern",
+    "worker_pattern",
 ]
 
 
@@ -87,7 +90,21 @@ def db_errors(db: str | os.PathLike[str] | sqlite3.Connection) -> Iterator[None]
         name = _db_name(db)
         code = getattr(e, "sqlite_errorcode", None)
         hint = "; is it a results db of nas evaluate?" if code is not None and code & 0xFF in _NOT_A_DB else ""
+        if code is not None and code & 0xFF in (_IOERR, _FULL):
+            hint = _space_hint(name)
         raise nas_error(f"{name}: {e}{hint}") from e
+
+
+_IOERR, _FULL = 10, 13  # SQLITE_IOERR, SQLITE_FULL: a write failed (a full disk says either)
+
+
+def _space_hint(name: str) -> str:
+    """What a failed write may be due to: the free space of the db's file system, when small."""
+    try:
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(name))).free
+    except OSError:
+        return ""
+    return f" (the disk holding it has {free / 1024:,.0f} KB free: is it full?)" if free < 64 << 20 else ""
 
 
 def _db_name(db: str | os.PathLike[str] | sqlite3.Connection) -> str:
@@ -191,10 +208,23 @@ def _open_readonly(db: str | os.PathLike[str]) -> sqlite3.Connection:
                 con.close()
                 if query or getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_CANTOPEN:
                     raise
+                _refuse_unread_wal(db)
             except BaseException:
                 con.close()
                 raise
     raise AssertionError("unreachable")
+
+
+def _refuse_unread_wal(db: str | os.PathLike[str]) -> None:
+    """An error unless db can be read whole as immutable: that mode ignores the -wal file, so
+    the rows committed there since the last checkpoint (what a killed `nas evaluate` leaves)
+    would be silently missing."""
+    wal = Path(f"{db}-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise nas_error(f"{db} cannot be read whole here: its folder is read-only and its {wal.name} file "
+                        f"({wal.stat().st_size:,} bytes) may hold committed rows, which only a -shm file lets "
+                        f"sqlite read ({Path(db).name}-shm is missing); copy the db with its -wal into a writable "
+                        f"folder and read it there, or copy it here with its -shm too")
 
 
 def check_db(db: str | os.PathLike[str]) -> None:
@@ -244,25 +274,36 @@ def _read(con: sqlite3.Connection, where: dict[str, Any]) -> list[dict[str, Any]
 
 def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]) -> int:
     """Copies every row of the `sources` dbs into `dst` (a row with the same key is replaced)
-    and returns the number of rows copied."""
+    and returns the number of rows it adds to `dst` (a replaced row is not counted again: the
+    same shard merged twice adds its rows once)."""
+    sources = list(sources)
+    for src in sources:  # every source readable and not empty before anything is written
+        with contextlib.closing(connect(src, create=False)) as c, db_errors(src):
+            if not c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='results'").fetchone():
+                raise nas_error(f"{src} has no results table ({os.path.getsize(src):,} bytes: an empty db); there "
+                                f"is nothing in it to merge")
     con = connect(dst)
-    copied = 0
+    with db_errors(dst):
+        before = _count(con)
     try:
         for i, src in enumerate(sources):
-            check_db(src)
             alias = f"src{i}"
             with db_errors(src):
                 con.execute(f"ATTACH DATABASE ? AS {alias}", (str(src),))
                 try:
                     cols = ", ".join(_COLUMNS)
-                    cur = con.execute(f"INSERT OR REPLACE INTO results ({cols}) SELECT {cols} FROM {alias}.results")
-                    copied += cur.rowcount
+                    con.execute(f"INSERT OR REPLACE INTO results ({cols}) SELECT {cols} FROM {alias}.results")
                     con.commit()
                 finally:
                     con.execute(f"DETACH DATABASE {alias}")
+        with db_errors(dst):
+            return _count(con) - before
     finally:
         con.close()
-    return copied
+
+
+def _count(con: sqlite3.Connection) -> int:
+    return con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
 
 def insert_rows(con: sqlite3.Connection, rows: list[dict[str, Any]]) -> None:
@@ -280,6 +321,36 @@ def remove_db(db: str | os.PathLike[str]) -> None:
     """Removes a db file with its WAL and shared-memory files (those a killed writer leaves)."""
     for extra in ("", "-wal", "-shm"):
         Path(f"{db}{extra}").unlink(missing_ok=True)
+
+
+def worker_pattern(db: str | os.PathLike[str]) -> re.Pattern[str]:
+    """The file names of db's worker dbs, exactly: results.worker<digits>.sqlite (not a user's
+    results.worker-backup.sqlite)."""
+    db = Path(db)
+    return re.compile(rf"{re.escape(db.stem)}\.worker\d+{re.escape(db.suffix or '.sqlite')}")
+
+
+@contextlib.contextmanager
+def hold_for_writing(db: str | os.PathLike[str]) -> Iterator[None]:
+    """An exclusive flock on the db file inside the block (the file created empty if missing:
+    SQLite takes an empty file as a new db; removed again if the block leaves it empty). A
+    second `nas evaluate` of the same db is refused at once instead of evaluating every cell
+    the first one does. SQLite's own locks are fcntl locks, which a flock does not touch, so
+    readers and `nas merge` go on."""
+    import fcntl
+
+    created = not os.path.exists(db)
+    try:
+        with open(db, "ab") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise nas_error(f"{db} is being written by another nas evaluate (it holds the db's lock); wait for "
+                                f"it, or share the cells with --threads, --workers or torchrun ranks instead") from None
+            yield
+    finally:
+        if created and os.path.isfile(db) and os.path.getsize(db) == 0:
+            remove_db(db)
 
 
 def shard_pattern(db: str | os.PathLike[str]) -> re.Pattern[str]:

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 
 namespace torchutil {
 namespace {
@@ -125,6 +126,25 @@ TEST(OpCounterTest, RefusesNestedCountsAndRemovesItsCallback) {
   EXPECT_FALSE(OpCounter::active());
   EXPECT_EQ(OpCounter::liveCallbacks(), before);
   EXPECT_THROW(OpCounter::end(), c10::Error);
+}
+
+// A thread that ends while it counts (a Profiler block never exited): its thread state drops
+// the count, so no callback is left over (std::thread::join returns after the thread's
+// thread-locals are destroyed).
+TEST(OpCounterTest, AThreadThatEndsWhileCountingLeavesNoCallback) {
+  const int64_t before = OpCounter::liveCallbacks();
+  int64_t during = 0;
+  std::thread counting([&] {
+    OpCounter::begin();
+    at::mm(at::ones({2, 3}), at::ones({3, 4}));
+    during = OpCounter::liveCallbacks();
+  });
+  counting.join();
+  EXPECT_EQ(during, before + 1);
+  EXPECT_EQ(OpCounter::liveCallbacks(), before);
+  CountingScope scope;  // this thread counts as usual
+  at::mm(at::ones({2, 3}), at::ones({3, 4}));
+  EXPECT_EQ(scope.finish().table.totals().matrixFlops, 2 * 2 * 3 * 4);
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/FormulaRegistry.h"
@@ -21,15 +23,29 @@ c10::OperatorHandle utilOp(const char* name) {
 
 // Exactly these util:: ops are registered: a new op must be added here (and to the README).
 TEST(ProfileOpsTest, RegistersExactlyTheUtilOps) {
-  const std::set<std::string> expected{
-      "util::profile",          "util::_profile",         "util::_count_begin",
-      "util::_count_abandon",   "util::_count_end",       "util::_count_abort",
-      "util::_counting",        "util::_live_callbacks",  "util::peak_flops",
-      "util::utilization",      "util::_schema",          "util::_schema_tables",
-      "util::result_fields",    "util::op_fields",        "util::kernel_fields",
-      "util::formula_ops",      "util::roofline",         "util::_roofline_points",
-      "util::_roofline_fields", "util::memory_bandwidth", "util::_counter_metrics",
-      "util::_profile_options"};
+  const std::set<std::string> expected{"util::profile",
+                                       "util::_profile",
+                                       "util::_count_begin",
+                                       "util::_count_abandon",
+                                       "util::_count_end",
+                                       "util::_count_abort",
+                                       "util::_counting",
+                                       "util::_live_callbacks",
+                                       "util::peak_flops",
+                                       "util::utilization",
+                                       "util::_schema",
+                                       "util::_schema_tables",
+                                       "util::result_fields",
+                                       "util::op_fields",
+                                       "util::kernel_fields",
+                                       "util::formula_ops",
+                                       "util::roofline",
+                                       "util::_roofline_points",
+                                       "util::_roofline_fields",
+                                       "util::memory_bandwidth",
+                                       "util::_counter_metrics",
+                                       "util::_profile_options",
+                                       "util::_check_peak_options"};
   std::set<std::string> registered;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("util::", 0) == 0) {
@@ -37,6 +53,26 @@ TEST(ProfileOpsTest, RegistersExactlyTheUtilOps) {
     }
   }
   EXPECT_EQ(registered, expected);
+}
+
+// Profiler.__init__ asks this of its peak options, so that a bad one is refused before the
+// block runs (_count_end makes the same checks after it).
+TEST(ProfileOpsTest, ChecksPeakOptionsAsCountEndDoes) {
+  const auto check =
+      utilOp("util::_check_peak_options").typed<void(std::string, std::optional<double>)>();
+  EXPECT_NO_THROW(check.call("auto", std::nullopt));
+  EXPECT_NO_THROW(check.call("measured", 1e12));
+  for (const auto& [peak, flops, says] :
+       {std::tuple<std::string, std::optional<double>, std::string>{"bogus", std::nullopt,
+                                                                    "got 'bogus'"},
+        {"auto", -1.0, "peak_flops must be a positive number of FLOP/s, got -1"}}) {
+    try {
+      check.call(peak, flops);
+      FAIL() << peak << " accepted";
+    } catch (const c10::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ProfileOpsTest, FieldOpsReturnTheSchemaFieldNames) {
@@ -116,7 +152,9 @@ TEST(ProfileOpsTest, OptionsAreParsedByNameAndBadValuesNamed) {
     profileOptions(values, false);
     FAIL() << "target_ci=0 accepted";
   } catch (const c10::ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("target_ci must be > 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("target_ci is a relative half-width in (0, 1)"),
+              std::string::npos)
+        << e.what();
   }
   values["target_ci"] = c10::IValue();
   values["timing"] = std::string("graph");

@@ -72,10 +72,23 @@ def _one_line_errors(prog: str) -> Iterator[None]:
         raise SystemExit(str(e)) from None
     except sqlite3.Error as e:  # the nas commands name the db in theirs; this is the last resort
         raise fail(f"sqlite: {e}") from None
+    except (MemoryError, torch.OutOfMemoryError) as e:
+        raise fail(_out_of_memory(e)) from None
+    except RuntimeError as e:
+        if "can't allocate memory" not in str(e):  # the CPU allocator's out-of-memory error
+            raise
+        raise fail(_out_of_memory(e)) from None
     except OSError as e:
         if e.filename is None or isinstance(e, BrokenPipeError):
             raise
         raise fail(f"{e.strerror}: {e.filename}") from None
+
+
+def _out_of_memory(e: BaseException) -> str:
+    """One line for an allocation that failed: what was asked (the allocator's own words, cut)."""
+    why = " ".join(str(e).split())
+    return (f"out of memory ({why[:160]}{'...' if len(why) > 160 else ''}); the arguments ask for more memory "
+            f"than this machine has: use a smaller batch, image size or number of queries")
 
 
 def _quiet_broken_pipe() -> int:

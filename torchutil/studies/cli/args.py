@@ -13,7 +13,7 @@ import torch
 from torchutil._ops import CHOICES, OPTION_DEFAULTS as _D
 
 __all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_peak_argument", "add_repeat_arguments",
-           "add_timing_arguments", "default_dtype",
+           "add_timing_arguments", "cuda_only", "default_dtype",
            "existing_dir", "existing_file", "finite", "fraction", "indices", "known_device", "nonnegative",
            "nonnegative_float", "number", "output_dir", "output_file", "pick_device",
            "positive", "positive_float", "probability", "results_db", "seeds", "timing"]
@@ -23,14 +23,14 @@ class UsageError(Exception):
     """A contradiction between arguments that argparse cannot see: exit 2, like its own errors."""
 
 
-def number(kind: type, low: float, what: str, strict: bool = False) -> Callable[[str], Any]:
-    """An argparse type: `kind` (int or float) >= low (> low when strict)."""
+def number(kind: type, low: float, what: str, strict: bool = False, high: float = math.inf) -> Callable[[str], Any]:
+    """An argparse type: `kind` (int or float) >= low (> low when strict), <= high."""
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not math.isfinite(value) or not (value > low if strict else value >= low):
+        if not math.isfinite(value) or not (value > low if strict else value >= low) or value > high:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
         return value
     parse.__name__ = what  # argparse names the type by it in "invalid ... value"
@@ -68,6 +68,8 @@ def known_device(text: str) -> str:
         raise argparse.ArgumentTypeError(f"unknown device {text!r}; use auto, cpu, cuda or cuda:N") from None
     if dev.type not in ("cpu", "cuda"):
         raise argparse.ArgumentTypeError(f"torchutil runs on cpu or cuda, got {text!r}")
+    if dev.type == "cpu" and dev.index not in (None, 0):
+        raise argparse.ArgumentTypeError(f"{text}: there is one CPU device, cpu (or cpu:0)")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise argparse.ArgumentTypeError(f"{text}: CUDA is not available on this machine")
@@ -158,6 +160,16 @@ def seeds(text: str) -> list[int]:
             raise argparse.ArgumentTypeError(f"repeated seeds in {text!r}")
         return values
     return list(range(positive(text)))
+
+
+def cuda_only(device: torch.device, *asked: tuple[bool, str, str]) -> None:
+    """UsageError (exit 2, before any work) for the first (asked, option, what it is) whose
+    option was asked for while device is not CUDA."""
+    if device.type == "cuda":
+        return
+    for on, option, what in asked:
+        if on:
+            raise UsageError(f"{option}: {what}, which needs a CUDA device; got {device}")
 
 
 def pick_device(name: str) -> torch.device:

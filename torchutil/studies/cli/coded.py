@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--epochs", type=positive, default=100, help="epochs of the code (default 100)")
     t.add_argument("--batch-size", type=positive, default=64, help="images per step of F's training")
     t.add_argument("--groups-per-batch", type=positive, default=64, help="groups of k per step of the code's")
-    t.add_argument("--lr", type=positive_float, default=1e-3)
+    t.add_argument("--lr", type=_learning_rate, default=1e-3, help="Adam's learning rate, in (0, 1] (default 1e-3)")
     t.add_argument("--weight-decay", type=nonnegative_float, default=1e-5)
     t.add_argument("--seed", type=nonnegative, default=0, help="weights, epoch order and the digits split")
     t.add_argument("--restart", action="store_true", help="start afresh, overwriting OUT/checkpoint.pt")
@@ -83,7 +83,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s = csub.add_parser("simulate", help="tail latency with stragglers: no redundancy, replication, code")
     s.add_argument("--cost", type=existing_file, default=None, help="cost.json of coded cost (at --batch 1)")
     s.add_argument("--run", default=None, help="which run of the cost file (default: its first)")
-    s.add_argument("--k", type=positive, default=2, help="without --cost: queries per group")
+    s.add_argument("--k", type=_group_size, default=2, help="without --cost: queries per group (>= 2)")
     s.add_argument("--service-seconds", type=positive_float, default=None, help="without --cost: F per query")
     s.add_argument("--parity-seconds", type=nonnegative_float, default=None, help="default: --service-seconds")
     s.add_argument("--encode-seconds", type=nonnegative_float, default=0.0)
@@ -98,7 +98,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--failure-probability", type=probability, default=0.0,
                    help="a query's result never returns")
     s.add_argument("--arrivals", choices=["poisson", "periodic"], default="poisson")
-    s.add_argument("--queries", type=positive, default=200_000, help="simulated queries per policy and load")
+    s.add_argument("--queries", type=number(int, 1, f"an integer in 1..{SIM_QUERIES:,} (each simulated query keeps its "
+                                                  f"times in memory)", high=SIM_QUERIES),
+                   default=200_000, help=f"simulated queries per policy and load (at most {SIM_QUERIES:,})")
     s.add_argument("--seed", type=nonnegative, default=0)
     s.add_argument("--no-plots", action="store_true")
     s.add_argument("--out", type=output_dir, default="coded-simulate", help="output folder (default ./coded-simulate)")
@@ -107,24 +109,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v = csub.add_parser("serve", help="measured tail latency: frontend + k + 1 worker processes, real stragglers")
     v.add_argument("--run", type=existing_dir, default="coded-train", help="a coded train output folder")
     data_dir(v)
-    v.add_argument("--queries", type=positive, default=5000, help="queries per policy (default 5000)")
+    v.add_argument("--queries", type=number(int, 1, f"an integer in 1..{SERVE_QUERIES:,} (each is a real forward)",
+                                            high=SERVE_QUERIES),
+                   default=5000, help=f"queries per policy (default 5000, at most {SERVE_QUERIES:,})")
     v.add_argument("--load", type=fraction, default=0.5, help="arrival rate / the data workers' idle capacity")
     v.add_argument("--stragglers", type=nonnegative, nargs="*", default=[0],
                    help="workers whose core gets a CPU-burning process (default: worker 0; none: no stragglers)")
     v.add_argument("--straggler-on-fraction", type=fraction, default=0.2, help="share of time a burner burns")
     v.add_argument("--straggler-burst", type=positive_float, default=0.02, help="mean seconds of one burst")
     v.add_argument("--worker-nice", type=nonnegative, default=19, help="the workers' nice value (0..19)")
-    v.add_argument("--serve-device", default="cpu", help="where the workers run F: cpu (default) or cuda")
+    v.add_argument("--serve-device", type=known_device, default="cpu",
+                   help="where the workers run F: cpu (default) or cuda")
     v.add_argument("--seed", type=nonnegative, default=0)
     v.add_argument("--out", type=output_dir, default="coded-serve", help="output folder (default ./coded-serve)")
     v.set_defaults(func=run_serve)
 
 
-def _group_size(text: str) -> int:
-    value = positive(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2 (queries per group), got {text}")
+# The most queries one run takes: a simulation keeps a few float64 per query and policy (10**12
+# asked for 7 TiB); a served query is a forward on a worker.
+SIM_QUERIES = 10_000_000
+SERVE_QUERIES = 1_000_000
+
+
+def _learning_rate(text: str) -> float:
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a learning rate in (0, 1] (Adam's steps are about lr in size; "
+                                         f"a larger one diverges), got {text}")
     return value
+
+
+_group_size = number(int, 2, "an integer >= 2 (queries per group)")
 
 
 def _print_json(args: argparse.Namespace, record: dict[str, Any], out: str, name: str) -> None:
@@ -201,7 +216,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 cost = json.load(f)
             except json.JSONDecodeError as e:
                 raise fail(f"{args.cost} is not JSON ({e})") from None
-        run, config = cs.sim_config_from_cost(cost, args.run, **model)
+        run, config = sim.config_from_cost(cost, args.run, args.cost, **model)
     elif args.service_seconds is not None:
         run, config = None, sim.SimConfig(k=args.k, service_seconds=args.service_seconds,
                                           parity_seconds=args.parity_seconds, encode_seconds=args.encode_seconds,
@@ -221,11 +236,14 @@ def run_serve(args: argparse.Namespace) -> int:
     from torchutil.coded import serve
     from torchutil.studies import coded as cs
 
+    if len(set(args.stragglers)) != len(args.stragglers):
+        raise UsageError(f"--stragglers: worker numbers repeat ({' '.join(map(str, args.stragglers))}); a worker "
+                         f"gets one burner")
     run = cs.load_run(args.run, data_dir=args.data_dir)
     config = serve.ServeConfig(k=run.config.k, queries=args.queries, load=args.load, stragglers=tuple(args.stragglers),
                                straggler_on_fraction=args.straggler_on_fraction,
                                straggler_burst_seconds=args.straggler_burst, worker_nice=args.worker_nice,
-                               device=args.serve_device, seed=args.seed)
+                               device=str(pick_device(args.serve_device)), seed=args.seed)
     report = serve.measure(config, run.base_model, run.code, run.data.test_x, run.data.test_y)
     print(serve.format_report(report))
     print(f"wrote {', '.join(serve.write_report(report, args.out))} in {args.out}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from torchutil.studies._common import TORCH_DTYPES, exit_on_error
-from torchutil.studies.cli.args import (add_counters_argument, add_repeat_arguments, default_dtype, known_device,
-                                        output_dir, pick_device, positive)
+from torchutil.studies.cli.args import (add_counters_argument, add_repeat_arguments, cuda_only, default_dtype,
+                                        known_device, output_dir, pick_device, positive)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
     device = pick_device(args.device)
     dtype = args.dtype or default_dtype(device)
+    cuda_only(device, (dtype == "tf32", "--dtype tf32", "TF32 is a CUDA tensor-core format (on a CPU: float32)"),
+              (args.cuda_graph, "--cuda-graph", "it times CUDA-graph replays"))
     with exit_on_error():
         rows = foldbench.run_fold_bench(args.models or list(FOLD_BENCH_MODELS), args.f, device=str(device),
                                         batch=args.batch, dtype=dtype, warmup=args.warmup, iters=args.iters,

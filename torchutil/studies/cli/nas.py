@@ -8,7 +8,8 @@ import os
 from torchutil._ops import CHOICES
 from torchutil.models import DTYPES
 from torchutil.studies._common import fail, plots_available
-from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_timing_arguments, default_dtype, existing_file, finite,
+from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_timing_arguments, cuda_only, default_dtype,
+                                        existing_file, finite, number,
                                         fraction, indices, known_device, nonnegative, nonnegative_float,
                                         output_dir, output_file, pick_device, positive,
                                         positive_float, results_db, seeds, timing)
@@ -85,8 +86,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reward-metric", default="utilization", choices=["utilization", "throughput"])
     p.add_argument("--weight", type=finite, default=0.1, help="of the normalized metric in the reward")
     p.add_argument("--strategies", default=None, help="comma list of names (default: all 6)")
-    p.add_argument("--threshold", type=finite, default=None,
-                   help="threshold filter's utilization (default: the space's --quantile quantile)")
+    p.add_argument("--threshold", type=number(float, 0.0, "a utilization in [0, 1] (0.05 is 5 %%)", high=1.0),
+                   default=None, help="threshold filter's utilization, in [0, 1] (default: the space's --quantile "
+                                      "quantile)")
     p.add_argument("--quantile", type=fraction, default=0.25)
     p.add_argument("--quantile-warmup", type=nonnegative, default=10, help="candidates measured before filtering")
     p.add_argument("--penalty", type=finite, default=0.0, help="reward of a filtered candidate")
@@ -105,6 +107,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     device = pick_device(args.device)
     on_cuda = device.type == "cuda"
+    # Refused before the db is opened (an empty db was left behind).
+    cuda_only(device, (args.trace, "--trace", "it records GPU kernels with CUPTI"),
+              ((args.threads or 1) > 1, f"--threads {args.threads}", "threads share one GPU (CPU timings would share "
+                                                                     "the cores they measure)"),
+              (args.workers > 1, f"--workers {args.workers}", "worker processes share one GPU (CPU timings would "
+                                                              "share the cores they measure)"))
+    if (args.threads or 1) > 1 and args.workers > 1:
+        raise UsageError(f"--threads {args.threads} and --workers {args.workers} do not combine: worker processes "
+                         f"are CUDA contexts of their own, threads share one")
     config = ev.EvalConfig(
         dataset=args.dataset, batch=args.batch or (256 if on_cuda else 8),
         dtype=args.dtype or default_dtype(device), device=str(device),
@@ -131,7 +142,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
         finally:
             dist.destroy_process_group()
     else:
-        stats = ev.sweep(config, indices, args.db, **kwargs)
+        from torchutil.studies.nas_db import hold_for_writing
+
+        with hold_for_writing(args.db):  # before the worker dbs of an earlier run are merged
+            stats = ev.sweep(config, indices, args.db, **kwargs)
     # Under torchrun a restarted worker says which restart it is (torchelastic's count).
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
     who = (f"rank {stats.rank}/{stats.world_size}{f' (restart {restart})' if restart else ''}: "
@@ -156,12 +170,14 @@ def run_merge(args: argparse.Namespace) -> int:
     shards = args.shards or list(ev.iter_shards(args.db))
     if not shards:
         raise fail(f"no shards given and none found next to {args.db}")
-    for shard in shards:
+    for i, shard in enumerate(shards):
         if os.path.exists(args.db) and os.path.samefile(shard, args.db):
             raise UsageError(f"{shard} is the db merged into (--db {args.db}); a db cannot be merged into itself")
+        if any(os.path.exists(s) and os.path.exists(shard) and os.path.samefile(s, shard) for s in shards[:i]):
+            raise UsageError(f"shard {shard} is given twice; give each shard once")
         ev.check_db(shard)  # every source readable before anything is written
-    copied = ev.merge(args.db, shards)
-    print(f"merged {copied} rows from {len(shards)} shard(s) into {args.db}")
+    added = ev.merge(args.db, shards)
+    print(f"merged {len(shards)} shard(s) into {args.db}: {added} rows new to it (a row already there is replaced)")
     return 0
 
 
@@ -183,6 +199,14 @@ def run_correlate(args: argparse.Namespace) -> int:
 def run_search(args: argparse.Namespace) -> int:
     from torchutil.studies import nas_search as se
 
+    strategies = se.default_strategies(args.reward_metric, args.weight)
+    if args.strategies is not None:  # checked before the db is read
+        wanted = args.strategies.split(",")
+        unknown = [w for w in wanted if w not in {s.name for s in strategies}]
+        if unknown:
+            raise UsageError(f"--strategies {args.strategies!r}: unknown {', '.join(map(repr, unknown))}; give a comma "
+                             f"list of " + ", ".join(s.name for s in strategies))
+        strategies = [s for s in strategies if s.name in wanted]
     space = se.SearchSpace.from_db(args.db, args.dataset, _csv_path(args.csv), dataset=args.measured_dataset,
                                    batch=args.batch, dtype=args.dtype, device=args.device, mode=args.mode)
     measured, total = int(space.available.sum()), space.available.size
@@ -191,13 +215,6 @@ def run_search(args: argparse.Namespace) -> int:
         raise fail(f"{args.db} holds {measured:,} of the {total:,} cells for this config; nas search samples "
                    f"the whole space: finish the sweep first (nas evaluate --db {args.db} resumes where it stopped), "
                    "or search the packaged H200 sweep: --db builtin:h200-auto")
-    strategies = se.default_strategies(args.reward_metric, args.weight)
-    if args.strategies:
-        wanted = args.strategies.split(",")
-        unknown = set(wanted) - {s.name for s in strategies}
-        if unknown:
-            raise fail(f"unknown strategies {sorted(unknown)}; they are " + ", ".join(s.name for s in strategies))
-        strategies = [s for s in strategies if s.name in wanted]
     cost = se.CostModel(args.eval_base_seconds, args.eval_seconds_per_mmac, args.measure_seconds)
     runs = se.run_strategies(space, strategies, args.seeds, iterations=args.iterations,
                              time_budget=args.time_budget, lr=args.lr, momentum=args.momentum,

@@ -8,9 +8,10 @@ import torch
 
 from torchutil.models import DTYPES, FOLD_BENCH_MODELS, build, build_classifier, classifier_image_size
 from torchutil.profiler import profile
-from torchutil.studies._common import Setup, atomic_open, exit_on_error
-from torchutil.studies.cli.args import (add_peak_argument, add_repeat_arguments, add_timing_arguments, default_dtype,
-                                        known_device, nonnegative, output_file, pick_device, positive, timing)
+from torchutil.studies._common import Setup, atomic_open, device_memory, exit_on_error
+from torchutil.studies.cli.args import (UsageError, add_peak_argument, add_repeat_arguments, add_timing_arguments,
+                                        default_dtype, known_device, nonnegative, output_file, pick_device,
+                                        positive, timing)
 
 DEFAULT_MODEL = "resnet50"
 # The default where torchvision is not installed, as with the CPU wheel of torch (which has no
@@ -59,6 +60,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _check_input(name: str, batch: int, size: int, setup: Setup) -> None:
+    """UsageError before anything is allocated: an input that alone takes more than half the
+    device's memory (--image-size 100000: 120 GB), or a size the model cannot take (vgg11's
+    five poolings at --image-size 1), found by a forward on the meta device."""
+    need = batch * 3 * size * size * torch.empty((), dtype=setup.dtype).element_size()
+    memory = device_memory(setup.device)
+    if memory is not None and need > memory // 2:
+        raise UsageError(f"--batch {batch} --image-size {size}: the input alone is {need / 1e9:,.1f} GB, more than "
+                         f"half the {memory / 1e9:,.1f} GB of memory of {setup.device} (the activations need more); "
+                         f"use a smaller batch or image size")
+    with torch.device("meta"):
+        meta = build_model(name).eval()
+
+    def fails_at(side: int) -> Exception | None:
+        try:
+            with torch.no_grad():
+                meta(torch.empty(1, 3, side, side, device="meta"))
+        except Exception as e:
+            return e
+        return None
+
+    e = fails_at(size)
+    # Refused only where the model's own size runs on meta: else meta is what failed, not the size.
+    if e is not None and fails_at(classifier_image_size(name)) is None:
+        raise UsageError(f"--image-size {size}: {name} cannot take a {size}x{size} image "
+                         f"({' '.join(str(e).split())})")
+
+
 def run(args: argparse.Namespace) -> int:
     mode = timing(args)
     dev = pick_device(args.device)
@@ -68,8 +97,9 @@ def run(args: argparse.Namespace) -> int:
     setup = Setup.on(dev, DTYPES[dtype_name], args.channels_last)
     name = args.model or default_model()
     model, size = build_model(name)
-    model = setup.model(model)
     size = args.image_size or size
+    _check_input(name, batch, size, setup)
+    model = setup.model(model)
     x = setup.input(batch, 3, size, size)
 
     where = torch.cuda.get_device_name(dev) if on_cuda else "CPU"

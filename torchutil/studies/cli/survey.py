@@ -54,8 +54,11 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress, retry_failed=args.retry_failed, counters=args.counters)
     if args.report_only:
         rows = survey.load_results(args.out)
+        path = os.path.join(args.out, survey.RESULTS)
         if not rows:
-            raise fail(f"--report-only: no results in {os.path.join(args.out, survey.RESULTS)}")
+            raise fail(f"--report-only: no results in {path}" if os.path.exists(path) or os.path.exists(path + ".gz")
+                       else f"--report-only: no {survey.RESULTS} in {args.out}; run `survey --out {args.out}` first "
+                            f"(the report is made from its rows)")
     else:
         rows = survey.run_survey(config)
     written = survey.write_outputs(rows, config, plots=plots_available())

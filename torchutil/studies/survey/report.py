@@ -14,7 +14,7 @@ from torchutil.studies._common import atomic_open
 from torchutil.studies.survey.plots import (CAPTIONS, ROOFLINE_CAPTION, format_number, rate, roofline_plot_name,
                                             roofline_row, write_plots)
 from torchutil.studies.survey.run import SurveyConfig
-from torchutil.studies.survey.store import key, ok_rows, write_tables
+from torchutil.studies.survey.store import check_report_rows, key, ok_rows, write_tables
 
 __all__ = ["write_outputs"]
 
@@ -177,6 +177,7 @@ def write_outputs(rows: list[dict[str, Any]], config: SurveyConfig, plots: bool 
     """Writes OUT/survey.csv, survey.json, the PNG plots (matplotlib) and report.html; returns
     the file names written."""
     out = config.out
+    check_report_rows(rows, out)
     written = write_tables(rows, out)
     pngs = write_plots(rows, out) if plots else []
     with atomic_open(os.path.join(out, "report.html")) as f:

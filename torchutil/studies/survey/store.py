@@ -51,13 +51,39 @@ def _row_problem(row: Any) -> str | None:
     missing = [k for k in ("model", "batch", "dtype", "mode", "status") if k not in row]
     if missing:
         return f"no {', '.join(missing)}"
+    named = [k for k in ("model", "dtype", "mode") if not isinstance(row[k], str)]
+    if named:
+        return f"{named[0]} {row[named[0]]!r} is not a name"
     if not isinstance(row["batch"], int) or isinstance(row["batch"], bool) or row["batch"] < 1:
         return f"batch {row['batch']!r} is not an integer >= 1"
     if row["status"] not in ("ok", "error"):
         return f"status {row['status']!r} is neither ok nor error"
     if row["status"] == "ok" and not isinstance(row.get("summary"), dict):
         return "an ok row without its summary"
+    if row["status"] == "ok":
+        odd = [k for k, v in row["summary"].items()
+               if k in FIELDS and v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool))]
+        if odd:
+            return f"summary field {odd[0]} is {row['summary'][odd[0]]!r}, not a number"
     return None
+
+
+# The summary fields the report and plots read of every ok row.
+REPORT_FIELDS = ("utilization", "inputs_per_second", "flops", "arithmetic_intensity", "peak_flops_per_second")
+
+
+def check_report_rows(rows: list[dict[str, Any]], out: str) -> None:
+    """A ValueError naming the file, the row and the field where an ok row lacks a number the
+    report reads (a hand-made or foreign survey.jsonl), before anything is written."""
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        missing = next((k for k in REPORT_FIELDS if not isinstance(r["summary"].get(k), (int, float))), None)
+        if missing is not None:
+            raise ValueError(f"torchutil: {os.path.join(out, RESULTS)}: the row of {r['model']} batch {r['batch']} "
+                             f"{r['dtype']} {r['mode']} has no number for summary field {missing} (it has "
+                             f"{r['summary'].get(missing)!r}); the report needs "
+                             f"{', '.join(REPORT_FIELDS)}")
 
 
 def load_results(out: str) -> list[dict[str, Any]]:
