@@ -44,6 +44,8 @@ def test_a_failed_capture_is_one_line_and_its_traceback_the_detail():
     headline = r.timing_note.split("CUDA graph: ", 1)[1]
     assert headline and headline in r.timing_note_detail
     assert "\n" in r.timing_note_detail and "test_output_cuda.py" in r.timing_note_detail  # the traceback
+    # The failed capture leaves CUDA's random generator usable (torch 2.11 left it capturing).
+    assert torch.randn(4, device="cuda").isfinite().all()
     ok = torchutil.profile(torch.nn.Linear(64, 64).cuda(), torch.randn(8, 64, device="cuda"), iters=3)
     assert ok.timing_mode == "cuda_graph" and ok.timing_note == ok.timing_note_detail == ""
 

@@ -112,6 +112,32 @@ cudaStreamCaptureMode captureMode(bool threadLocal) {
   return threadLocal ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal;
 }
 
+// torch 2.11's capture_end throws on a failed capture before it ends the CUDA generator's
+// capture (capture_epilogue), and the default generator then refuses every later random op
+// outside a capture ("Offset increment outside graph capture encountered unexpectedly": seen on
+// an H200 in every test after a forward that synchronized inside its capture) until a capture
+// succeeds. One small capture that succeeds ends it; torch versions that keep a generator state
+// per capture are left as they are by it.
+void endGeneratorCapture(bool threadLocal) {
+  try {
+    // One memset node on a byte allocated before the capture (the graph is never replayed):
+    // nothing between capture_begin and capture_end can throw.
+    const c10::DeviceIndex device = c10::cuda::current_device();
+    const at::Tensor byte =
+        at::empty({1}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, device));
+    KeptGraph heal;
+    {
+      const std::lock_guard<std::mutex> lock(graphBookkeeping());
+      (*heal).capture_begin({0, 0}, captureMode(threadLocal));
+    }
+    (void)cudaMemsetAsync(byte.data_ptr(), 0, 1, c10::cuda::getCurrentCUDAStream(device).stream());
+    const std::lock_guard<std::mutex> lock(graphBookkeeping());
+    (*heal).capture_end();
+  } catch (...) {
+    (void)cudaGetLastError();  // nothing more can be done here; the next capture may end it
+  }
+}
+
 // Captures forward() into `graph` on the current stream, allocating from `pool` (a private one
 // when {0, 0}): true, or false with *failure (the forward's error) and the CUDA state cleaned up
 // as far as torch lets it be.
@@ -133,6 +159,7 @@ bool captureInto(at::cuda::CUDAGraph& graph, const std::function<void()>& forwar
     }
     (void)cudaGetLastError();  // the failed capture's error must not reach the next call
     *failure = e.what();
+    endGeneratorCapture(threadLocal);
     return false;
   }
   const std::lock_guard<std::mutex> lock(graphBookkeeping());
