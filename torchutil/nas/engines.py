@@ -136,11 +136,16 @@ class Reward:
             return self._evaluator
 
     def row(self, arch: nb.Arch | str | int) -> dict[str, Any]:
-        """The cell's results row (index, arch, every metric column), measured; plus its accuracy."""
+        """The cell's results row (index, arch, every metric column), measured; plus its
+        accuracy and `measured_by`, the id of the process that measured it (None: unmeasured)."""
         from torchutil.nas.evaluator import index_of
 
         index = index_of(arch)
-        row = self.evaluator().evaluate(index) if self.measures else {"idx": index, "arch": str(nb.arch_of_index(index))}
+        if not self.measures:
+            row = {"idx": index, "arch": str(nb.arch_of_index(index)), "measured_by": None}
+        else:
+            evaluator = self.evaluator()
+            row = {**evaluator.evaluate(index), "measured_by": evaluator.pid}
         return {**row, "accuracy": _accuracies()[index].test_accuracy(self.accuracy_dataset)}
 
     def values(self, row: Mapping[str, Any]) -> dict[str, float]:
@@ -186,6 +191,7 @@ class Objective:
         row = self.reward.row(arch)
         trial.set_user_attr("index", row["idx"])
         trial.set_user_attr("arch", str(arch))
+        trial.set_user_attr("measured_by", row["measured_by"])
         values = self.reward.values(row)
         return values[self.reward.metrics[0]] if len(values) == 1 else tuple(values.values())
 
@@ -193,7 +199,7 @@ class Objective:
 def optuna_objective(metrics: Sequence[str] = ("accuracy", "utilization"), **reward: Any) -> Objective:
     """An Optuna objective: a cell from six trial.suggest_categorical calls, its metrics' values
     (one float for one metric, else a tuple for a multi-objective study; see .directions). The
-    trial's user attributes get the cell's index and arch string. reward: Reward's keywords."""
+    trial's user attributes get the cell's index, arch string and measuring process id. reward: Reward's keywords."""
     return Objective(Reward(metrics, **reward))
 
 
@@ -231,7 +237,7 @@ def tune_trainable(metrics: Sequence[str] = ("accuracy", "utilization"), **rewar
         from ray import tune
 
         row = measure.row(arch_from_params(config))
-        tune.report({**measure.values(row), "index": row["idx"]})
+        tune.report({**measure.values(row), "index": row["idx"], "measured_by": row["measured_by"]})
 
     trainable.directions = measure.directions  # type: ignore[attr-defined]
     return trainable

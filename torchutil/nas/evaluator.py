@@ -19,6 +19,7 @@ counts FLOPs and bytes and times nothing (its rows' timings are NaN), for tests.
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import warnings
@@ -91,6 +92,7 @@ class CellEvaluator:
             gpu_lock = default_gpu_lock(device) if device.type == "cuda" else None
         self.config, self.device, self.threads = config, device, threads
         self.gpu_lock: str | None = gpu_lock or None
+        self.pid = os.getpid()  # the process that measures
         self.evaluated = 0
         self.sharing: str | None = None  # the last sharing_note() seen, None while alone
         self._cells: queue.SimpleQueue[tuple[int, Future[dict[str, Any]]] | None] = queue.SimpleQueue()

@@ -211,6 +211,11 @@ class ServiceClient:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state.pop("config"), **state)  # type: ignore[misc]
 
+    @property
+    def pid(self) -> int | None:
+        """The service's process id (None before the first cell): the process that measures."""
+        return self.server.get("pid")
+
     def evaluate(self, arch: nb.Arch | str | int) -> dict[str, Any]:
         """The result row of one cell, measured by the service."""
         return self.evaluate_many([arch])[0]

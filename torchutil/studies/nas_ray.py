@@ -23,7 +23,7 @@ import contextlib
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -31,7 +31,7 @@ from torchutil.studies._common import Progress, nas_error
 from torchutil.studies.nas_db import connect, db_errors, insert_rows
 from torchutil.studies.nas_evaluate import EvalConfig, finished_indices
 
-__all__ = ["RaySweepStats", "ray_sweep"]
+__all__ = ["RaySweepStats", "actor_plan", "ray_sweep"]
 
 
 @dataclass
@@ -84,19 +84,34 @@ class _CellActor:
                 "threads": self.evaluator.threads, "sharing": self.evaluator.sharing}
 
 
+def actor_plan(resources: dict[str, float], device_type: str, gpus_per_actor: float = 1.0,
+               actors: int | None = None) -> tuple[int, dict[str, float]]:
+    """How many actors a sweep starts and what each asks Ray for, from ray.cluster_resources():
+    on CUDA one per gpus_per_actor of the GPUs Ray reports ({"num_gpus": gpus_per_actor}), else
+    `actors` (default: Ray's CPUs) of one CPU each."""
+    if device_type == "cuda":
+        gpus = float(resources.get("GPU", 0.0))
+        if not 0 < gpus_per_actor <= 1:
+            raise nas_error(f"gpus_per_actor must be in (0, 1], got {gpus_per_actor}")
+        if gpus < gpus_per_actor:
+            raise nas_error(f"the Ray cluster reports {gpus:g} GPUs; a CUDA sweep needs at least {gpus_per_actor:g}")
+        return actors or int(gpus / gpus_per_actor + 1e-9), {"num_gpus": gpus_per_actor}
+    return actors or max(1, int(resources.get("CPU", 1))), {"num_cpus": 1}
+
+
 def ray_sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *, address: str | None = None,
               gpus_per_actor: float = 1.0, actors: int | None = None, threads: int | None = None, chunk: int = 4,
-              depth: int = 2, stall_seconds: float = 600.0, progress: bool = True) -> RaySweepStats:
+              depth: int = 2, stall_seconds: float = 600.0, progress: bool = True,
+              on_rows: Callable[[str, int, list[int]], None] | None = None) -> RaySweepStats:
     """Evaluates `indices` with `config` into db on a Ray cluster (see the module's docstring).
     address: ray.init's ("auto" for a running cluster; None: RAY_ADDRESS or a new local one; a
     driver already connected keeps its connection). On CUDA one actor per gpus_per_actor of
-    every GPU Ray reports; elsewhere `actors` actors of one CPU each (default: Ray's CPUs)."""
+    every GPU Ray reports; elsewhere `actors` actors of one CPU each (default: Ray's CPUs).
+    on_rows(node id, actor pid, cells) after each chunk is committed."""
     import ray
 
     if chunk < 1 or depth < 1 or (actors is not None and actors < 1):
         raise nas_error(f"chunk, depth and actors must be >= 1, got chunk={chunk}, depth={depth}, actors={actors}")
-    if not 0 < gpus_per_actor <= 1 and torch.device(config.device).type == "cuda":
-        raise nas_error(f"gpus_per_actor must be in (0, 1], got {gpus_per_actor}")
     with contextlib.closing(connect(db)) as con:
         with db_errors(db):
             done = finished_indices(con, config)
@@ -106,7 +121,8 @@ def ray_sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[
     if started_here:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
-        return _run(config, todo, skipped, db, gpus_per_actor, actors, threads, chunk, depth, stall_seconds, progress)
+        return _run(config, todo, skipped, db, gpus_per_actor, actors, threads, chunk, depth, stall_seconds, progress,
+                    on_rows)
     finally:
         if started_here:
             ray.shutdown()
@@ -114,21 +130,14 @@ def ray_sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[
 
 def _run(config: EvalConfig, todo: list[int], skipped: int, db: str | os.PathLike[str], gpus_per_actor: float,
          actors: int | None, threads: int | None, chunk: int, depth: int, stall_seconds: float,
-         progress: bool) -> RaySweepStats:
+         progress: bool, on_rows: Callable[[str, int, list[int]], None] | None) -> RaySweepStats:
     import ray
 
     gpus = float(ray.cluster_resources().get("GPU", 0.0))
-    cuda = torch.device(config.device).type == "cuda"
-    if cuda:
-        if gpus < gpus_per_actor:
-            raise nas_error(f"the Ray cluster reports {gpus:g} GPUs; a CUDA sweep needs at least {gpus_per_actor:g}")
-        n = actors or int(gpus / gpus_per_actor + 1e-9)
-        # Inside an actor Ray numbers its GPUs from 0 (CUDA_VISIBLE_DEVICES).
+    n, resources = actor_plan(ray.cluster_resources(), config.device_type, gpus_per_actor, actors)
+    if config.device_type == "cuda":  # inside an actor Ray numbers its GPUs from 0 (CUDA_VISIBLE_DEVICES)
         config = EvalConfig(**{**asdict(config), "device": "cuda:0"})
-        resources = {"num_gpus": gpus_per_actor}
-    else:
-        n = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        resources = {"num_cpus": 1}
+    cuda = config.device_type == "cuda"
     stats = RaySweepStats(evaluated=0, skipped=skipped, seconds=0.0, gpus_reported=gpus,
                           gpus_per_actor=gpus_per_actor if cuda else 0.0, actors=0, threads=threads)
     if not todo:
@@ -176,6 +185,8 @@ def _run(config: EvalConfig, todo: list[int], skipped: int, db: str | os.PathLik
                     pids.add(pid)
                     for _ in fresh:
                         bar.update()
+                    if on_rows is not None:
+                        on_rows(node, pid, [r["idx"] for r in fresh])
                     last = time.monotonic()
         if stats.threads is None:
             stats.threads = ray.get(pool[0].where.remote())["threads"]
@@ -187,3 +198,42 @@ def _run(config: EvalConfig, todo: list[int], skipped: int, db: str | os.PathLik
     stats.evaluated = len(written)
     stats.pids = sorted(pids)
     return stats
+
+
+def run_cli(args: Any) -> int:
+    """`nas evaluate --ray [ADDRESS]`: the sweep of the other options on the Ray cluster at
+    ADDRESS (none: RAY_ADDRESS or a new local one); --device auto is CUDA where Ray reports GPUs."""
+    import ray
+
+    from torchutil.nas.evaluator import eval_config
+    from torchutil.studies.cli.args import UsageError, timing
+    from torchutil.studies.nas_evaluate import parse_indices
+
+    refused = [flag for flag, on in (("--rebuild", args.rebuild), ("--workers", args.workers > 1),
+                                     ("--cudnn-benchmark", args.cudnn_benchmark)) if on]
+    if refused:
+        raise UsageError(f"{', '.join(refused)} do(es) not combine with --ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=args.ray or None, include_dashboard=False, log_to_driver=False)
+    try:
+        device = args.device
+        if device == "auto":
+            device = "cuda" if ray.cluster_resources().get("GPU", 0) > 0 else "cpu"
+        given = dict(dataset=args.dataset, batch=args.batch, dtype=args.dtype, warmup=args.warmup, iters=args.iters,
+                     timing=timing(args, default="auto"), trace=args.trace, channels_last=args.channels_last)
+        config = eval_config(device, **{k: v for k, v in given.items() if v is not None})
+        indices = args.indices if args.indices is not None else parse_indices(None)
+        threads = args.threads or (1 if args.trace else None)
+        stats = ray_sweep(config, indices, args.db, gpus_per_actor=args.ray_gpus, threads=threads,
+                          progress=not args.no_progress)
+    finally:
+        if started:
+            ray.shutdown()
+    per_gpu = f" of {stats.gpus_per_actor:g} GPU each" if stats.gpus_per_actor else ""
+    print(f"{config.dataset} batch {config.batch} {config.dtype} on {config.device_type} ({config.mode}) over Ray: "
+          f"evaluated {stats.evaluated} archs, skipped {stats.skipped} already in the db, in {stats.seconds:.1f} s")
+    print(f"Ray reports {stats.gpus_reported:g} GPU(s); {stats.actors} actor(s){per_gpu}, {stats.threads} thread(s) "
+          f"each, on {len(stats.cells_per_node)} node(s): {', '.join(map(str, stats.cells_per_node.values()))} cells")
+    print(f"results in {args.db}")
+    return 0

@@ -47,6 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="processes per GPU instead of threads (CUDA): faster where the host's Python is the "
                         "bottleneck, but each is a CUDA context of its own, and beside each other they time cells "
                         "~5 %% faster on an H200 than one process does (default 1)")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run the cells on a Ray cluster (ADDRESS, 'auto', or none: RAY_ADDRESS or a new local one), "
+                        "one actor per GPU Ray reports (docs/engines.md)")
+    p.add_argument("--ray-gpus", type=_gpu_share, default=1.0, help="GPUs per Ray actor (default 1: a context per GPU)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_evaluate)
 
@@ -98,9 +102,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_search)
 
 
+def _gpu_share(text: str) -> float:
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a share of one GPU in (0, 1], got {text}")
+    return value
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from torchutil.studies import nas_evaluate as ev
 
+    if args.ray is not None:
+        from torchutil.studies.nas_ray import run_cli
+
+        return run_cli(args)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     device = pick_device(args.device)
     on_cuda = device.type == "cuda"
