@@ -36,8 +36,10 @@ __all__ = ["RaySweepStats", "actor_plan", "ray_sweep"]
 
 @dataclass
 class RaySweepStats:
-    """What a Ray sweep did: cells evaluated (written) and skipped, its wall time, the GPUs Ray
-    reported, the actors and where their cells ran (node id -> cells), chunks Ray retried."""
+    """What a Ray sweep did: cells evaluated (written) and skipped, the wall time of its cells
+    (after setup_seconds of setting up its actors), the GPUs Ray reported, the actors, where each
+    was set up (placement: node, pid, gpu_ids, threads, sharing note) and where the cells ran
+    (node id -> cells; pids: every actor process that answered, restarted ones too)."""
 
     evaluated: int
     skipped: int
@@ -48,6 +50,8 @@ class RaySweepStats:
     threads: int | None
     cells_per_node: dict[str, int] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
+    placement: list[dict[str, Any]] = field(default_factory=list)
+    setup_seconds: float = 0.0
 
     @property
     def seconds_per_arch(self) -> float:
@@ -145,9 +149,9 @@ def _run(config: EvalConfig, todo: list[int], skipped: int, db: str | os.PathLik
     n = min(n, -(-len(todo) // chunk))
     actor_class = ray.remote(_CellActor).options(**resources, max_restarts=-1, max_task_retries=-1,
                                                  max_concurrency=depth + 1, scheduling_strategy="SPREAD")
+    t_setup = time.perf_counter()
     pool = [actor_class.remote(asdict(config), threads, gpus_per_actor) for _ in range(n)]
     stats.actors = n
-    t0 = time.perf_counter()
     cells = collections.deque(todo[k:k + chunk] for k in range(0, len(todo), chunk))
     inflight: dict[Any, tuple[int, list[int]]] = {}
     load = [0] * n
@@ -155,6 +159,18 @@ def _run(config: EvalConfig, todo: list[int], skipped: int, db: str | os.PathLik
     pids: set[int] = set()
     bar = Progress(len(todo), "nas evaluate (ray)", "arch", enabled=progress, every=10.0)
     try:
+        # Every actor set up (torch imported, network pools built) before the first cell: the
+        # sweep's time is then its cells', and the cells are dealt among all actors from the start.
+        ready, _ = ray.wait([a.where.remote() for a in pool], num_returns=n, timeout=stall_seconds)
+        if len(ready) < n:
+            raise nas_error(f"{n - len(ready)} of {n} Ray actors ({resources}) were not set up after "
+                            f"{stall_seconds:.0f} s: does the cluster have room for them?")
+        try:
+            stats.placement = ray.get(ready)
+        except ray.exceptions.RayActorError as e:
+            raise nas_error(f"a Ray actor failed to set up: {e}") from None
+        stats.setup_seconds = time.perf_counter() - t_setup
+        t0 = time.perf_counter()
         with contextlib.closing(connect(db)) as con:
             last = time.monotonic()
             while cells or inflight:
@@ -188,8 +204,6 @@ def _run(config: EvalConfig, todo: list[int], skipped: int, db: str | os.PathLik
                     if on_rows is not None:
                         on_rows(node, pid, [r["idx"] for r in fresh])
                     last = time.monotonic()
-        if stats.threads is None:
-            stats.threads = ray.get(pool[0].where.remote())["threads"]
     finally:  # actors of a driver connected to a running cluster would outlive the run
         for actor in pool:
             ray.kill(actor)
@@ -197,6 +211,7 @@ def _run(config: EvalConfig, todo: list[int], skipped: int, db: str | os.PathLik
     stats.seconds = time.perf_counter() - t0
     stats.evaluated = len(written)
     stats.pids = sorted(pids)
+    stats.threads = stats.threads or stats.placement[0]["threads"]
     return stats
 
 
