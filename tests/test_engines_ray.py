@@ -10,8 +10,10 @@ import functools
 import os
 import signal
 import socket
+import shutil
 import sqlite3
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -104,7 +106,11 @@ def cluster(tmp_path_factory):
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     })
     port = free_port()
-    nodes = [Node(["--head", "--port", str(port), "--include-dashboard", "false", "--num-cpus", "2", "--num-gpus", "1"], tmp / "head.log",
+    # Its own temp folder, short (Ray's socket paths live there): `ray start --head` writes the
+    # address of "the cluster on this machine" there, not into /tmp/ray for every later ray.init.
+    temp = tempfile.mkdtemp(prefix="tu-ray-")
+    nodes = [Node(["--head", "--port", str(port), "--temp-dir", temp, "--include-dashboard", "false",
+                   "--num-cpus", "2", "--num-gpus", "1"], tmp / "head.log",
                   dict(os.environ))]
     try:
         nodes[0].wait_for("Ray runtime started")
@@ -124,6 +130,7 @@ def cluster(tmp_path_factory):
             node.stop()
         os.environ.clear()
         os.environ.update(saved)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_actors_follow_the_gpus_ray_reports_one_per_gpu_or_per_share():

@@ -108,8 +108,9 @@ def ray_sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[
               depth: int = 2, stall_seconds: float = 600.0, progress: bool = True,
               on_rows: Callable[[str, int, list[int]], None] | None = None) -> RaySweepStats:
     """Evaluates `indices` with `config` into db on a Ray cluster (see the module's docstring).
-    address: ray.init's ("auto" for a running cluster; None: RAY_ADDRESS or a new local one; a
-    driver already connected keeps its connection). On CUDA one actor per gpus_per_actor of
+    address: ray.init's ("auto" for the cluster `ray start` started here, HOST:PORT, "local" for
+    a new one on this machine; None: ray.init's own choice; a driver already connected keeps its
+    connection). On CUDA one actor per gpus_per_actor of
     every GPU Ray reports; elsewhere `actors` actors of one CPU each (default: Ray's CPUs).
     on_rows(node id, actor pid, cells) after each chunk is committed."""
     import ray
@@ -217,7 +218,8 @@ def _run(config: EvalConfig, todo: list[int], skipped: int, db: str | os.PathLik
 
 def run_cli(args: Any) -> int:
     """`nas evaluate --ray [ADDRESS]`: the sweep of the other options on the Ray cluster at
-    ADDRESS (none: RAY_ADDRESS or a new local one); --device auto is CUDA where Ray reports GPUs."""
+    ADDRESS ("auto": the one `ray start` started on this machine; none: RAY_ADDRESS, else a new
+    local one); --device auto is CUDA where Ray reports GPUs."""
     import ray
 
     from torchutil.nas.evaluator import eval_config
@@ -230,7 +232,8 @@ def run_cli(args: Any) -> int:
         raise UsageError(f"{', '.join(refused)} do(es) not combine with --ray")
     started = not ray.is_initialized()
     if started:
-        ray.init(address=args.ray or None, include_dashboard=False, log_to_driver=False)
+        ray.init(address=args.ray or os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
+                 log_to_driver=False)
     try:
         device = args.device
         if device == "auto":

@@ -48,7 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "bottleneck, but each is a CUDA context of its own, and beside each other they time cells "
                         "~5 %% faster on an H200 than one process does (default 1)")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                   help="run the cells on a Ray cluster (ADDRESS, 'auto', or none: RAY_ADDRESS or a new local one), "
+                   help="run the cells on a Ray cluster (HOST:PORT, 'auto': the one started here; none: RAY_ADDRESS, else a "
+                        "new local one), "
                         "one actor per GPU Ray reports (docs/engines.md)")
     p.add_argument("--ray-gpus", type=_gpu_share, default=1.0, help="GPUs per Ray actor (default 1: a context per GPU)")
     p.add_argument("--no-progress", action="store_true")

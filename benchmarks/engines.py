@@ -1,0 +1,244 @@
+"""The reward inside the engines, on one GPU: the same NATS-Bench cells measured by `nas evaluate`
+(the native rate), by Optuna processes sharing a journal file (their cells measured in the GPU's
+one service, torchutil.nas.service), and by `nas evaluate --ray` (a local Ray cluster, an actor
+per GPU Ray reports); each run's rate against the native one, and Spearman and the median level
+of its utilization against the committed sweep (benchmarks/sweep_agreement.py,
+docs/results/nas/sweep_auto_a.csv.gz).
+
+    python benchmarks/engines.py --out $OUT                       # cells 5000:8000, every phase
+    python benchmarks/engines.py --out /tmp/e --device cpu --indices 0:4 --phases optuna4,ray   # rehearsal
+
+Phases: native; optuna4 (4 processes x 2 threads, the issue's "several processes"); optuna8 (8
+processes x 1: the replacement of `--workers 8`, eight processes on one GPU); ray (skipped, and
+said, where Ray is not installed); gpus (torch's GPU count against Ray's). Every phase runs in
+processes of its own, one after another: this driver never touches CUDA (another context on the
+GPU changes what the phases measure). A phase's rate is its cells over the time from its first
+cell to its last (Optuna: the trials' own times; nas evaluate: the sweep's seconds, which include
+its set-up); each phase's command wall time is printed too. Results in --out: <phase>.sqlite,
+<phase>.txt, agreement_<phase>.json and engines.json.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ROOT / "docs/results/nas/sweep_auto_a.csv.gz"
+
+
+def run(cmd: list[str], log: Path, timeout: float) -> tuple[int, float, str]:
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        rc, text = p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, text = 124, f"{e.stdout or ''}{e.stderr or ''}\ntimed out after {timeout:.0f} s"
+    wall = time.perf_counter() - t0
+    text = "\n".join(line for line in text.splitlines() if "CUDA Graph is empty" not in line)
+    log.write_text(text + "\n")
+    return rc, wall, text
+
+
+def agreement(db: Path, out: Path) -> dict:
+    """sweep_agreement.py's figures of db against the committed sweep (its file, wherever
+    benchmarks/ keeps it)."""
+    path = next(iter(sorted(glob.glob(str(ROOT / "benchmarks/**/sweep_agreement.py"), recursive=True))))
+    spec = importlib.util.spec_from_file_location("sweep_agreement", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    r = module.agreement(module.load(str(SWEEP)), module.load(str(db)))
+    out.write_text(json.dumps(r, indent=1) + "\n")
+    u = r.get("utilization", {})
+    return {"cells": r["cells"], "spearman": u.get("spearman"), "median_level": u.get("median_level_difference")}
+
+
+def config_args(a: argparse.Namespace) -> list[str]:
+    return ["--device", a.device, *(["--batch", str(a.batch)] if a.batch else [])]
+
+
+def phase_native(a: argparse.Namespace, out: Path, extra: tuple[str, ...] = (), name: str = "native") -> dict:
+    db = out / f"{name}.sqlite"
+    rc, wall, text = run([sys.executable, "-m", "torchutil", "nas", "evaluate", "--db", str(db), "--indices",
+                          a.indices, "--no-progress", *config_args(a), *extra], out / f"{name}.txt", a.timeout)
+    m = re.search(r"evaluated (\d+) archs.* in ([\d.]+) s", text)
+    if rc or not m:
+        return {"error": f"exit {rc}: {text[-1500:]}"}
+    return {"cells": int(m[1]), "seconds": float(m[2]), "rate": int(m[1]) / float(m[2]), "wall": wall, "db": db}
+
+
+def phase_optuna(a: argparse.Namespace, out: Path, processes: int, jobs: int, name: str) -> dict:
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from torchutil.nas import engines
+    from torchutil.nas.service import ServiceClient
+    from torchutil.studies.nas_evaluate import parse_indices
+
+    journal = out / f"{name}.journal"
+    journal.unlink(missing_ok=True)
+    cells = parse_indices(a.indices)
+    storage = JournalStorage(JournalFileBackend(str(journal)))
+    study = optuna.create_study(study_name=name, storage=storage, directions=["maximize", "maximize"])
+    engines.enqueue_cells(study, cells)
+    # The service up before the first trial (as a search's service is after its first cells):
+    # the rate is then the trials'. This process connects and leaves; it never touches CUDA.
+    # It stays connected until the workers are done, then the service leaves 3 s later.
+    client = ServiceClient(worker_config(a), idle_seconds=3.0)
+    client.evaluate(cells[0])
+    server = client.pid
+    shares = [len(cells) // processes + (k < len(cells) % processes) for k in range(processes)]
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, __file__, "--optuna-worker", str(journal), name, str(n), str(jobs),
+                               str(out / f"{name}.worker{k}.sqlite"), *sys.argv[1:]],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for k, n in enumerate(shares)]
+    logs = [p.communicate(timeout=a.timeout)[0] for p in procs]
+    wall = time.perf_counter() - t0
+    client.close()
+    (out / f"{name}.txt").write_text("\n".join(logs))
+    bad = [f"process {k}: exit {p.returncode}: {log[-800:]}" for k, (p, log) in enumerate(zip(procs, logs)) if p.returncode]
+    if bad:
+        return {"error": "; ".join(bad)}
+    trials = study.get_trials(states=[optuna.trial.TrialState.COMPLETE])
+    start = min(t.datetime_start for t in trials)
+    end = max(t.datetime_complete for t in trials)
+    seconds = (end - start).total_seconds()
+    from torchutil.studies.nas_db import merge, remove_db
+
+    db = out / f"{name}.sqlite"
+    parts = sorted(out.glob(f"{name}.worker*.sqlite"))
+    merge(db, parts)
+    for part in parts:
+        remove_db(part)
+    measured_by = {t.user_attrs["measured_by"] for t in trials}
+    return {"cells": len(trials), "distinct_cells": len({t.user_attrs["index"] for t in trials}),
+            "seconds": seconds, "rate": len(trials) / seconds, "wall": wall, "processes": processes,
+            "jobs": jobs, "measuring_processes": sorted(measured_by), "service_pid": server, "db": db}
+
+
+def worker_config(a: argparse.Namespace):
+    from torchutil.nas.evaluator import eval_config
+
+    return eval_config(a.device, **({"batch": a.batch} if a.batch else {}))
+
+
+def optuna_worker(journal: str, name: str, trials: int, jobs: int, db: str, a: argparse.Namespace) -> None:
+    """One Optuna process: `trials` of the queued cells, `jobs` threads, the rows into db."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from torchutil.nas import engines
+    from torchutil.studies.nas_db import connect, insert_rows
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=name, storage=JournalStorage(JournalFileBackend(journal)))
+    reward = engines.Reward(["accuracy", "utilization"], config=worker_config(a), idle_seconds=3.0)
+    rows: list[dict] = []  # list.append is atomic: the jobs' threads share it
+
+    def objective(trial: optuna.Trial) -> tuple[float, ...]:
+        row = reward.row(engines.suggest_arch(trial))
+        rows.append(row)
+        trial.set_user_attr("index", row["idx"])
+        trial.set_user_attr("measured_by", row["measured_by"])
+        return tuple(reward.values(row).values())
+
+    study.optimize(objective, n_trials=trials, n_jobs=jobs)
+    reward.close()
+    with contextlib.closing(connect(db)) as con:
+        insert_rows(con, rows)
+
+
+def phase_ray(a: argparse.Namespace, out: Path) -> dict:
+    if importlib.util.find_spec("ray") is None:
+        return {"skipped": "ray is not installed here (carry its wheel: benchmarks/engine_wheels.sh)"}
+    db = out / "ray.sqlite"
+    rc, wall, text = run([sys.executable, "-m", "torchutil", "nas", "evaluate", "--ray", "--db", str(db), "--indices",
+                          a.indices, "--no-progress", *config_args(a)], out / "ray.txt", a.timeout)
+    m = re.search(r"evaluated (\d+) archs.* in ([\d.]+) s", text)
+    g = re.search(r"Ray reports ([\d.]+) GPU\(s\); (\d+) actor\(s\)", text)
+    if rc or not m or not g:
+        return {"error": f"exit {rc}: {text[-1500:]}"}
+    return {"cells": int(m[1]), "seconds": float(m[2]), "rate": int(m[1]) / float(m[2]), "wall": wall,
+            "ray_gpus": float(g[1]), "actors": int(g[2]), "db": db}
+
+
+def phase_gpus(a: argparse.Namespace, out: Path) -> dict:
+    """torch's count of this machine's GPUs against Ray's (a local Ray started for the question)."""
+    script = ("import json, torch, ray; n = torch.cuda.device_count(); ray.init(address=\"local\", include_dashboard=False, "
+              "log_to_driver=False); print(json.dumps({'torch': n, 'ray': ray.cluster_resources().get('GPU', 0)}))")
+    if importlib.util.find_spec("ray") is None:
+        return {"skipped": "ray is not installed here"}
+    rc, wall, text = run([sys.executable, "-c", script], out / "gpus.txt", 120)
+    line = next((ln for ln in text.splitlines() if ln.startswith("{")), None)
+    return json.loads(line) if rc == 0 and line else {"error": text[-800:]}
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--optuna-worker":
+        journal, name, trials, jobs, db = sys.argv[2:7]
+        optuna_worker(journal, name, int(trials), int(jobs), db, parse(sys.argv[7:]))
+        return
+    a = parse(sys.argv[1:])
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TORCHUTIL_RUNTIME_DIR", str(out / "run"))  # its own service, its own lock
+    results: dict[str, dict] = {}
+    for phase in a.phases.split(","):
+        t0 = time.perf_counter()
+        if phase == "native":
+            r = phase_native(a, out)
+        elif phase.startswith("optuna"):
+            processes = int(phase.removeprefix("optuna") or 4)
+            r = phase_optuna(a, out, processes, 2 if processes < 8 else 1, phase)
+        elif phase == "ray":
+            r = phase_ray(a, out)
+        elif phase == "gpus":
+            r = phase_gpus(a, out)
+        elif phase == "workers8":
+            r = phase_native(a, out, ["--workers", "8"], "workers8")
+        else:
+            sys.exit(f"engines.py: unknown phase {phase!r} (native, optuna<N>, ray, gpus, workers8)")
+        if "db" in r:
+            db = r.pop("db")
+            if a.device != "cpu" and SWEEP.is_file():
+                r["agreement"] = agreement(db, out / f"agreement_{phase}.json")
+            if phase != "native" and "rate" in results.get("native", {}):
+                r["rate_vs_native"] = r["rate"] / results["native"]["rate"]
+        r["phase_wall"] = time.perf_counter() - t0
+        results[phase] = r
+        print(f"{phase}: {json.dumps(r, default=str)}", flush=True)
+        _wait_for_services(out / "run")
+    (out / "engines.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+
+
+def _wait_for_services(runtime: Path, seconds: float = 40.0) -> None:
+    """Until the phase's service has left (its socket gone): the next phase gets the GPU alone."""
+    deadline = time.monotonic() + seconds
+    while list(runtime.glob("nas-*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="engines-out")
+    p.add_argument("--indices", default="5000:8000")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--batch", type=int, default=None, help="default: nas evaluate's (256 on CUDA)")
+    p.add_argument("--phases", default="native,optuna4,optuna8,ray,gpus")
+    p.add_argument("--timeout", type=float, default=200.0, help="seconds per phase command")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main()
