@@ -13,8 +13,9 @@ processes x 1: the replacement of `--workers 8`, eight processes on one GPU); ra
 said, where Ray is not installed); gpus (torch's GPU count against Ray's). Every phase runs in
 processes of its own, one after another: this driver never touches CUDA (another context on the
 GPU changes what the phases measure). A phase's rate is its cells over the time from its first
-cell to its last (Optuna: the trials' own times; nas evaluate: the sweep's seconds, which include
-its set-up); each phase's command wall time is printed too. Results in --out: <phase>.sqlite,
+cell to its last, set-up left out (Optuna: the trials' own times, the service started before;
+--ray: after its actors are set up; nas evaluate: the sweep's seconds less its set-up stage);
+each phase's command wall time is printed too. Results in --out: <phase>.sqlite,
 <phase>.txt, agreement_<phase>.json and engines.json.
 """
 from __future__ import annotations
@@ -65,14 +66,21 @@ def config_args(a: argparse.Namespace) -> list[str]:
     return ["--device", a.device, *(["--batch", str(a.batch)] if a.batch else [])]
 
 
-def phase_native(a: argparse.Namespace, out: Path, extra: tuple[str, ...] = (), name: str = "native") -> dict:
-    db = out / f"{name}.sqlite"
+def phase_native(a: argparse.Namespace, out: Path) -> dict:
+    db = out / "native.sqlite"
     rc, wall, text = run([sys.executable, "-m", "torchutil", "nas", "evaluate", "--db", str(db), "--indices",
-                          a.indices, "--no-progress", *config_args(a), *extra], out / f"{name}.txt", a.timeout)
+                          a.indices, "--no-progress", *config_args(a)], out / "native.txt", a.timeout)
     m = re.search(r"evaluated (\d+) archs.* in ([\d.]+) s", text)
-    if rc or not m:
+    t = re.search(r"over (\d+) thread\(s\)", text)
+    u = re.search(r"ms per arch: setup ([\d.]+)", text)
+    if rc or not m or not t or not u:
         return {"error": f"exit {rc}: {text[-1500:]}"}
-    return {"cells": int(m[1]), "seconds": float(m[2]), "rate": int(m[1]) / float(m[2]), "wall": wall, "db": db}
+    cells, seconds = int(m[1]), float(m[2])
+    # The others' rates leave their set-up out (the service started, the actors placed): so does
+    # this one. The stage line's setup is per arch, summed over the threads, which all wait for it.
+    setup = float(u[1]) * 1e-3 * cells / int(t[1])
+    return {"cells": cells, "seconds": seconds, "setup_seconds": setup, "rate": cells / (seconds - setup),
+            "rate_with_setup": cells / seconds, "wall": wall, "db": db}
 
 
 def phase_optuna(a: argparse.Namespace, out: Path, processes: int, jobs: int, name: str) -> dict:
@@ -84,7 +92,9 @@ def phase_optuna(a: argparse.Namespace, out: Path, processes: int, jobs: int, na
     from torchutil.nas.service import ServiceClient
     from torchutil.studies.nas_evaluate import parse_indices
 
-    journal = out / f"{name}.journal"
+    # On tmpfs where there is one: a journal file on disk fsyncs each of a trial's ~10 writes
+    # (4.6 ms each on the 2-core CI machine's disk: 50 ms a trial, more than a cell takes).
+    journal = Path(a.journal_dir or out) / f"torchutil-engines-{name}-{os.getpid()}.journal"
     journal.unlink(missing_ok=True)
     cells = parse_indices(a.indices)
     storage = JournalStorage(JournalFileBackend(str(journal)))
@@ -94,8 +104,7 @@ def phase_optuna(a: argparse.Namespace, out: Path, processes: int, jobs: int, na
     # the rate is then the trials'. This process connects and leaves; it never touches CUDA.
     # It stays connected until the workers are done, then the service leaves 3 s later.
     client = ServiceClient(worker_config(a), idle_seconds=3.0)
-    client.evaluate(cells[0])
-    server = client.pid
+    server = client.connect()["pid"]
     shares = [len(cells) // processes + (k < len(cells) % processes) for k in range(processes)]
     t0 = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, __file__, "--optuna-worker", str(journal), name, str(n), str(jobs),
@@ -110,6 +119,8 @@ def phase_optuna(a: argparse.Namespace, out: Path, processes: int, jobs: int, na
     if bad:
         return {"error": "; ".join(bad)}
     trials = study.get_trials(states=[optuna.trial.TrialState.COMPLETE])
+    for leftover in (journal, Path(f"{journal}.lock")):
+        leftover.unlink(missing_ok=True)
     start = min(t.datetime_start for t in trials)
     end = max(t.datetime_complete for t in trials)
     seconds = (end - start).total_seconds()
@@ -121,7 +132,7 @@ def phase_optuna(a: argparse.Namespace, out: Path, processes: int, jobs: int, na
     for part in parts:
         remove_db(part)
     measured_by = {t.user_attrs["measured_by"] for t in trials}
-    return {"cells": len(trials), "distinct_cells": len({t.user_attrs["index"] for t in trials}),
+    return {"cells": len(trials), "distinct_cells": len({t.user_attrs["index"] for t in trials}), "journal": str(journal),
             "seconds": seconds, "rate": len(trials) / seconds, "wall": wall, "processes": processes,
             "jobs": jobs, "measuring_processes": sorted(measured_by), "service_pid": server, "db": db}
 
@@ -205,10 +216,8 @@ def main() -> None:
             r = phase_ray(a, out)
         elif phase == "gpus":
             r = phase_gpus(a, out)
-        elif phase == "workers8":
-            r = phase_native(a, out, ["--workers", "8"], "workers8")
         else:
-            sys.exit(f"engines.py: unknown phase {phase!r} (native, optuna<N>, ray, gpus, workers8)")
+            sys.exit(f"engines.py: unknown phase {phase!r} (native, optuna<N>, ray, gpus)")
         if "db" in r:
             db = r.pop("db")
             if a.device != "cpu" and SWEEP.is_file():
@@ -237,6 +246,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=None, help="default: nas evaluate's (256 on CUDA)")
     p.add_argument("--phases", default="native,optuna4,optuna8,ray,gpus")
     p.add_argument("--timeout", type=float, default=200.0, help="seconds per phase command")
+    p.add_argument("--journal-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                   help="where Optuna's journal file lives (default /dev/shm, else --out)")
     return p.parse_args(argv)
 
 

@@ -211,6 +211,12 @@ class ServiceClient:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state.pop("config"), **state)  # type: ignore[misc]
 
+    def connect(self) -> dict[str, Any]:
+        """Connects this thread (starting the service where none runs); the service's hello:
+        its pid, config, threads and lock file."""
+        self._connection()
+        return self.server
+
     @property
     def pid(self) -> int | None:
         """The service's process id (None before the first cell): the process that measures."""

@@ -25,7 +25,6 @@ import math
 import os
 import sqlite3
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -232,8 +231,8 @@ def _device_name(device: torch.device) -> str:
 class SweepStats:
     """What a sweep did. seconds_per_arch: wall time per evaluated arch (construction, profile
     and the db write); projected_full_space_seconds: that times 15,625 / world_size; stages:
-    where an arch's time went (seconds per arch for each of STAGES, summed over the workers or
-    threads, so with several they add up to about workers (threads) x seconds_per_arch)."""
+    where an arch's time went (seconds per arch for each of STAGES, summed over the threads, so
+    with several they add up to about threads x seconds_per_arch)."""
 
     evaluated: int
     skipped: int
@@ -243,7 +242,6 @@ class SweepStats:
     projected_full_space_seconds: float
     world_size: int = 1
     rank: int = 0
-    workers: int = 1
     threads: int = 1
     stages: dict[str, float] = field(default_factory=dict)
 
@@ -254,9 +252,7 @@ class SweepStats:
         """Where an arch's time goes, for people: "build 0.4 ms, count 0.0 ms, ...". """
         parts = [f"{name} {1e3 * self.stages[name]:.2f}" for name in STAGES if name in self.stages]
         who = ""
-        if self.workers > 1:
-            who = f" (per worker; {self.workers} workers share the GPU through gpu_lock)"
-        elif self.threads > 1:
+        if self.threads > 1:
             who = f" (per thread; {self.threads} threads of one process share the GPU through gpu_lock)"
         return "ms per arch: " + ", ".join(parts) + who
 
@@ -274,10 +270,9 @@ def default_threads(device: torch.device | str, ranks_on_host: int = 1) -> int:
 
 
 def gpu_lock_path(device: torch.device) -> str:
-    """The lock file of one physical GPU (by its UUID) in the temp folder: every torchutil sweep
-    on the GPU, in any process, takes turns through it."""
-    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", device.index))
-    return os.path.join(tempfile.gettempdir(), f"torchutil-gpu-{uuid}.lock")
+    """The lock file of one physical GPU, torchutil.default_gpu_lock (a private file per GPU
+    UUID in the user's own folder): every torchutil process on the GPU takes turns through it."""
+    return torchutil.default_gpu_lock(device)
 
 
 def worker_path(db: str | os.PathLike[str], worker: int) -> Path:
@@ -299,29 +294,25 @@ def merge_workers(db: str | os.PathLike[str]) -> None:
 def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *,
           rank: int = 0, world_size: int = 1, commit_every: int = 1,
           cudnn_benchmark: bool = False, progress: bool = True, rebuild: bool = False,
-          skip: Iterable[int] = (), workers: int = 1, threads: int = 1) -> SweepStats:
+          skip: Iterable[int] = (), threads: int = 1) -> SweepStats:
     """Evaluates `indices` (this rank's share of them) with `config` into `db`, skipping rows
     that are already there (and the indices in `skip`), committing every `commit_every` archs
-    (default 1: a kill loses at most the arch in flight in each worker; WAL mode keeps a commit
+    (default 1: a kill loses at most the arch in flight in each thread; WAL mode keeps a commit
     cheap) and saying on stderr what it resumes. rebuild: build every network afresh instead
-    of swapping edge ops in one (nb.NetworkPool). workers > 1 (CUDA): that many processes
-    evaluate the cells, each building and capturing its own on the host while the GPU replays
-    another's; the GPU phases take turns through one lock per GPU (gpu_lock_path), so every
-    timed forward has the GPU to itself, but each worker is a CUDA context of its own, and an H200
-    times a cell ~5 % faster beside another context. threads > 1 (CUDA, one worker; the CLI's
-    default, default_threads): that many threads of this process share the GPU the same way in
-    its one context (nas_parallel.py), so that the cells measure as in a one-thread sweep."""
+    of swapping edge ops in one (nb.NetworkPool). threads > 1 (CUDA; the CLI's default,
+    default_threads): that many threads of this process evaluate the cells, each building and
+    capturing its own on the host while another replays on the GPU under the GPU's lock file
+    (gpu_lock_path), in the process's one CUDA context (nas_parallel.py), so that the cells
+    measure as in a one-thread sweep. Several processes on one GPU would be contexts of their
+    own, which an H200 times ~5 % faster whatever lock they share (torchutil.gpu_sharing)."""
     device = torch.device(config.device)
     if device.type == "cuda":
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
         config = EvalConfig(**{**asdict(config), "device": str(device)})
-    if workers < 1 or threads < 1:
-        raise nas_error(f"workers and threads must be >= 1, got workers={workers}, threads={threads}")
-    if workers > 1 and threads > 1:
-        raise nas_error(f"workers > 1 and threads > 1 do not combine (got workers={workers}, threads={threads}): "
-                        "worker processes are contexts of their own, threads share one")
+    if threads < 1:
+        raise nas_error(f"threads must be >= 1, got {threads}")
     if threads > 1 and device.type == "cpu":
         raise nas_error(f"threads > 1 needs a CUDA device (CPU timings would share the cores they measure), "
                         f"got {device}")
@@ -340,27 +331,19 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
     if todo and len(todo) < len(mine):
         sys.stderr.write(f"nas evaluate: resuming {db}: {len(mine) - len(todo):,} of these {len(mine):,} cells "
                          f"are measured already; evaluating the other {len(todo):,}, from cell {todo[0]}\n")
-    workers = min(workers, max(len(todo), 1))
     threads = min(threads, max(len(todo), 1))
     desc = f"nas evaluate rank {rank}" if world_size > 1 else "nas evaluate"
     bar = Progress(len(todo), desc, "arch", enabled=progress, every=10.0)
     t0 = time.perf_counter()
     options = dict(commit_every=commit_every, cudnn_benchmark=cudnn_benchmark, rebuild=rebuild)
-    if workers > 1 or (_diagnostic("TORCHUTIL_SWEEP_SPAWN") and device.type == "cuda"):
-        if device.type == "cpu":
-            raise nas_error(f"workers > 1 needs a CUDA device (CPU timings would share the cores they measure), "
-                            f"got {device}")
-        from torchutil.studies.nas_parallel import run_workers
-
-        evaluated, stages = run_workers(config, todo, db, workers, options, bar)
-    elif threads > 1:
+    if threads > 1:
         from torchutil.studies.nas_parallel import run_threads
 
         lock = gpu_lock_path(device) if device.type == "cuda" else None
         evaluated, stages = run_threads(config, todo, db, threads, options, lock, bar)
     else:
         stages = dict.fromkeys(STAGES, 0.0)
-        evaluated = _evaluate_cells(config, todo, db, options, None, bar.update, stages)
+        evaluated = _evaluate_cells(config, todo, db, options, bar.update, stages)
     seconds = time.perf_counter() - t0
     bar.close()
     per_arch = seconds / evaluated if evaluated else math.nan
@@ -368,35 +351,30 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
         evaluated=evaluated, skipped=len(mine) - len(todo), seconds=seconds, seconds_per_arch=per_arch,
         build_seconds_per_arch=stages["build"] / evaluated if evaluated else math.nan,
         projected_full_space_seconds=per_arch * nb.num_archs() / world_size,
-        world_size=world_size, rank=rank, workers=workers, threads=threads,
+        world_size=world_size, rank=rank, threads=threads,
         stages={k: v / evaluated for k, v in stages.items()} if evaluated else {})
 
 
 def _evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[str], options: dict[str, Any],
-                    gpu_lock: str | None, done: Callable[[], None], stages: dict[str, float]) -> int:
+                    done: Callable[[], None], stages: dict[str, float]) -> int:
     """Evaluates the cells `todo` into db in this process; done() after each committed cell."""
     device = torch.device(config.device)
     start = time.perf_counter()
     with contextlib.closing(connect(db)) as con, cudnn_autotune(options["cudnn_benchmark"]):
-        with _holding(gpu_lock):  # the set-up runs kernels too (random weights)
-            x = _make_input(config, device)
-            pool = None
-            if todo and not options["rebuild"]:
-                pool = nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
-            peak = None
-            if device.type != "meta":
-                peak, _ = torchutil.peak_flops(device, DTYPES[config.dtype])  # once, not per arch
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+        x = _make_input(config, device)
+        pool = None
+        if todo and not options["rebuild"]:
+            pool = nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
+        peak = None
+        if device.type != "meta":
+            peak, _ = torchutil.peak_flops(device, DTYPES[config.dtype])  # once, not per arch
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         stages["setup"] += time.perf_counter() - start
         pending: list[dict[str, Any]] = []
-        for n, i in enumerate(todo):
-            if device.type == "cuda" and gpu_lock is not None and n % _EMPTY_CACHE_EVERY == _EMPTY_CACHE_EVERY - 1:
-                # Each destroyed graph's private pool stays in this process's allocator cache;
-                # with several processes on one GPU, give it back before it crowds the others.
-                torch.cuda.empty_cache()
+        for i in todo:
             t0 = time.perf_counter()
-            row = evaluate_arch(i, config, x, peak, device, pool, gpu_lock, stages)
+            row = evaluate_arch(i, config, x, peak, device, pool, None, stages)
             pending.append(row)
             t1 = time.perf_counter()
             if len(pending) >= options["commit_every"]:
@@ -413,16 +391,14 @@ def _evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLi
     return len(todo)
 
 
-# Cells between two frees of a worker's allocator cache (each capture leaves a graph pool there).
+# Cells between two frees of the allocator's cache by threads sharing a GPU (each capture leaves
+# a graph pool there).
 _EMPTY_CACHE_EVERY = 256
 
 
 def _diagnostic(name: str) -> bool:
-    """A diagnostic switch of benchmarks/run_gpu.sh sweepiso (why eight workers time cells faster
-    than one): TORCHUTIL_SWEEP_SPAWN=1 evaluates even one worker's cells in a spawned worker
-    process; TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1 leaves the workers' memory unbounded;
-    TORCHUTIL_SWEEP_NO_THREAD_WARMUP=1 skips the eager forward each sweep thread runs before its
-    first capture (nas_parallel.run_threads)."""
+    """A diagnostic switch: TORCHUTIL_SWEEP_NO_THREAD_WARMUP=1 skips the eager forward each
+    sweep thread runs before its first capture (nas_parallel.run_threads)."""
     return os.environ.get(name) == "1"
 
 
@@ -434,9 +410,13 @@ def _holding(lock_file: str | None) -> Iterator[None]:
         return
     import fcntl
 
-    with open(lock_file, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    # As torchutil's C++ opens it: never through a symbolic link; a file made here is 0600.
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

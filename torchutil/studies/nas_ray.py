@@ -226,8 +226,7 @@ def run_cli(args: Any) -> int:
     from torchutil.studies.cli.args import UsageError, timing
     from torchutil.studies.nas_evaluate import parse_indices
 
-    refused = [flag for flag, on in (("--rebuild", args.rebuild), ("--workers", args.workers > 1),
-                                     ("--cudnn-benchmark", args.cudnn_benchmark)) if on]
+    refused = [flag for flag, on in (("--rebuild", args.rebuild), ("--cudnn-benchmark", args.cudnn_benchmark)) if on]
     if refused:
         raise UsageError(f"{', '.join(refused)} do(es) not combine with --ray")
     started = not ray.is_initialized()
