@@ -10,7 +10,8 @@ docs/results/nas/sweep_auto_a.csv.gz).
 
 Phases: native; optuna4 (4 processes x 2 threads, the issue's "several processes"); optuna8 (8
 processes x 1: the replacement of `--workers 8`, eight processes on one GPU); ray (skipped, and
-said, where Ray is not installed); gpus (torch's GPU count against Ray's). Every phase runs in
+said, where Ray is not installed; with torch's GPU count beside the one Ray reports and
+schedules on). Every phase runs in
 processes of its own, one after another: this driver never touches CUDA (another context on the
 GPU changes what the phases measure). A phase's rate is its cells over the time from its first
 cell to its last, set-up left out (Optuna: the trials' own times, the service started before;
@@ -173,6 +174,9 @@ def optuna_worker(journal: str, name: str, trials: int, jobs: int, db: str, a: a
 def phase_ray(a: argparse.Namespace, out: Path) -> dict:
     if importlib.util.find_spec("ray") is None:
         return {"skipped": "ray is not installed here (carry its wheel: benchmarks/engine_wheels.sh)"}
+    # The GPUs torch sees, against those Ray reports to the scheduler (below).
+    rc, _, text = run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"], out / "gpus.txt", 120)
+    torch_gpus = int(text.split()[-1]) if rc == 0 else None
     db = out / "ray.sqlite"
     rc, wall, text = run([sys.executable, "-m", "torchutil", "nas", "evaluate", "--ray", "--db", str(db), "--indices",
                           a.indices, "--no-progress", *config_args(a)], out / "ray.txt", a.timeout)
@@ -181,18 +185,7 @@ def phase_ray(a: argparse.Namespace, out: Path) -> dict:
     if rc or not m or not g:
         return {"error": f"exit {rc}: {text[-1500:]}"}
     return {"cells": int(m[1]), "seconds": float(m[2]), "rate": int(m[1]) / float(m[2]), "wall": wall,
-            "ray_gpus": float(g[1]), "actors": int(g[2]), "db": db}
-
-
-def phase_gpus(a: argparse.Namespace, out: Path) -> dict:
-    """torch's count of this machine's GPUs against Ray's (a local Ray started for the question)."""
-    script = ("import json, torch, ray; n = torch.cuda.device_count(); ray.init(address=\"local\", include_dashboard=False, "
-              "log_to_driver=False); print(json.dumps({'torch': n, 'ray': ray.cluster_resources().get('GPU', 0)}))")
-    if importlib.util.find_spec("ray") is None:
-        return {"skipped": "ray is not installed here"}
-    rc, wall, text = run([sys.executable, "-c", script], out / "gpus.txt", 120)
-    line = next((ln for ln in text.splitlines() if ln.startswith("{")), None)
-    return json.loads(line) if rc == 0 and line else {"error": text[-800:]}
+            "ray_gpus": float(g[1]), "torch_gpus": torch_gpus, "actors": int(g[2]), "db": db}
 
 
 def main() -> None:
@@ -214,10 +207,8 @@ def main() -> None:
             r = phase_optuna(a, out, processes, 2 if processes < 8 else 1, phase)
         elif phase == "ray":
             r = phase_ray(a, out)
-        elif phase == "gpus":
-            r = phase_gpus(a, out)
         else:
-            sys.exit(f"engines.py: unknown phase {phase!r} (native, optuna<N>, ray, gpus)")
+            sys.exit(f"engines.py: unknown phase {phase!r} (native, optuna<N>, ray)")
         if "db" in r:
             db = r.pop("db")
             if a.device != "cpu" and SWEEP.is_file():
@@ -229,6 +220,14 @@ def main() -> None:
         print(f"{phase}: {json.dumps(r, default=str)}", flush=True)
         _wait_for_services(out / "run")
     (out / "engines.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    print(f"{'phase':9} {'cells/s':>8} {'vs native':>9} {'Spearman':>9} {'level':>8}  bounds (>= 0.90, >= 0.999, |level| <= 0.5 %)")
+    for phase, r in results.items():
+        g = r.get("agreement", {})
+        rho, level, ratio = g.get("spearman"), g.get("median_level"), r.get("rate_vs_native")
+        ok = [ratio is None or ratio >= 0.9, rho is not None and rho >= 0.999, level is not None and abs(level) <= 0.005]
+        print(f"{phase:9} {r.get('rate', float('nan')):8.1f} {ratio or float('nan'):9.3f} {rho or float('nan'):9.5f} "
+              f"{100 * (level if level is not None else float('nan')):+7.2f}%  "
+              f"{'met' if all(ok) else 'NOT met'}{'' if 'error' not in r and 'skipped' not in r else ': ' + str(r.get('error') or r.get('skipped'))[:200]}")
 
 
 def _wait_for_services(runtime: Path, seconds: float = 40.0) -> None:
@@ -244,7 +243,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--indices", default="5000:8000")
     p.add_argument("--device", default="cuda")
     p.add_argument("--batch", type=int, default=None, help="default: nas evaluate's (256 on CUDA)")
-    p.add_argument("--phases", default="native,optuna4,optuna8,ray,gpus")
+    p.add_argument("--phases", default="native,optuna4,optuna8,ray")
     p.add_argument("--timeout", type=float, default=200.0, help="seconds per phase command")
     p.add_argument("--journal-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
                    help="where Optuna's journal file lives (default /dev/shm, else --out)")

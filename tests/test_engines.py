@@ -183,4 +183,22 @@ def test_the_default_gpu_lock_is_one_private_file_per_physical_gpu(runtime):
         assert evaluator.gpu_lock == lock
         row = evaluator.evaluate(6111)
         assert row["utilization"] > 0 and row["cuda_graph"] == 1.0
-        assert evaluator.sharing is None or "other process" in evaluator.sharing
+        assert evaluator.sharing is None  # alone on the GPU (NVML lists this process only)
+
+
+@pytest.mark.cuda
+def test_the_evaluator_names_another_process_holding_a_context_on_its_gpu(runtime):
+    """Oracle: NVML's list of compute processes (nvidia-ml-py), with a second process that holds
+    a CUDA context for the test's length."""
+    pytest.importorskip("pynvml")
+    other = subprocess.Popen([sys.executable, "-c", "import sys, torch; torch.zeros(1, device='cuda'); "
+                              "torch.cuda.synchronize(); print('up', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "up"
+        with pytest.warns(RuntimeWarning, match=r"1 other process\(es\) hold a CUDA context on cuda:0"):
+            evaluator = CellEvaluator(eval_config("cuda", batch=8), threads=1)
+        evaluator.close()
+        assert "not one process's" in evaluator.sharing
+    finally:
+        other.communicate("")
