@@ -16,7 +16,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+# The checkout's root, wherever under benchmarks/ this file lives.
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "torchutil").is_dir())
 PINS = ("optuna==5.1.0", "ray==2.60.0")
 LEAVE_OUT = "ray/jars/"
 

@@ -33,7 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+# The checkout's root, wherever under benchmarks/ this file lives.
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "torchutil").is_dir())
 SWEEP = ROOT / "docs/results/nas/sweep_auto_a.csv.gz"
 
 
@@ -110,7 +111,9 @@ def phase_optuna(a: argparse.Namespace, out: Path, processes: int, jobs: int, na
     t0 = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, __file__, "--optuna-worker", str(journal), name, str(n), str(jobs),
                                str(out / f"{name}.worker{k}.sqlite"), *sys.argv[1:]],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
              for k, n in enumerate(shares)]
     logs = [p.communicate(timeout=a.timeout)[0] for p in procs]
     wall = time.perf_counter() - t0
