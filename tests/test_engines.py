@@ -138,6 +138,7 @@ WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_sharing_sqlite_take_every_queued_cell_once_measured_by_one_service(tmp_path, runtime):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     cells = [5000, 6111, 7999, 42]
@@ -164,6 +165,7 @@ def test_two_processes_sharing_sqlite_take_every_queued_cell_once_measured_by_on
     assert stat.S_IMODE(next(runtime.glob("nas-*.log")).stat().st_mode) == 0o600
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA (a service that cannot start)")
 def test_a_service_that_cannot_start_is_named_with_its_log(runtime):
     from torchutil.nas.service import ServiceClient

@@ -34,6 +34,8 @@ from torchutil.nas.evaluator import eval_config  # noqa: E402
 from torchutil.studies import nas_evaluate as ev  # noqa: E402
 from torchutil.studies.nas_ray import actor_plan, ray_sweep  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a Ray cluster's start and its processes' imports: minutes on 2 cores
+
 META = eval_config("meta", batch=2, warmup=0, iters=1)
 ROOT = Path(__file__).resolve().parents[1]
 
