@@ -306,6 +306,11 @@ setup(
         "coded": ["scikit-learn"],
         # torchutil.profile_generate on Hugging Face causal LMs (DynamicCache, StaticCache).
         "transformers": ["transformers>=5"],
+        # The reward inside the search engines (torchutil.nas.engines, docs/engines.md): Optuna's
+        # objective, and Ray for Ray Tune's trainable and `nas evaluate --ray` over a cluster.
+        # Extras: the profiler needs neither, and Ray alone is a ~75 MB wheel.
+        "optuna": ["optuna>=4"],
+        "ray": ["ray[tune]>=2.40"],
     },
     entry_points={"console_scripts": ["torchutil = torchutil.studies.cli:main"]},
     ext_modules=[ext_module],

@@ -48,6 +48,8 @@ test_pip=(
   "transformers:transformers==5.17.0"     # Hugging Face models built from configs: profile_generate's and
                                           # kwargs= tests (the transformers extra); the H200
                                           # machine's version: the closed forms follow its code
+  "optuna:optuna==5.1.0"                  # tests/test_engines.py (the optuna extra), the versions tested
+  "ray.tune:ray[tune]==2.60.0"            # tests/test_engines_ray.py (the ray extra)
 )
 
 have() {  # have 'cmd|/file|...': one of them is a command on PATH or an existing file

@@ -192,11 +192,12 @@ def test_wheel_metadata(tmp_path):
                 if line.startswith("Requires-Dist: ")]
     public = torch.__version__.split("+")[0]
     assert f"torch=={public}" in requires and "numpy" in requires
-    for extra in ("vision", "plot", "timm", "coded", "transformers"):
+    for extra in ("vision", "plot", "timm", "coded", "transformers", "optuna", "ray"):
         assert f"Provides-Extra: {extra}" in metadata
     assert any(r.startswith("torchvision") and "extra == \"vision\"" in r for r in requires)
     assert any(r.startswith("scikit-learn") and "extra == \"coded\"" in r for r in requires)
     assert any(r.startswith("transformers>=5") and "extra == \"transformers\"" in r for r in requires)
+    assert any(r.startswith("ray[tune]>=2.40") and "extra == \"ray\"" in r for r in requires)
     assert entry_points["console_scripts"]["torchutil"] == "torchutil.studies.cli:main"
     assert any(n.startswith("torchutil/_C") and n.endswith(".so") for n in names)
     assert "torchutil/nas/data/nb201_accuracy.csv" in names

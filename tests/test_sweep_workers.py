@@ -1,7 +1,7 @@
-"""nas evaluate's worker processes and worker threads (several per GPU, taking turns through one
-lock file), run on the meta device, where only the count runs: every cell exactly once,
-resumable, and a worker's failure named. The lock's exclusion itself is tested in C++
-(tests/cpp/FileLockTest.cpp); threads on CUDA in the last test (marked cuda)."""
+"""nas evaluate's worker threads (several per GPU, taking turns through one lock file), run on the
+meta device, where only the count runs: every cell exactly once, resumable, and a thread's failure
+named; the worker processes it had are gone, and say why. The lock's exclusion itself is tested in
+C++ (tests/cpp/FileLockTest.cpp); threads on CUDA in the last test (marked cuda)."""
 from __future__ import annotations
 
 import sqlite3
@@ -18,37 +18,38 @@ def rows(db):
         return [r[0] for r in con.execute("SELECT idx FROM results ORDER BY idx")]
 
 
-KINDS = {"workers": dict(workers=2), "threads": dict(threads=3)}
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_every_cell_is_evaluated_exactly_once(tmp_path, kind):
+def test_every_cell_is_evaluated_exactly_once(tmp_path):
     db = tmp_path / "r.sqlite"
-    stats = ev.sweep(META, range(10), db, progress=False, **KINDS[kind])
-    assert (stats.workers, stats.threads) == ((2, 1) if kind == "workers" else (1, 3))
+    stats = ev.sweep(META, range(10), db, progress=False, threads=3)
+    assert stats.threads == 3
     assert stats.evaluated == 10 and stats.skipped == 0
     assert rows(db) == list(range(10))
-    assert not list(tmp_path.glob("r.worker*"))  # merged and removed
     assert set(stats.stages) == set(ev.STAGES) and stats.stages["count"] > 0
     assert stats.stages["write"] > 0
-    assert f"per {kind[:-1]}" in stats.stage_line()
+    assert "per thread" in stats.stage_line()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_run_resumes_from_the_dbs_a_killed_one_left(tmp_path, kind):
+@pytest.mark.parametrize("left", ["db", "worker db"])
+def test_a_run_resumes_from_the_dbs_a_killed_one_left(tmp_path, left):
     db = tmp_path / "r.sqlite"
-    # What a killed worker leaves: its own db with the cells it committed (threads write to db).
-    ev.sweep(META, [1, 4, 7], ev.worker_path(db, 1) if kind == "workers" else db, progress=False)
-    stats = ev.sweep(META, range(8), db, progress=False, **KINDS[kind])
+    # What a killed run leaves: the cells it committed, in db (threads) or, from a version that
+    # ran worker processes, in a worker's own db, which the next run merges.
+    ev.sweep(META, [1, 4, 7], ev.worker_path(db, 1) if left == "worker db" else db, progress=False)
+    stats = ev.sweep(META, range(8), db, progress=False, threads=3)
     assert stats.skipped == 3 and stats.evaluated == 5
     assert rows(db) == list(range(8))
+    assert not list(tmp_path.glob("r.worker*"))  # merged and removed
 
 
-def test_a_failing_worker_is_named_and_the_sweep_stops(tmp_path):
-    bad = ev.EvalConfig(device="meta", batch=2, dtype="float32", timing="cuda_graph")
-    with pytest.raises(Exception, match=r"a sweep worker failed.*worker \d: ValueError: .*cuda_graph.*needs CUDA"):
-        ev.sweep(bad, range(4), tmp_path / "r.sqlite", workers=2, progress=False)
-    assert not list(tmp_path.glob("r.worker*"))
+def test_workers_are_gone_and_the_cli_says_why(tmp_path, capsys):
+    from torchutil.studies.cli import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(["nas", "evaluate", "--device", "cpu", "--workers", "8", "--db", str(tmp_path / "r.sqlite")])
+    assert exit.value.code == 2  # a usage error
+    err = capsys.readouterr().err
+    assert "--workers is gone: 8 processes on one GPU are as many CUDA contexts" in err and "--threads" in err
+    assert not (tmp_path / "r.sqlite").exists()
 
 
 def test_a_failing_thread_is_named_the_others_stop_and_its_rows_before_are_kept(tmp_path, monkeypatch):
@@ -72,10 +73,9 @@ def test_a_failing_thread_is_named_the_others_stop_and_its_rows_before_are_kept(
     assert stats.skipped == len(done) and rows(db) == list(range(40))
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_workers_or_threads_on_the_cpu_are_refused(tmp_path, kind):
-    with pytest.raises(Exception, match=rf"{kind} > 1 needs a CUDA device.*got cpu"):
-        ev.sweep(ev.EvalConfig(device="cpu", batch=2), range(2), tmp_path / "r.sqlite", progress=False, **KINDS[kind])
+def test_threads_on_the_cpu_are_refused(tmp_path):
+    with pytest.raises(Exception, match=r"threads > 1 needs a CUDA device.*got cpu"):
+        ev.sweep(ev.EvalConfig(device="cpu", batch=2), range(2), tmp_path / "r.sqlite", progress=False, threads=3)
 
 
 @pytest.mark.parametrize("option", ["rebuild", "trace"])
@@ -87,11 +87,6 @@ def test_threads_with_rebuild_or_trace_are_refused(tmp_path, option):
         kwargs["rebuild"] = True
     with pytest.raises(Exception, match=rf"threads > 1 does not combine with {option}.*threads=2"):
         ev.sweep(config, range(2), tmp_path / "r.sqlite", threads=2, progress=False, **kwargs)
-
-
-def test_workers_and_threads_together_are_refused(tmp_path):
-    with pytest.raises(Exception, match=r"workers > 1 and threads > 1 do not combine.*workers=2, threads=2"):
-        ev.sweep(META, range(2), tmp_path / "r.sqlite", workers=2, threads=2, progress=False)
 
 
 def test_the_gate_lets_one_caller_alone_only_once_no_cell_is_inside():

@@ -18,6 +18,7 @@ from torchutil._version import __version__ as __version__  # re-exported
 from torchutil.fields import (FIELDS, KERNEL_FIELDS, OP_FIELDS, ROOFLINE_FIELDS, TEXT_FIELDS, FieldSpec,
                               field, schema)
 from torchutil.folding import FoldedModel, fold
+from torchutil.gpu_sharing import default_gpu_lock
 from torchutil.generation import GenerationResult, GenerationRow, plot_generation, profile_generate
 from torchutil.peaks import peak_flops
 from torchutil.profiler import Profiler, free_capture_pools, profile, utilization
@@ -41,6 +42,7 @@ __all__ = [
     "ROOFLINE_FIELDS",
     "RooflineRow",
     "build_info",
+    "default_gpu_lock",
     "field",
     "fold",
     "free_capture_pools",

@@ -20,11 +20,7 @@
 #   sweep    all 15,625 NATS-Bench cells, default timing (auto) and threads, into $OUT/sweep.sqlite,
 #            and its agreement with docs/results/nas/sweep_auto_a.csv.gz (NAS_ARGS: more arguments)
 #   capturenodes capture-node attribution's GPU tests and trace_cost.py (markers, capture)
-#   sweepdiag cells 0..1499 with one worker and with the default workers, the SM clock sampled,
-#            each against sweep_auto_a and the other
 #   sweep3k  cells 0..2999 in one process (more captures than a GPU's memory of freed graph pools)
-#   sweepiso cells 0..999: one worker in order, in the eight workers' order, in a spawned worker
-#            process; eight workers with and without their memory fraction ($OUT/sweepiso.txt)
 #   timingprobe benchmarks/cost/timing_probe.py on cells 0..95: torchutil's, a plain and a gated graph
 #            timing against both committed sweeps; alone, beside a second CUDA context locked out
 #            of the timed replays (the eight workers' level), beside 7 CPU-bound processes, with
@@ -35,11 +31,6 @@
 #            ($OUT/sweepthreads.txt). The whole space with threads: NAS_ARGS="--threads N" ... sweep
 #   sweepctx one worker over cells 0..999 beside seven idle processes that hold a CUDA context:
 #            does the presence of other contexts move its level? ($OUT/sweepctx.txt)
-#   sweeplevel why eight workers time every cell ~0.1 ms per forward faster than one: cells 0..999
-#            one worker (defaults, --warmup 10, --iters 10, a 20 ms idle GPU before the timed
-#            replays) and eight (default, the idle gap), each against sweep_auto_a and one worker's
-#            defaults; wall time and nvidia-smi clock/power/utilization each; <= 330 s;
-#            $OUT/sweeplevel.txt and sweeplevel_*.csv.gz (SWEEP_QUICK=1: a CPU rehearsal, 4 cells)
 #   sweep1   the same: the one-GPU baseline of sweepN on this machine, kept in $SWEEP_DIR
 #            (h200-work/sweeps: a later call on the warm machine finds it)
 #   sweepN   (sweep2, sweep4, sweep8) the same over N GPUs with torchrun; runs sweep1 first where
@@ -169,35 +160,6 @@ for phase in "${phases[@]}"; do
       graph_timed "$OUT/sweep.sqlite" | tee -a "$OUT/sweep.txt"
       timeout 60 python3 benchmarks/sweep/sweep_agreement.py docs/results/nas/sweep_auto_a.csv.gz "$OUT/sweep.sqlite" \
         --json "$OUT/agreement.json" 2>&1 | tee -a "$OUT/sweep.txt" | tail -12 ;;
-    sweepdiag)
-      # Does sharing the GPU among workers change the figures? Cells 0..1499 with one worker and
-      # with the default workers, the SM clock sampled every 200 ms during each, and the agreement
-      # of both with sweep_auto_a (an earlier one-process sweep) and with each other.
-      for w in 1 8; do
-        rm -f "/tmp/diag_w$w.sqlite"*
-        nvidia-smi --query-gpu=clocks.sm,power.draw,utilization.gpu --format=csv,noheader,nounits -lms 200 \
-          > "$OUT/clocks_w$w.csv" 2>&1 &
-        smi=$!
-        start=$SECONDS
-        timeout 150 python3 -m torchutil nas evaluate --db "/tmp/diag_w$w.sqlite" --indices 0:1500 --workers $w \
-          --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -3
-        elapsed=$((SECONDS - start))
-        kill $smi 2>/dev/null; wait $smi 2>/dev/null
-        python3 - "$OUT/clocks_w$w.csv" $w $elapsed <<'PY'
-import statistics as st, sys
-rows = [[float(v) for v in line.split(",")] for line in open(sys.argv[1]) if line.count(",") == 2]
-busy = [r for r in rows if r[2] > 0]
-print(f"workers {sys.argv[2]}: {sys.argv[3]} s; while the GPU was busy ({len(busy)} of {len(rows)} samples): SM clock "
-      f"median {st.median(r[0] for r in busy):.0f} MHz (min {min(r[0] for r in busy):.0f}), power median "
-      f"{st.median(r[1] for r in busy):.0f} W, GPU utilization median {st.median(r[2] for r in busy):.0f} %")
-PY
-      done 2>&1 | tee "$OUT/sweepdiag.txt"
-      for pair in "docs/results/nas/sweep_auto_a.csv.gz /tmp/diag_w1.sqlite" "docs/results/nas/sweep_auto_a.csv.gz /tmp/diag_w8.sqlite" \
-                  "/tmp/diag_w1.sqlite /tmp/diag_w8.sqlite"; do
-        echo "--- $pair"
-        # shellcheck disable=SC2086
-        timeout 60 python3 benchmarks/sweep/sweep_agreement.py $pair 2>&1 | sed -n '1,3p'
-      done | tee -a "$OUT/sweepdiag.txt" ;;
     capturenodes)
       # Capture-node attribution (TORCHUTIL_CUPTI_CORRELATION=capture), first run: its GPU tests
       # (every kernel attributed, the oracle against API records, trace_forwards, eager timing
@@ -213,37 +175,6 @@ PY
         echo "=== timing_probe.py $extra"
         timeout 120 python3 benchmarks/cost/timing_probe.py --cells 0:96 $extra 2>&1 | grep -v "CUDA Graph is empty"
       done 2>&1 | tee "$OUT/timingprobe.txt" ;;
-    sweepiso)
-      # What of the worker processes makes eight workers time cells ~5 % faster than one (the
-      # GPU's state and other contexts are ruled out: sweeplevel, sweepctx)? Cells 0..999: one
-      # worker in order (the reference), one worker in the eight workers' order (each worker
-      # takes every eighth cell), one worker in a spawned worker process (TORCHUTIL_SWEEP_SPAWN=1:
-      # memory fraction, allocator emptied every 256 cells), eight workers with no memory
-      # fraction (TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1), eight workers; each against sweep_auto_a
-      # and the reference. <= ~230 s; $OUT/sweepiso.txt.
-      (
-        order=$(python3 -c "print(','.join(str(i) for k in range(8) for i in range(k, 1000, 8)))")
-        run_iso() {  # name, one env assignment, then nas evaluate's arguments
-          local name=$1 setting=$2; shift 2
-          rm -f "/tmp/iso_$name.sqlite"*
-          local start=$SECONDS
-          env "$setting" timeout 100 python3 -m torchutil nas evaluate --db "/tmp/iso_$name.sqlite" --no-progress "$@" 2>&1 \
-            | grep -v "CUDA Graph is empty" | tail -2
-          echo "$name: $((SECONDS - start)) s"
-        }
-        run_iso ref TORCHUTIL_SWEEP_SPAWN=0 --indices 0:1000 --workers 1 --threads 1
-        run_iso order TORCHUTIL_SWEEP_SPAWN=0 --indices "$order" --workers 1 --threads 1
-        run_iso spawn TORCHUTIL_SWEEP_SPAWN=1 --indices 0:1000 --workers 1 --threads 1
-        run_iso nofraction TORCHUTIL_SWEEP_NO_MEMORY_FRACTION=1 --indices 0:1000 --workers 8
-        run_iso w8 TORCHUTIL_SWEEP_SPAWN=0 --indices 0:1000 --workers 8
-        for name in ref order spawn nofraction w8; do
-          for ref in docs/results/nas/sweep_auto_a.csv.gz /tmp/iso_ref.sqlite; do
-            [ "$ref" = "/tmp/iso_$name.sqlite" ] && continue
-            echo "--- $ref /tmp/iso_$name.sqlite"
-            timeout 30 python3 benchmarks/sweep/sweep_agreement.py "$ref" "/tmp/iso_$name.sqlite" 2>&1 | sed -n '1,4p'
-          done
-        done
-      ) 2>&1 | tee "$OUT/sweepiso.txt" ;;
     sweepthreads)
       (
         timeout 120 python3 -m pytest tests/test_sweep_workers.py -m cuda -q -p no:cacheprovider > "$OUT/pytest_threads.txt" 2>&1
@@ -273,7 +204,7 @@ PY
         sleep 12
         nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l | sed 's/^/processes on the GPU: /'
         start=$SECONDS
-        timeout 120 python3 -m torchutil nas evaluate --db /tmp/ctx_w1.sqlite --indices 0:1000 --workers 1 --threads 1 \
+        timeout 120 python3 -m torchutil nas evaluate --db /tmp/ctx_w1.sqlite --indices 0:1000 --threads 1 \
           --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -3
         echo "one worker beside 7 idle contexts: $((SECONDS - start)) s"
         kill "${sleepers[@]}" 2>/dev/null; wait "${sleepers[@]}" 2>/dev/null
@@ -282,92 +213,6 @@ PY
           timeout 60 python3 benchmarks/sweep/sweep_agreement.py "$ref" /tmp/ctx_w1.sqlite 2>&1 | sed -n '1,4p'
         done
       ) 2>&1 | tee "$OUT/sweepctx.txt" ;;
-    sweeplevel)
-      # Eight workers time every cell a median ~105 us per forward faster than one (level +4.8 %,
-      # docs/results/nas/README.md, "What the difference is made of"). Cells 0..999, each variant
-      # into its own db, wall time and the SM clock/power/utilization (nvidia-smi every 200 ms):
-      #   a  one worker, the defaults (1 warm-up replay, 3 timed)
-      #   b  one worker, 10 warm-up replays right before the timed ones (--warmup 10 also runs 9
-      #      eager forwards before the capture): does it move to d's level?
-      #   c  one worker, 10 timed replays
-      #   d  eight workers (the default on a 16-core host until --threads became it)
-      #   e  eight workers, the GPU left idle 20 ms before each cell's timed replays (the C++
-      #      sleeps under the GPU lock: TORCHUTIL_IDLE_BEFORE_TIMING_US, csrc/libtorch/Timing.cpp):
-      #      does it move back to a's?
-      #   f  one worker, the same idle gap: does the gap alone change a's level?
-      # Then each against sweep_auto_a (on these cells) and b..f against a (sweep_agreement.py: the
-      # cells in both). One call, <= 330 s (SWEEPLEVEL_BUDGET): a step's limit is the smaller of its
-      # own and what is left; a step cut short keeps its committed cells (its workers' dbs merged),
-      # and the agreement compares those. Expected (session 5's per-cell costs): a 32, d 23, e 35,
-      # f 52, c 48, b 75..120 s; b runs last, so that only it can be cut short.
-      level_end=$((SECONDS + ${SWEEPLEVEL_BUDGET:-330} - 20))  # 20 s for the agreement (~10 s)
-      level_args=(--indices 0:1000)
-      [ "${SWEEP_QUICK:-0}" = 1 ] && level_args=(--device cpu --indices 0:4 --batch 1 --warmup 0 --iters 1)
-      # name | arguments | idle us | its own limit (s)
-      for v in "a|--workers 1 --threads 1|0|50" "d|--workers 8|0|40" "e|--workers 8|20000|55" "f|--workers 1 --threads 1|20000|80" \
-               "c|--workers 1 --threads 1 --iters 10|0|75" "b|--workers 1 --threads 1 --warmup 10|0|150"; do
-        IFS='|' read -r name vargs idle cap <<< "$v"
-        db=/tmp/level_$name.sqlite
-        rm -f "$db" "$db"-wal "$db"-shm /tmp/level_"$name".worker*
-        limit=$((level_end - SECONDS - 5))  # 5: timeout's -k
-        [ "$limit" -gt "$cap" ] && limit=$cap
-        echo "--- $name: $vargs, TORCHUTIL_IDLE_BEFORE_TIMING_US=$idle, limit $limit s"
-        if [ "$limit" -lt 10 ]; then
-          echo "$name: skipped, the phase's budget is spent"
-          continue
-        fi
-        nvidia-smi --query-gpu=clocks.sm,power.draw,utilization.gpu --format=csv,noheader,nounits -lms 200 \
-          > "$OUT/sweeplevel_clocks_$name.csv" 2>&1 &
-        smi=$!
-        start=$(date +%s.%N)
-        # shellcheck disable=SC2086
-        TORCHUTIL_IDLE_BEFORE_TIMING_US=$idle timeout -k 5 "$limit" python3 -m torchutil nas evaluate \
-          --db "$db" "${level_args[@]}" $vargs --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -4
-        rc=${PIPESTATUS[0]}
-        wall=$(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$start")
-        kill $smi 2>/dev/null; wait $smi 2>/dev/null
-        if compgen -G "/tmp/level_$name.worker*.sqlite" > /dev/null; then  # killed before its merge
-          python3 -c "import sys; from torchutil.studies import nas_evaluate as ev; ev.merge_workers(sys.argv[1])" "$db"
-        fi
-        python3 - "$OUT/sweeplevel_clocks_$name.csv" "$name" "$wall" "$rc" <<'PY'
-import statistics as st, sys
-rows = [[float(v) for v in line.split(",")] for line in open(sys.argv[1]) if line.count(",") == 2]
-busy = [r for r in rows if r[2] > 0]
-clocks = (f"while the GPU was busy ({len(busy)} of {len(rows)} samples): SM clock median "
-          f"{st.median(r[0] for r in busy):.0f} MHz (min {min(r[0] for r in busy):.0f}), power median "
-          f"{st.median(r[1] for r in busy):.0f} W, GPU utilization median {st.median(r[2] for r in busy):.0f} %"
-          if busy else f"no busy nvidia-smi sample ({len(rows)} samples)")
-print(f"{sys.argv[2]}: wall {sys.argv[3]} s, exit {sys.argv[4]}; {clocks}")
-PY
-        if [ -s "$db" ]; then
-          graph_timed "$db"
-          python3 benchmarks/sweep/sweep_db_to_csv.py "$db" "$OUT/sweeplevel_$name.csv.gz"
-        fi
-      done 2>&1 | tee "$OUT/sweeplevel.txt"
-      # All eleven comparisons in one process (the script's main, as on the command line): one
-      # import of torch instead of eleven.
-      pairs=()
-      for name in a b c d e f; do pairs+=(docs/results/nas/sweep_auto_a.csv.gz "/tmp/level_$name.sqlite"); done
-      for name in b c d e f; do pairs+=(/tmp/level_a.sqlite "/tmp/level_$name.sqlite"); done
-      limit=$((level_end + 20 - SECONDS))
-      [ "$limit" -lt 20 ] && limit=20
-      timeout "$limit" python3 - "${pairs[@]}" <<'PY' 2>&1 | tee -a "$OUT/sweeplevel.txt"
-import sys
-sys.path.insert(0, "benchmarks/sweep")
-import sweep_agreement  # noqa: E402
-
-pairs = sys.argv[1:]
-for a, b in zip(pairs[::2], pairs[1::2]):
-    print(f"--- {a} {b}", flush=True)
-    sys.argv = ["sweep_agreement.py", a, b]
-    try:
-        sweep_agreement.main()
-    except SystemExit as e:  # a missing db, no cell in both: say so and go on
-        if e.code not in (None, 0):
-            print(e.code)
-    sys.stdout.flush()
-PY
-      ;;
     sweep3k)
       # Cells 0..2999 in one process: more graph captures than a whole GPU's memory of freed
       # graph pools (the 2,068th failed before the fix in cuda/CudaSupport.cpp).

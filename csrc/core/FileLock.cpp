@@ -21,9 +21,14 @@ FileLock::FileLock(std::string path) : path_(std::move(path)) {
   if (path_.empty()) {
     throw std::invalid_argument("torchutil: gpu_lock must be a file path, got ''");
   }
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  // Never through a symbolic link (one planted in a shared folder would redirect the lock), and
+  // a file made here is the user's alone.
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd_ < 0) {
-    throw std::invalid_argument(reason("open", path_, errno));
+    const int error = errno;
+    throw std::invalid_argument(
+        reason("open", path_, error) +
+        (error == ELOOP ? " (it is a symbolic link, which a lock file must not be)" : ""));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "core/FileLock.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -65,6 +66,29 @@ TEST(FileLockTest, AnUnopenablePathIsNamed) {
     EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos);
   }
   EXPECT_THROW(FileLock(""), std::invalid_argument);
+}
+
+// Oracle: open(2)'s O_NOFOLLOW, which refuses a symbolic link as the last component (ELOOP).
+TEST(FileLockTest, ASymbolicLinkIsRefusedAndANewFileIsTheUsersAlone) {
+  const std::string target = tempPath();
+  const std::string link = target + ".link";
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  try {
+    FileLock a(link);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("it is a symbolic link"), std::string::npos) << e.what();
+  }
+  const std::string fresh = target + ".new";
+  {
+    FileLock b(fresh);
+    struct stat st {};
+    ASSERT_EQ(::stat(fresh.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 077, 0u);
+  }
+  std::remove(link.c_str());
+  std::remove(fresh.c_str());
+  std::remove(target.c_str());
 }
 
 }  // namespace

@@ -11,7 +11,6 @@ import contextlib
 import functools
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,10 +142,9 @@ def device_name(device: torch.device) -> str:
 
 
 def gpu_lock_path(device: torch.device) -> str:
-    """The lock file of one physical GPU (by its UUID) in the temp folder: every torchutil sweep
-    on the GPU, in any process, takes turns through it."""
-    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", device.index))
-    return os.path.join(tempfile.gettempdir(), f"torchutil-gpu-{uuid}.lock")
+    """The lock file of one physical GPU, torchutil.default_gpu_lock (a private file per GPU
+    UUID in the user's own folder): every torchutil process on the GPU takes turns through it."""
+    return torchutil.default_gpu_lock(device)
 
 
 def worker_path(db: str | os.PathLike[str], worker: int) -> Path:
@@ -230,9 +228,13 @@ def holding(lock_file: str | None) -> Iterator[None]:
         return
     import fcntl
 
-    with open(lock_file, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    # As torchutil's C++ opens it: never through a symbolic link; a file made here is 0600.
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

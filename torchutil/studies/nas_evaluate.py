@@ -33,13 +33,13 @@ import torch
 from torchutil.nas import natsbench as nb
 from torchutil.studies._common import Progress, nas_error
 # One cell's measurement and the config, re-exported (nas_cells.py).
-from torchutil.studies.nas_cells import (STAGES, EvalConfig, diagnostic, evaluate_arch, evaluate_cells,
+from torchutil.studies.nas_cells import (STAGES, EvalConfig, evaluate_arch, evaluate_cells,
                                          gpu_lock_path, merge_workers, worker_path)
 # The results db, re-exported: its columns, opening, reading, writing, merging (nas_db.py).
 from torchutil.studies.nas_db import (BUILTIN, BUILTIN_DBS, CONFIG_COLUMNS, KEY_COLUMNS, METRIC_COLUMNS,  # noqa: F401
                                       SUMMARY_COLUMNS, TIMINGS, check_db, connect, db_errors, insert_rows,
                                       is_builtin, iter_shards, merge, read_rows, remove_db, shard_path, shard_pattern)
-from torchutil.studies.nas_parallel import run_threads, run_workers
+from torchutil.studies.nas_parallel import run_threads
 
 __all__ = [
     "BUILTIN_DBS",
@@ -131,8 +131,8 @@ def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
 class SweepStats:
     """What a sweep did. seconds_per_arch: wall time per evaluated arch (construction, profile
     and the db write); projected_full_space_seconds: that times 15,625 / world_size; stages:
-    where an arch's time went (seconds per arch for each of STAGES, summed over the workers or
-    threads, so with several they add up to about workers (threads) x seconds_per_arch)."""
+    where an arch's time went (seconds per arch for each of STAGES, summed over the threads, so
+    with several they add up to about threads x seconds_per_arch)."""
 
     evaluated: int
     skipped: int
@@ -142,7 +142,6 @@ class SweepStats:
     projected_full_space_seconds: float
     world_size: int = 1
     rank: int = 0
-    workers: int = 1
     threads: int = 1
     stages: dict[str, float] = field(default_factory=dict)
 
@@ -153,9 +152,7 @@ class SweepStats:
         """Where an arch's time goes, for people: "build 0.4 ms, count 0.0 ms, ...". """
         parts = [f"{name} {1e3 * self.stages[name]:.2f}" for name in STAGES if name in self.stages]
         who = ""
-        if self.workers > 1:
-            who = f" (per worker; {self.workers} workers share the GPU through gpu_lock)"
-        elif self.threads > 1:
+        if self.threads > 1:
             who = f" (per thread; {self.threads} threads of one process share the GPU through gpu_lock)"
         return "ms per arch: " + ", ".join(parts) + who
 
@@ -175,29 +172,25 @@ def default_threads(device: torch.device | str, ranks_on_host: int = 1) -> int:
 def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *,
           rank: int = 0, world_size: int = 1, commit_every: int = 1,
           cudnn_benchmark: bool = False, progress: bool = True, rebuild: bool = False,
-          skip: Iterable[int] = (), workers: int = 1, threads: int = 1) -> SweepStats:
+          skip: Iterable[int] = (), threads: int = 1) -> SweepStats:
     """Evaluates `indices` (this rank's share of them) with `config` into `db`, skipping rows
     that are already there (and the indices in `skip`), committing every `commit_every` archs
-    (default 1: a kill loses at most the arch in flight in each worker; WAL mode keeps a commit
+    (default 1: a kill loses at most the arch in flight in each thread; WAL mode keeps a commit
     cheap) and saying on stderr what it resumes. rebuild: build every network afresh instead
-    of swapping edge ops in one (nb.NetworkPool). workers > 1 (CUDA): that many processes
-    evaluate the cells, each building and capturing its own on the host while the GPU replays
-    another's; the GPU phases take turns through one lock per GPU (gpu_lock_path), so every
-    timed forward has the GPU to itself, but each worker is a CUDA context of its own, and an H200
-    times a cell ~5 % faster beside another context. threads > 1 (CUDA, one worker; the CLI's
-    default, default_threads): that many threads of this process share the GPU the same way in
-    its one context (nas_parallel.py), so that the cells measure as in a one-thread sweep."""
+    of swapping edge ops in one (nb.NetworkPool). threads > 1 (CUDA; the CLI's default,
+    default_threads): that many threads of this process evaluate the cells, each building and
+    capturing its own on the host while another replays on the GPU under the GPU's lock file
+    (gpu_lock_path), in the process's one CUDA context (nas_parallel.py), so that the cells
+    measure as in a one-thread sweep. Several processes on one GPU would be contexts of their
+    own, which an H200 times ~5 % faster whatever lock they share (torchutil.gpu_sharing)."""
     device = torch.device(config.device)
     if device.type == "cuda":
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
         config = EvalConfig(**{**asdict(config), "device": str(device)})
-    if workers < 1 or threads < 1:
-        raise nas_error(f"workers and threads must be >= 1, got workers={workers}, threads={threads}")
-    if workers > 1 and threads > 1:
-        raise nas_error(f"workers > 1 and threads > 1 do not combine (got workers={workers}, threads={threads}): "
-                        "worker processes are contexts of their own, threads share one")
+    if threads < 1:
+        raise nas_error(f"threads must be >= 1, got {threads}")
     if threads > 1 and device.type == "cpu":
         raise nas_error(f"threads > 1 needs a CUDA device (CPU timings would share the cores they measure), "
                         f"got {device}")
@@ -216,18 +209,12 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
     if todo and len(todo) < len(mine):
         sys.stderr.write(f"nas evaluate: resuming {db}: {len(mine) - len(todo):,} of these {len(mine):,} cells "
                          f"are measured already; evaluating the other {len(todo):,}, from cell {todo[0]}\n")
-    workers = min(workers, max(len(todo), 1))
     threads = min(threads, max(len(todo), 1))
     desc = f"nas evaluate rank {rank}" if world_size > 1 else "nas evaluate"
     bar = Progress(len(todo), desc, "arch", enabled=progress, every=10.0)
     t0 = time.perf_counter()
     options = dict(commit_every=commit_every, cudnn_benchmark=cudnn_benchmark, rebuild=rebuild)
-    if workers > 1 or (diagnostic("TORCHUTIL_SWEEP_SPAWN") and device.type == "cuda"):
-        if device.type == "cpu":
-            raise nas_error(f"workers > 1 needs a CUDA device (CPU timings would share the cores they measure), "
-                            f"got {device}")
-        evaluated, stages = run_workers(config, todo, db, workers, options, bar)
-    elif threads > 1:
+    if threads > 1:
         lock = gpu_lock_path(device) if device.type == "cuda" else None
         evaluated, stages = run_threads(config, todo, db, threads, options, lock, bar)
     else:
@@ -240,7 +227,7 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
         evaluated=evaluated, skipped=len(mine) - len(todo), seconds=seconds, seconds_per_arch=per_arch,
         build_seconds_per_arch=stages["build"] / evaluated if evaluated else math.nan,
         projected_full_space_seconds=per_arch * nb.num_archs() / world_size,
-        world_size=world_size, rank=rank, workers=workers, threads=threads,
+        world_size=world_size, rank=rank, threads=threads,
         stages={k: v / evaluated for k, v in stages.items()} if evaluated else {})
 
 

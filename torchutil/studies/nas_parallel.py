@@ -1,16 +1,16 @@
 """nas evaluate in parallel on one GPU: worker threads of one process (`--threads`, the default
-on CUDA) or worker processes (`--workers`). Either way each worker builds, counts and captures
-its cells on the host while another replays on the GPU under the GPU's lock file
-(gpu_lock_path), so every timed replay has the GPU to itself.
+on CUDA). Each thread builds, counts and captures its cells on the host while another replays
+on the GPU under the GPU's lock file (gpu_lock_path), so every timed replay has the GPU to itself.
 
-Why threads: an H200 runs a graph's kernels ~0.6 us a kernel faster while a second CUDA context
-uses it, so cells timed beside other worker processes measure ~5 % faster than the same cells
-timed alone (docs/results/nas/README.md). Threads share the process's one context, so a cell's
-timed replays see the GPU as a one-process sweep does. Their captures run side by side (their
-forwards' Python takes turns at the GIL, their launches, counting and graph instantiation need
-not), and beside another thread's replays under the lock.
+Why threads, not processes: an H200 runs a graph's kernels ~0.6 us a kernel faster while a second
+CUDA context uses it, so cells timed beside other worker processes measured ~4.5 % faster than
+the same cells timed alone, whatever lock they shared (docs/results/nas/README.md;
+torchutil.gpu_sharing). Threads share the process's one context, so a cell's timed replays see
+the GPU as a one-process sweep does. Their captures run side by side (their forwards' Python
+takes turns at the GIL, their launches, counting and graph instantiation need not), and beside
+another thread's replays under the lock.
 
-Worker processes write a db each, merged at the end. Threads each have their own NetworkPool (a
+Threads each have their own NetworkPool (a
 network whose edge ops they swap), all built before the first capture (random numbers drawn
 beside a capture break PyTorch's CUDA generator), and take the next cell from a shared queue.
 Their profile calls pass gpu_lock, so their captures run in CUDA's thread-local mode, side by
@@ -30,7 +30,6 @@ import queue
 import threading
 import time
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -42,7 +41,7 @@ from torchutil.nas import natsbench as nb
 from torchutil.studies._common import Progress, cudnn_autotune, nas_error
 from torchutil.studies.nas_db import connect, db_errors, insert_rows
 from torchutil.studies.nas_cells import (EMPTY_CACHE_EVERY, STAGES, EvalConfig, device_name, diagnostic, evaluate_arch,
-                                         evaluate_cells, gpu_lock_path, holding, make_input, merge_workers, worker_path)
+                                         holding, make_input)
 
 
 class _Gate:
@@ -216,84 +215,3 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
     total["write"] += write_seconds
     total["setup"] += setup[0] * threads
     return written, total
-
-
-def _worker(k: int, config: dict[str, Any], todo: list[int], db: str, options: dict[str, Any], lock: str | None,
-            counter: Any, results: Any) -> None:
-    """One worker process: its cells into its own db; (k, error text or None, stages) at the end.
-    Stops at the next cell once its parent is gone (killed), so no orphan sweeps on."""
-    parent = os.getppid()
-    stages = dict.fromkeys(STAGES, 0.0)
-
-    def done() -> None:
-        with counter.get_lock():
-            counter.value += 1
-        if os.getppid() != parent:
-            raise SystemExit(f"nas evaluate worker {k}: the sweep's process is gone")
-
-    try:
-        device = torch.device(config["device"])
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-            # A share of the GPU's memory each, so that one worker's cached graph pools cannot
-            # starve another's capture (a full share frees its cache and captures again).
-            if not diagnostic("TORCHUTIL_SWEEP_NO_MEMORY_FRACTION"):
-                torch.cuda.set_per_process_memory_fraction(0.9 / options["workers"])
-        evaluate_cells(EvalConfig(**config), todo, worker_path(db, k), options, lock, done, stages)
-        results.put((k, None, stages))
-    except BaseException as e:  # reported to the parent, which names the worker
-        results.put((k, f"{type(e).__name__}: {e}", stages))
-
-
-def run_workers(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[str], workers: int,
-                options: dict[str, Any], bar: Progress) -> tuple[int, dict[str, float]]:
-    """Evaluates todo over `workers` spawned processes (cells dealt round-robin) sharing the GPU
-    through its lock file; merges their dbs into db. A worker's error stops the others and is
-    raised naming the worker; what was committed is kept either way."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    counter, results = ctx.Value("q", 0), ctx.Queue()
-    device = torch.device(config.device)
-    lock = gpu_lock_path(device) if device.type == "cuda" else None
-    options = {**options, "workers": workers}
-    procs = [ctx.Process(target=_worker, name=f"nas-evaluate-worker{k}", daemon=True,
-                         args=(k, asdict(config), list(todo[k::workers]), str(db), options, lock, counter, results))
-             for k in range(workers)]
-    stages = dict.fromkeys(STAGES, 0.0)
-    errors: list[str] = []
-    finished = 0
-    try:
-        for p in procs:
-            p.start()
-        while finished < workers:
-            try:
-                k, error, worker_stages = results.get(timeout=0.5)
-            except queue.Empty:
-                if not all(p.is_alive() or p.exitcode == 0 for p in procs):
-                    dead = [p.name for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
-                    errors.append(f"{', '.join(dead)} died (exit code "
-                                  f"{', '.join(str(p.exitcode) for p in procs if p.name in dead)})")
-                    break
-            else:
-                finished += 1
-                for name, v in worker_stages.items():
-                    stages[name] += v
-                if error is not None:
-                    errors.append(f"worker {k}: {error}")
-                    break
-            while bar.done < counter.value:
-                bar.update()
-    finally:
-        for p in procs:
-            if p.is_alive() and (errors or finished < workers):
-                p.terminate()
-            p.join(timeout=30)
-        with db_errors(db):
-            merge_workers(db)
-    while bar.done < counter.value:
-        bar.update()
-    if errors:
-        raise nas_error("a sweep worker failed, the others were stopped (committed cells are kept; a rerun "
-                        "resumes): " + "; ".join(errors))
-    return counter.value, stages

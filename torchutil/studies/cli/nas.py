@@ -44,11 +44,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="threads of this process per GPU: each builds and captures cells on the host while one "
                         "at a time replays on the GPU, all in one CUDA context, so cells time as in a one-thread "
                         "sweep (default on CUDA: half the cores over this host's GPUs, at most 4 a GPU; 1 elsewhere, "
-                        "and with --trace, --rebuild or --workers)")
-    p.add_argument("--workers", type=positive, default=1,
-                   help="processes per GPU instead of threads (CUDA): faster where the host's Python is the "
-                        "bottleneck, but each is a CUDA context of its own, and beside each other they time cells "
-                        "~5 %% faster on an H200 than one process does (default 1)")
+                        "and with --trace or --rebuild)")
+    p.add_argument("--workers", type=positive, default=None, help=argparse.SUPPRESS)  # gone: run_evaluate says why
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run the cells on a Ray cluster (HOST:PORT, 'auto': the one started here; none: RAY_ADDRESS, else a "
+                        "new local one), "
+                        "one actor per GPU Ray reports (docs/engines.md)")
+    p.add_argument("--ray-gpus", type=_gpu_share, default=1.0, help="GPUs per Ray actor (default 1: a context per GPU)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_evaluate)
 
@@ -101,9 +103,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_search)
 
 
+def _gpu_share(text: str) -> float:
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a share of one GPU in (0, 1], got {text}")
+    return value
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from torchutil.studies import nas_evaluate as ev
 
+    if args.workers is not None:
+        raise UsageError(f"--workers is gone: {args.workers} processes on one GPU are as many CUDA contexts, and an H200 "
+                         "times cells ~4.5 % faster while another context does GPU work, whatever lock they share "
+                         "(Spearman 0.9965 against one process on cells 5000:8000). Use --threads (one context), "
+                         "and for several processes torchutil.nas.service or --ray (docs/engines.md)")
+    if args.ray is not None:
+        from torchutil.studies.nas_ray import run_cli
+
+        return run_cli(args)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     device = pick_device(args.device)
     on_cuda = device.type == "cuda"
@@ -127,10 +145,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     # an explicit --threads that does not).
     threads = args.threads
     if threads is None:
-        alone = args.workers > 1 or args.trace or args.rebuild
+        alone = args.trace or args.rebuild
         threads = 1 if alone else ev.default_threads(device, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     kwargs = dict(commit_every=args.commit_every, cudnn_benchmark=args.cudnn_benchmark,
-                  progress=not args.no_progress, rebuild=args.rebuild, workers=args.workers, threads=threads)
+                  progress=not args.no_progress, rebuild=args.rebuild, threads=threads)
     if world > 1:
         import torch.distributed as dist
 
@@ -154,7 +172,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
           f"{', traced' if config.trace else ''}): evaluated {stats.evaluated} archs, skipped "
           f"{stats.skipped} already in the db, in {stats.seconds:.1f} s")
     if stats.evaluated:
-        over = f"{stats.threads} threads" if stats.threads > 1 else f"{stats.workers} worker(s)"
+        over = f"{stats.threads} thread(s)"
         print(f"{who}{1e3 * stats.seconds_per_arch:.2f} ms per arch over {over}; projected "
               f"full space (15,625 archs over {stats.world_size} rank(s)): "
               f"{stats.projected_full_space_seconds / 60:.1f} min")

@@ -1,0 +1,243 @@
+"""torchutil's reward inside the search engines NAS runs on: Optuna and Ray Tune over the
+NATS-Bench topology space (docs/engines.md).
+
+    import optuna
+    from torchutil.nas import engines
+    objective = engines.optuna_objective(["accuracy", "utilization"])
+    study = optuna.create_study(directions=objective.directions, storage="sqlite:///nas.db")
+    study.optimize(objective, n_trials=200, n_jobs=4)
+
+A cell is six categorical choices, one per edge of the cell (EDGE_PARAMS, each one of
+natsbench.OPS). A trial's values are its metrics: "accuracy" is the packaged NATS-Bench test
+accuracy (200 epochs, mean over seeds) on `accuracy_dataset`; any other name is a column of
+`nas evaluate`'s results row (utilization, inputs_per_second, seconds, ...; inputs_per_joule
+where the row has it), measured with torch.ops.util.profile under `config` (eval_config()).
+
+Where the measuring happens (Reward's `shared`): by default the per-GPU service
+(torchutil.nas.service), so any number of processes and threads, Optuna's or Ray's, get the
+figures of one process; shared=False measures in this process (a CellEvaluator with `threads`
+threads, for n_jobs threads of one process alone on its GPU).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from torchutil.nas import natsbench as nb
+from torchutil.studies._common import nas_error
+from torchutil.studies.nas_db import METRIC_COLUMNS
+from torchutil.studies.nas_evaluate import EvalConfig
+
+__all__ = ["DIRECTIONS", "EDGE_PARAMS", "Objective", "Reward", "arch_from_params", "arch_params",
+           "enqueue_cells", "optuna_objective", "plot_pareto_front", "suggest_arch", "tune_space",
+           "tune_trainable"]
+
+# One categorical parameter per edge of the cell, in natsbench.EDGES order: "edge_1_0" is the
+# edge into node 1 from node 0.
+EDGE_PARAMS: tuple[str, ...] = tuple(f"edge_{to}_{frm}" for to, frm in nb.EDGES)
+
+# Which way each metric is better; a metric not here needs its direction given.
+DIRECTIONS: dict[str, str] = {
+    **dict.fromkeys(("accuracy", "utilization", "matrix_utilization", "bandwidth_utilization", "kernel_utilization",
+                     "gpu_busy_fraction", "inputs_per_second", "achieved_flops_per_second", "inputs_per_joule"),
+                    "maximize"),
+    **dict.fromkeys(("seconds", "flops", "matrix_flops", "bytes", "params", "kernel_seconds", "joules_per_input"),
+                    "minimize"),
+}
+
+
+def arch_params(arch: nb.Arch | str | int) -> dict[str, str]:
+    """The parameters of a cell: {EDGE_PARAMS[k]: op} (for study.enqueue_trial, a Tune config)."""
+    return dict(zip(EDGE_PARAMS, nb._as_arch(arch).ops))
+
+
+def arch_from_params(params: Mapping[str, Any]) -> nb.Arch:
+    """The cell of a trial's parameters; an error naming a missing edge or an unknown op."""
+    missing = [p for p in EDGE_PARAMS if p not in params]
+    if missing:
+        raise nas_error(f"the parameters lack edge(s) {', '.join(missing)}; a cell has {', '.join(EDGE_PARAMS)}")
+    return nb.Arch(tuple(params[p] for p in EDGE_PARAMS))
+
+
+def suggest_arch(trial: Any) -> nb.Arch:
+    """An Optuna trial's cell: trial.suggest_categorical per edge over natsbench.OPS."""
+    return nb.Arch(tuple(trial.suggest_categorical(p, nb.OPS) for p in EDGE_PARAMS))
+
+
+def enqueue_cells(study: Any, cells: Iterable[nb.Arch | str | int]) -> None:
+    """Queues these cells as the study's next trials (any process sharing its storage takes them)."""
+    for cell in cells:
+        study.enqueue_trial(arch_params(cell))
+
+
+@functools.lru_cache(maxsize=1)
+def _accuracies() -> list[nb.AccuracyRow]:
+    return nb.load_accuracy_table()
+
+
+class Reward:
+    """The metric values of a cell: {metric: value} for `metrics`, in that order.
+
+    config: the measurement (default eval_config(): CUDA where there is one). accuracy_dataset:
+    whose accuracy "accuracy" is (default config's dataset). shared: measure in the GPU's service
+    (any number of processes get one process's figures) or, False, in this process. threads: the
+    evaluator's (the service's when this process starts it). directions: for metrics not in
+    DIRECTIONS. Picklable before and after use (a Ray trial gets a copy that connects itself)."""
+
+    def __init__(self, metrics: Sequence[str] = ("accuracy", "utilization"), *, config: EvalConfig | None = None,
+                 accuracy_dataset: str | None = None, shared: bool = True, threads: int | None = None,
+                 directions: Mapping[str, str] | None = None, idle_seconds: float = 60.0) -> None:
+        from torchutil.nas.evaluator import eval_config
+
+        if isinstance(metrics, str) or not metrics:
+            raise nas_error(f"metrics must be a non-empty list of names, got {metrics!r}")
+        given = dict(directions or {})
+        bad = {m: d for m, d in given.items() if d not in ("maximize", "minimize")}
+        if bad:
+            raise nas_error(f"a direction is 'maximize' or 'minimize', got {bad}")
+        unknown = [m for m in metrics if m not in given and m not in DIRECTIONS]
+        if unknown:
+            raise nas_error(f"no direction known for {', '.join(unknown)}; pass directions={{name: 'maximize' or "
+                            f"'minimize'}} (known: {', '.join(sorted(DIRECTIONS))})")
+        self.metrics = list(metrics)
+        self.directions = [given.get(m) or DIRECTIONS[m] for m in self.metrics]
+        self.config = eval_config() if config is None else config
+        self.accuracy_dataset = accuracy_dataset or self.config.dataset
+        nb.input_shape(self.accuracy_dataset)  # checks the name
+        self.shared, self.threads, self.idle_seconds = shared, threads, idle_seconds
+        self._evaluator: Any = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_evaluator", "_lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _evaluator=None, _lock=threading.Lock())
+
+    @property
+    def measures(self) -> bool:
+        """Whether a metric needs a measurement (any other than accuracy)."""
+        return any(m != "accuracy" for m in self.metrics)
+
+    def evaluator(self) -> Any:
+        """The evaluator it measures with, made on first use: a ServiceClient or a CellEvaluator."""
+        with self._lock:
+            if self._evaluator is None:
+                if self.shared:
+                    from torchutil.nas.service import ServiceClient
+
+                    self._evaluator = ServiceClient(self.config, threads=self.threads, idle_seconds=self.idle_seconds)
+                else:
+                    from torchutil.nas.evaluator import CellEvaluator
+
+                    self._evaluator = CellEvaluator(self.config, threads=self.threads)
+            return self._evaluator
+
+    def row(self, arch: nb.Arch | str | int) -> dict[str, Any]:
+        """The cell's results row (index, arch, every metric column), measured; plus its
+        accuracy and `measured_by`, the id of the process that measured it (None: unmeasured)."""
+        from torchutil.nas.evaluator import index_of
+
+        index = index_of(arch)
+        if not self.measures:
+            row = {"idx": index, "arch": str(nb.arch_of_index(index)), "measured_by": None}
+        else:
+            evaluator = self.evaluator()
+            row = {**evaluator.evaluate(index), "measured_by": evaluator.pid}
+        return {**row, "accuracy": _accuracies()[index].test_accuracy(self.accuracy_dataset)}
+
+    def values(self, row: Mapping[str, Any]) -> dict[str, float]:
+        """{metric: value} of a row; an error naming a metric the row lacks or holds as NaN."""
+        out = {}
+        for m in self.metrics:
+            if m not in row:
+                have = ["accuracy", *(c for c in METRIC_COLUMNS if c in row)]
+                raise nas_error(f"no metric {m!r} in a results row; there are {', '.join(have)}")
+            value = float(row[m])
+            if math.isnan(value):
+                why = ("the meta device times nothing" if self.config.device_type == "meta" else
+                       "kernel columns need trace=True" if m.startswith("kernel") or m == "gpu_busy_fraction" else
+                       "the measurement gave none")
+                raise nas_error(f"metric {m!r} of cell {row['idx']} is NaN ({why})")
+            out[m] = value
+        return out
+
+    def __call__(self, arch: nb.Arch | str | int) -> dict[str, float]:
+        return self.values(self.row(arch))
+
+    def close(self) -> None:
+        """Stops this process's evaluator or closes its connection to the service."""
+        with self._lock:
+            if self._evaluator is not None:
+                self._evaluator.close()
+                self._evaluator = None
+
+
+class Objective:
+    """An Optuna objective over the NATS-Bench space (optuna_objective)."""
+
+    def __init__(self, reward: Reward) -> None:
+        self.reward = reward
+
+    @property
+    def directions(self) -> list[str]:
+        """For optuna.create_study(directions=...), in the order of the metrics."""
+        return self.reward.directions
+
+    def __call__(self, trial: Any) -> float | tuple[float, ...]:
+        arch = suggest_arch(trial)
+        row = self.reward.row(arch)
+        trial.set_user_attr("index", row["idx"])
+        trial.set_user_attr("arch", str(arch))
+        trial.set_user_attr("measured_by", row["measured_by"])
+        values = self.reward.values(row)
+        return values[self.reward.metrics[0]] if len(values) == 1 else tuple(values.values())
+
+
+def optuna_objective(metrics: Sequence[str] = ("accuracy", "utilization"), **reward: Any) -> Objective:
+    """An Optuna objective: a cell from six trial.suggest_categorical calls, its metrics' values
+    (one float for one metric, else a tuple for a multi-objective study; see .directions). The
+    trial's user attributes get the cell's index, arch string and measuring process id. reward: Reward's keywords."""
+    return Objective(Reward(metrics, **reward))
+
+
+def plot_pareto_front(study: Any, path: str, target_names: Sequence[str] | None = None) -> str:
+    """Optuna's Pareto-front plot of a multi-objective study (matplotlib), written to path."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+    import optuna
+
+    # Optuna's plot sets the ggplot style for the process; rc_context puts the user's back.
+    with warnings.catch_warnings(), plt.rc_context():  # the plot is marked experimental
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        ax = optuna.visualization.matplotlib.plot_pareto_front(study, target_names=list(target_names) if target_names
+                                                                else None)
+        ax.figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(ax.figure)
+    return path
+
+
+def tune_space() -> dict[str, Any]:
+    """Ray Tune's param_space over the cells: tune.choice(natsbench.OPS) per edge."""
+    from ray import tune
+
+    return {p: tune.choice(list(nb.OPS)) for p in EDGE_PARAMS}
+
+
+def tune_trainable(metrics: Sequence[str] = ("accuracy", "utilization"), **reward: Any) -> Callable[[dict], None]:
+    """A Ray Tune function trainable: the cell of its config (tune_space()), one tune.report of
+    its metrics (and its index). Give it fractional GPUs with tune.with_resources(trainable,
+    {"gpu": 0.25}); the trials of a GPU measure in its one service. reward: Reward's keywords."""
+    measure = Reward(metrics, **reward)
+
+    def trainable(config: dict[str, Any]) -> None:
+        from ray import tune
+
+        row = measure.row(arch_from_params(config))
+        tune.report({**measure.values(row), "index": row["idx"], "measured_by": row["measured_by"]})
+
+    trainable.directions = measure.directions  # type: ignore[attr-defined]
+    return trainable
