@@ -1,6 +1,7 @@
 #include "core/EnergyWindows.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -69,6 +70,15 @@ EnergyResult::EnergyResult()
       forwards(kNaN),
       updateSeconds(kNaN) {}
 
+double steadyClockSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double counterDelta(double before, double after, double wrap) {
+  const double delta = after - before;
+  return delta < 0.0 && wrap > 0.0 ? delta + wrap : delta;
+}
+
 void checkEnergyPlan(const EnergyPlan& p) {
   if (!(p.windowSeconds > 0.0 && p.windowSeconds <= 3600.0)) {
     throw std::invalid_argument(
@@ -109,9 +119,12 @@ EnergyResult measureEnergy(EnergyCounter& counter, ForwardQueue& queue, const En
   std::vector<EnergyReading> changes;
   std::vector<size_t> edges;
   while (edges.size() < bounds || finished < launched) {
-    while (edges.size() < bounds && launched - finished < plan.inFlight) {
+    // A forward that finished inside launch() (a CPU's) hands back to the poll at once.
+    for (int64_t f = finished; edges.size() < bounds && launched - f < plan.inFlight;) {
       queue.launch();
-      ++launched;
+      if ((f = queue.finished()) == ++launched) {
+        break;
+      }
     }
     if (!counter.read(&now, &why)) {
       return refused(why);
@@ -120,10 +133,8 @@ EnergyResult measureEnergy(EnergyCounter& counter, ForwardQueue& queue, const En
       finished = f;
       done.add(now.seconds, f);
     }
-    double delta = now.joules - raw;
-    if (delta < 0.0 && wrap > 0.0) {
-      delta += wrap;  // wrapped once since the last poll (polls are far apart from a wrap)
-    }
+    // Polls come far more often than a wrap: at most one between two.
+    const double delta = counterDelta(raw, now.joules, wrap);
     if (delta < 0.0) {
       return refused("the counter went backwards, from " + threeDigits(raw) + " J to " +
                      threeDigits(now.joules) + " J (reset while it was read?)");
@@ -144,11 +155,13 @@ EnergyResult measureEnergy(EnergyCounter& counter, ForwardQueue& queue, const En
     if (!changes.empty()) {
       period = std::min(period, now.seconds - changes.back().seconds);
       if (target < period / 2) {
-        return refused(
-            "windows of " + duration(target) + " (energy_window " +
-            threeDigits(plan.windowSeconds) + " s over " + std::to_string(plan.windows) +
-            ") are shorter than half the counter's updates (" + duration(period) +
-            "); pass energy_window >= " + threeDigits(period * static_cast<double>(plan.windows)));
+        return refused("windows of " + duration(target) + " (energy_window " +
+                       threeDigits(plan.windowSeconds) + " s over " + std::to_string(plan.windows) +
+                       ") are shorter than half the time between the counter's changes (" +
+                       duration(period) +
+                       ": its updates, or the forwards between two polls where longer); pass "
+                       "energy_window >= " +
+                       threeDigits(period * static_cast<double>(plan.windows)));
       }
     }
     changes.push_back({total, now.seconds});

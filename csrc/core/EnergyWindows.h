@@ -20,6 +20,13 @@ struct EnergyReading {
   double seconds = 0.0;  // when it was read: a steady clock, any origin
 };
 
+// The clock real counters stamp their readings with (steady, seconds).
+double steadyClockSeconds();
+
+// How far a cumulative counter moved from `before` to `after` with at most one wrap at `wrap`
+// (0: it does not wrap) between them; negative where it went backwards without wrapping.
+double counterDelta(double before, double after, double wrap);
+
 // A cumulative energy counter (csrc/energy: NVML, RAPL).
 class EnergyCounter {
  public:

@@ -71,6 +71,7 @@ void setPhases(std::vector<double>& summary, const PhaseSeconds& p) {
   set(Field::phase_trace_seconds, p.trace);
   set(Field::phase_time_seconds, p.time);
   set(Field::phase_counters_seconds, p.counters);
+  set(Field::phase_energy_seconds, p.energy);
   set(Field::phase_wait_seconds, p.wait);
   set(Field::phase_assemble_seconds, p.assemble);
 }
@@ -103,8 +104,9 @@ class GpuLock {
 // One profile call, phase by phase. The phases run in this order: warm-up (plain forwards),
 // count (the counted forward; traced when tracing), capture (graph timing: the capture, which
 // is the counted forward itself when nothing is traced), trace (the traced forwards), time
-// (graph warm-up replays, then the timed forwards), counters (hardware counters after the
-// timed forwards), assemble. docs/architecture.md describes each.
+// (graph warm-up replays, then the timed forwards), energy (energy=True: windows of the same
+// forwards), counters (hardware counters after the timed forwards), assemble.
+// docs/architecture.md describes each.
 class ProfileRun {
  public:
   ProfileRun(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
@@ -112,6 +114,7 @@ class ProfileRun {
       : start_(Clock::now()), inputs_(inputs), o_(options), device_(checkInputs(inputs)) {
     shared_ = shareCapturesWithThreads(sharedGpu());
     valueErrors([&] { checkRepeatPolicy(o_.repeat); });
+    valueErrors([&] { checkEnergyPlan(o_.energyPlan); });
     checkForwardCount("warmup", o_.warmup);
     checkForwardCount("trace_forwards", o_.traceForwards);
     TORCH_CHECK(!OpCounter::active(),
@@ -206,6 +209,7 @@ class ProfileRun {
       }
       traceForwards();
       timeForwards();
+      measureEnergy();
       readCounters();
     }
     lock_->release();
@@ -440,6 +444,17 @@ class ProfileRun {
     }
   }
 
+  // Energy per forward (energy=True): windows of the forwards as they were timed, after them and
+  // before the counters' passes, under the same gpu_lock.
+  void measureEnergy() {
+    if (o_.energy) {
+      PhaseTimer t(&out_.phases.energy);
+      out_.energy = torchutil::measureEnergy(*runner_, device_, o_.energyPlan,
+                                             usedGraph_ ? "graph replays" : "eager forwards",
+                                             energyBackend(o_.backends));
+    }
+  }
+
   // The range profiler's passes: each user-replay pass is one more eager forward, waited for
   // (kernel replay: one in all).
   void readCounters() {
@@ -495,6 +510,10 @@ class ProfileRun {
     s.cudaGraph = usedGraph_;
     s.trace = out_.traced ? &out_.trace : nullptr;
     s.tracedForwards = out_.traced ? o_.traceForwards : 0;
+    if (o_.energy && onMeta_) {
+      out_.energy.text = "off: nothing runs on the meta device";
+    }
+    s.energy = o_.energy ? &out_.energy.result : nullptr;
     out_.summary = summarize(s);
     hw::fillSummary(out_.summary, out_.hw, static_cast<double>(s.totals.matrixFlops));
     out_.table = std::move(table);
