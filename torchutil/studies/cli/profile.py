@@ -9,8 +9,9 @@ import torch
 from torchutil.models import DTYPES, build_classifier, classifier_image_size
 from torchutil.profiler import profile
 from torchutil.studies._common import Setup, atomic_open, exit_on_error
-from torchutil.studies.cli.args import (add_timing_arguments, default_dtype, fraction, known_device, nonnegative,
-                                        output_file, pick_device, positive, positive_float, timing)
+from torchutil.studies.cli.args import (add_energy_arguments, add_timing_arguments, default_dtype, fraction,
+                                        known_device, nonnegative, output_file, pick_device, positive,
+                                        positive_float, timing)
 
 DEFAULT_MODEL = "resnet50"
 
@@ -39,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="repeat until the median time is known to +-this fraction (0.005: +-0.5 %%)")
     p.add_argument("--max-time", type=positive_float, default=2.0, help="seconds of timing at most, with --target-ci")
     p.add_argument("--peak", default="auto", choices=["auto", "datasheet", "computed", "measured"])
+    add_energy_arguments(p)
     p.add_argument("--top", type=nonnegative, default=10, help="how many ops to list")
     p.add_argument("--json", type=output_file, default=None,
                    help="also write the full result as JSON here ('-': stdout, the text then goes to stderr)")
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"torchutil: {args.model}, batch {batch}, {dtype_name}, "
           f"{'channels_last' if setup.channels_last else 'contiguous'}, on {dev} ({where})", file=text)
     result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=mode,
-                     target_ci=args.target_ci, max_time=args.max_time, peak=args.peak)
+                     target_ci=args.target_ci, max_time=args.max_time, peak=args.peak, energy=args.energy,
+                     energy_window=args.energy_window)
     print(result.format(top=args.top), file=text)
     if dev.type == "cpu":
         print("note: on a CPU the peak is a timed GEMM of this machine, so utilization says how "
