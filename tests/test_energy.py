@@ -143,10 +143,12 @@ def test_energy_on_the_gpu_agrees_with_nvidia_ml_py_and_with_watts_times_seconds
     # Two clocks that know nothing of each other: CUDA events' seconds per forward and the
     # energy counter's mean power.
     assert r.joules == pytest.approx(r.watts * r.seconds, rel=0.05)
-    # What it cost: its windows, the wait for the counter's first change (one 100 ms update at
-    # most), the first forwards and the last ones drained.
-    assert r.energy_seconds >= 0.45
-    assert r.phase_energy_seconds <= r.energy_seconds + 0.1 + 4 * r.seconds + 0.02
+    # What it cost (a second call: the first loads and initializes NVML): its windows, the wait
+    # for the counter's first change (one 100 ms update at most), the first forwards and the last
+    # ones drained.
+    again = torchutil.profile(model, x, energy=True)
+    assert again.energy_seconds >= 0.45
+    assert again.phase_energy_seconds <= again.energy_seconds + 0.1 + 4 * again.seconds + 0.02
     # The oracle: the same replays, one 2 s window read by nvidia-ml-py.
     with torch.inference_mode():
         side = torch.cuda.Stream()
@@ -171,3 +173,34 @@ def test_energy_of_eager_forwards_and_a_refused_short_window():
     short = torchutil.profile(model, torch.randn(64, 256, device="cuda"), energy=True, energy_window=0.05)
     assert "shorter than half the time between the counter's changes" in short.energy_source, short.energy_source
     assert math.isnan(short.joules)
+
+
+def test_profile_generate_gives_joules_per_token_or_nan():
+    from test_generation import run
+
+    result = run("llama", batch=1, prompt=4, new=3, energy=True, energy_window=0.25)
+    for row in result.rows:
+        if _rapl_readable():
+            assert row.joules > 0
+            assert row.joules_per_token == pytest.approx(row.joules / (row.batch * row.tokens))
+        else:
+            assert math.isnan(row.joules) and math.isnan(row.joules_per_token)
+    assert result.prefill.energy_source.startswith("RAPL" if _rapl_readable() else "off: ")
+    assert "J/token" in str(result)
+    assert "joules_per_token" in result.to_dict()["rows"][0]
+
+
+@pytest.mark.cuda
+def test_profile_generate_on_the_gpu_prefill_amortizes_joules_over_its_tokens():
+    from test_generation import KVCache, TinyLM
+
+    torch.manual_seed(0)
+    model = TinyLM("llama").eval().cuda()
+    ids = torch.randint(0, 50, (4, 64), device="cuda")
+    result = torchutil.profile_generate(model, ids, 4, step=model, cache=KVCache(len(model.blocks)),
+                                        rewind=KVCache.rewind, steps="all", loop_repeats=1, energy=True)
+    assert all(r.joules > 0 for r in result.rows), [r.joules for r in result.rows]
+    assert all(p.energy_source.startswith("NVML total energy") for p in [result.prefill, *result.decode_profiles])
+    # One forward over 64 tokens a sequence against one over a single token: per token, the
+    # prefill's joules are far fewer.
+    assert result.prefill_row.joules_per_token < min(r.joules_per_token for r in result.decode) / 4
