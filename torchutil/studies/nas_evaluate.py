@@ -92,6 +92,9 @@ class EvalConfig:
     timing: str = "auto"
     trace: bool = False
     channels_last: bool = False
+    # Joules per forward of every cell (torchutil.profile's energy=; the energy columns).
+    energy: bool = False
+    energy_window: float = 0.5
 
     def __post_init__(self) -> None:
         nb.input_shape(self.dataset)  # checks the name
@@ -161,10 +164,11 @@ def shard_indices(indices: Sequence[int], rank: int, world_size: int) -> list[in
 
 
 def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
-    """Indices already measured with this config."""
+    """Indices already measured with this config (with energy, those with joules)."""
     _, *key = config.key(0)
     rows = con.execute(
-        "SELECT idx FROM results WHERE dataset=? AND batch=? AND dtype=? AND device=? AND mode=?", key)
+        "SELECT idx FROM results WHERE dataset=? AND batch=? AND dtype=? AND device=? AND mode=?"
+        + (" AND joules IS NOT NULL" if config.energy else ""), key)
     return {r[0] for r in rows}
 
 
@@ -203,9 +207,15 @@ def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: f
     model = pool.get(index) if pool is not None else _build(index, config, device)
     params = pool.params(index) if pool is not None else sum(p.numel() for p in model.parameters())
     t1 = time.perf_counter()
-    summary = torch.ops.util.profile(model, x, warmup=config.warmup, iters=config.iters,
-                                     timing=config.timing, peak_flops=peak_flops,
-                                     trace=config.trace, gpu_lock=gpu_lock).tolist()
+    options = dict(warmup=config.warmup, iters=config.iters, timing=config.timing, peak_flops=peak_flops,
+                   trace=config.trace, gpu_lock=gpu_lock, energy=config.energy, energy_window=config.energy_window)
+    if config.energy:  # the full result: where no energy was measured, its text says why
+        result = torchutil.profile(model, x, module_paths=False, **options)
+        if not result.joules > 0:
+            raise nas_error(f"nas evaluate --energy: cell {index} measured no energy: {result.energy_source}")
+        summary = result.summary.tolist()
+    else:
+        summary = torch.ops.util.profile(model, x, **options).tolist()
     t2 = time.perf_counter()
     row: dict[str, Any] = dict(zip(KEY_COLUMNS, config.key(index)))
     row["arch"] = str(nb.arch_of_index(index))
