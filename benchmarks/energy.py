@@ -19,6 +19,7 @@ without. Reported per model:
 
     python benchmarks/energy.py --out $OUT/energy            # ~2.5 min on an H200
     python benchmarks/energy.py --models resnet50 --calls 3 --processes 1 --device cuda
+    python benchmarks/energy.py --device meta --calls 2 --models resnet50   # a check of the script: NaN
 
 Writes energy.json (every call's figures) and energy.md (the table) under --out.
 """
@@ -123,8 +124,10 @@ def measure(args: argparse.Namespace) -> dict:
         print(f"  pid {os.getpid()}: {name}: {statistics.fmean(c['joules'] for c in calls):.4g} J, "
               f"{r.energy_source}", flush=True)
         del model
-        torch.cuda.empty_cache()
-    return {"device": torch.cuda.get_device_name(device), "torch": torch.__version__, "rows": rows}
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+    return {"device": where, "torch": torch.__version__, "rows": rows}
 
 
 def table(processes: list[dict], window: float) -> str:
@@ -178,6 +181,8 @@ def main() -> None:
         subprocess.run(cmd, check=True)
         processes.append(json.loads(path.read_text()))
     text = table(processes, args.energy_window)
+    text += "".join(f"\nZeus, {r['model']}: {r['zeus']['error']}" for r in processes[0]["rows"]
+                    if "error" in r.get("zeus", {}))
     print(text)
     print(f"{args.processes} processes in {time.perf_counter() - started:.0f} s on {processes[0]['device']}")
     (out / "energy.json").write_text(json.dumps({"processes": processes, "energy_window": args.energy_window}, indent=1))

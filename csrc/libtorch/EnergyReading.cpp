@@ -3,6 +3,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 
+#include <algorithm>
+#include <cmath>
 #include <deque>
 
 #include "energy/NvmlEnergy.h"
@@ -84,8 +86,16 @@ EnergyBackend& energyBackend(const HardwareBackends* backends) {
   return backends != nullptr && backends->energy != nullptr ? *backends->energy : defaultBackend;
 }
 
-EnergyOutput measureEnergy(Runner& runner, c10::Device device, const EnergyPlan& plan,
-                           const std::string& what, EnergyBackend& backend) {
+EnergyOutput measureEnergy(Runner& runner, c10::Device device, EnergyPlan plan,
+                           const std::string& what, EnergyBackend& backend,
+                           double secondsPerForward) {
+  constexpr double kQueuedSeconds = 0.002;
+  constexpr int64_t kMostQueued = 64;
+  if (secondsPerForward > 0.0) {
+    const double ahead = std::ceil(kQueuedSeconds / secondsPerForward);
+    plan.inFlight =
+        std::max(plan.inFlight, static_cast<int64_t>(std::min<double>(ahead, kMostQueued)));
+  }
   EnergyOutput out;
   std::string why;
   std::unique_ptr<EnergyCounter> counter = backend.open(hwDevice(device), &why);

@@ -22,8 +22,11 @@ struct EnergyOutput {
 EnergyBackend& energyBackend(const HardwareBackends* backends = nullptr);
 
 // Runs the windows over runner's forwards on device (`what` names them in the text: "graph
-// replays", "eager forwards"), then waits for the device.
-EnergyOutput measureEnergy(Runner& runner, c10::Device device, const EnergyPlan& plan,
-                           const std::string& what, EnergyBackend& backend);
+// replays", "eager forwards"), then waits for the device. secondsPerForward (the timed median)
+// sets how many forwards are queued ahead: 2 ms of work, at least plan.inFlight, so that the
+// device never waits for the host's polls of the counter.
+EnergyOutput measureEnergy(Runner& runner, c10::Device device, EnergyPlan plan,
+                           const std::string& what, EnergyBackend& backend,
+                           double secondsPerForward);
 
 }  // namespace torchutil

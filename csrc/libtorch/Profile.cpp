@@ -451,7 +451,7 @@ class ProfileRun {
       PhaseTimer t(&out_.phases.energy);
       out_.energy = torchutil::measureEnergy(*runner_, device_, o_.energyPlan,
                                              usedGraph_ ? "graph replays" : "eager forwards",
-                                             energyBackend(o_.backends));
+                                             energyBackend(o_.backends), timing_.interval.median);
     }
   }
 
