@@ -24,8 +24,9 @@ ENERGY_COLUMNS = ("joules", "joules_ci_low", "joules_ci_high", "watts", "flops_p
 
 
 def _energy_rows(indices, seed=0):
-    """Synthetic rows with energy: images per joule follows throughput, except cell 0, planted
-    near the top of utilization and the bottom of images per joule."""
+    """Synthetic rows with energy: images per joule follows throughput (so it falls as
+    utilization rises), except cell 0, planted at the top of both utilization and images per
+    joule, against the trend."""
     rows = synthetic_rows(indices, seed=seed)
     rng = np.random.default_rng(seed + 1)
     for r in rows:
@@ -33,7 +34,7 @@ def _energy_rows(indices, seed=0):
         r["joules"] = 256 / r["inputs_per_joule"]
     planted = rows[0]
     planted["utilization"] = max(r["utilization"] for r in rows) * 1.01
-    planted["inputs_per_joule"] = min(r["inputs_per_joule"] for r in rows) * 0.99
+    planted["inputs_per_joule"] = max(r["inputs_per_joule"] for r in rows) * 1.01
     return rows
 
 
@@ -102,7 +103,8 @@ def test_correlate_ranks_utilization_throughput_and_images_per_joule(tmp_path, c
     util = np.array([r["utilization"] for r in rows])
     ipj = np.array([r["inputs_per_joule"] for r in rows])
     assert pairs["utilization", "images_per_joule"]["spearman"] == pytest.approx(_spearman_oracle(util, ipj))
-    # The planted cell: top of utilization, bottom of images per joule.
+    # The planted cell breaks the falling trend: top of utilization and of images per joule.
+    assert pairs["utilization", "images_per_joule"]["spearman"] < -0.5
     worst = pairs["utilization", "images_per_joule"]["disagree"][0]
     assert worst["index"] == 0 and worst["rank_gap"] > 0.9
     assert main(["nas", "correlate", "--db", str(db), "--out", str(tmp_path / "out"), "--no-plots"]) == 0

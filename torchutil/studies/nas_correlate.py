@@ -86,8 +86,9 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
 
 def rank_agreement(joined: dict[tuple, dict[str, np.ndarray]], worst: int = 5) -> list[dict[str, Any]]:
     """Per config and pair of RANKED metrics the db holds: Spearman's rho over the cells that
-    have both, and the `worst` cells whose ranks differ most (rank as a fraction of the cells,
-    so 0.9 is a cell one metric puts near the top and the other near the bottom)."""
+    have both, and the `worst` cells that break the pair's trend most: rank_gap is a's rank less
+    b's (b's reversed where rho < 0), as a fraction of the cells, so +0.9 is a cell a puts near
+    the top and b, against the trend, near the bottom."""
     out = []
     for config, data in joined.items():
         have = [m for m in RANKED if m in data]
@@ -97,7 +98,8 @@ def rank_agreement(joined: dict[tuple, dict[str, np.ndarray]], worst: int = 5) -
                 if ok.sum() < 3:
                     continue
                 rho, p = spearman_test(data[a][ok], data[b][ok])
-                gap = (rankdata(data[a][ok]) - rankdata(data[b][ok])) / ok.sum()
+                rank_b = rankdata(data[b][ok]) if not rho < 0 else ok.sum() + 1 - rankdata(data[b][ok])
+                gap = (rankdata(data[a][ok]) - rank_b) / ok.sum()
                 order = np.argsort(-np.abs(gap), kind="stable")[:worst]
                 cells = [{"index": int(data["index"][ok][i]), a: float(data[a][ok][i]), b: float(data[b][ok][i]),
                           "rank_gap": float(gap[i])} for i in order]
