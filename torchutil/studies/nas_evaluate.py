@@ -92,8 +92,7 @@ class EvalConfig:
     timing: str = "auto"
     trace: bool = False
     channels_last: bool = False
-    # Joules per forward of every cell (torchutil.profile's energy=; the energy columns).
-    energy: bool = False
+    energy: bool = False  # joules per forward of every cell (torchutil.profile's energy=)
     energy_window: float = 0.5
 
     def __post_init__(self) -> None:
@@ -209,13 +208,11 @@ def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: f
     t1 = time.perf_counter()
     options = dict(warmup=config.warmup, iters=config.iters, timing=config.timing, peak_flops=peak_flops,
                    trace=config.trace, gpu_lock=gpu_lock, energy=config.energy, energy_window=config.energy_window)
-    if config.energy:  # the full result: where no energy was measured, its text says why
-        result = torchutil.profile(model, x, module_paths=False, **options)
-        if not result.joules > 0:
-            raise nas_error(f"nas evaluate --energy: cell {index} measured no energy: {result.energy_source}")
-        summary = result.summary.tolist()
-    else:
-        summary = torch.ops.util.profile(model, x, **options).tolist()
+    # With energy, the full result: where none was measured, its text says why.
+    result = torchutil.profile(model, x, module_paths=False, **options) if config.energy else None
+    if result is not None and not result.joules > 0:
+        raise nas_error(f"nas evaluate --energy: cell {index} measured no energy: {result.energy_source}")
+    summary = (result.summary if result is not None else torch.ops.util.profile(model, x, **options)).tolist()
     t2 = time.perf_counter()
     row: dict[str, Any] = dict(zip(KEY_COLUMNS, config.key(index)))
     row["arch"] = str(nb.arch_of_index(index))
