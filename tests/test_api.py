@@ -6,6 +6,7 @@ import json
 import math
 import re
 import warnings
+from html.parser import HTMLParser
 
 import pytest
 import torch
@@ -200,16 +201,56 @@ def test_format(result):
 
 def test_repr_is_a_short_summary(result):
     text = repr(result)
-    assert text.startswith("ProfileResult(") and "\n" not in text
+    assert text.startswith("ProfileResult(") and "\n" not in text and len(text) <= 150
     assert "tensor(" not in text  # no raw tensors
-    for part in ("cpu", "utilization", "GFLOP", " ms", f"{len(result.ops)} rows"):
+    for part in ("cpu", "utilization", "FLOP / forward", " ms"):
         assert part in text
 
 
-def test_repr_html_has_summary_and_top_ops(result):
-    page = result._repr_html_()
+class _Tables(HTMLParser):
+    """The cells of each <table> of a page: tables[i][row][column], text only."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self._cell: str | None = None
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self.tables[-1][-1].append(self._cell)
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+@pytest.mark.parametrize("top", [10, 3])
+def test_repr_html_has_summary_and_top_ops(result, top):
+    """The notebook view holds the whole summary (the lines of format(), label and text; the
+    device line as the result's fields give it) and the top ops by FLOPs: exactly the rows a sort
+    of result.ops by FLOPs gives, in that order, at most `top`."""
+    page = result._repr_html_(top)
     assert page.startswith("<div>") and page.endswith("</div>")
-    assert "utilization" in page and "aten::convolution" in page
+    summary, ops = _Tables(page).tables
+    lines = result.format(top).splitlines()
+    assert [f"{label:<18} {text}" for label, text in summary] == lines[:lines.index(f"top {top} ops by FLOPs:")]
+    assert dict(summary)["device"] == f"{result.device}, timing {result.timing_mode}, batch {result.batch_size:.0f}"
+    assert " of 1 TFLOP/s " in dict(summary)["utilization"]  # PEAK
+    header, *rows = ops
+    assert header[:4] == ["op", "module", "dtype", "calls"]
+    want = sorted(result.ops, key=lambda r: r.flops, reverse=True)[:top]
+    assert len(rows) == len(want) == min(top, len(result.ops)) and len(result.ops) > 3
+    assert [row[:4] for row in rows] == [[w.op, w.module, w.dtype, f"{w.calls:.0f}"] for w in want]
 
 
 def test_to_pandas_tables(result):
@@ -299,12 +340,14 @@ def test_profiler_block_summary_labels_the_block(net):
     block = prof.result
     assert (block.matrix_flops, block.vector_flops) == (3 * MATRIX, 3 * VECTOR)
     assert block.timing_mode == "wall" and block.repetition == "one timed block"
-    for text in (repr(block), block.format(), block._repr_html_()):
+    for text in (block.format(), block._repr_html_()):
         assert "FLOPs / block" in text and "time / block" in text and "one timed block" in text, text
         assert "/ forward" not in text and "median" not in text and "per forward" not in text, text
+    assert "FLOP / block" in repr(block) and "(one timed block)" in repr(block), repr(block)
+    assert "forward" not in repr(block) and "median" not in repr(block), repr(block)
     profiled = torchutil.profile(net, X, warmup=0, iters=2, peak_flops=PEAK)
     for text in (repr(profiled), profiled.format(), profiled._repr_html_()):
-        assert "FLOPs / forward" in text and "median of 2" in text and "block" not in text, text
+        assert "/ forward" in text and "median of 2" in text and "block" not in text, text
 
 
 def test_profiler_without_model_counts_functional_code():
@@ -396,7 +439,7 @@ def test_formula_ops_cover_families():
                "layer_norm", "group_norm", "softmax", "max_pool2d", "avg_pool2d",
                "adaptive_avg_pool2d", "sum", "mean", "var", "upsample_bilinear2d", "cat"]:
         assert f"aten::{op}" in names, op
-    assert "aten::fft_fft" not in names  # reported as unknown instead (test_formulas)
+    assert "aten::fft_fft" not in names and "aten::_fft_c2c" in names  # the op that does the work
 
 
 def test_build_info():
@@ -453,8 +496,11 @@ def test_bandwidth_utilization_is_bytes_over_time_over_bandwidth():
     assert r.achieved_bytes_per_second == pytest.approx(r.bytes / r.seconds)
     assert r.bandwidth_utilization == pytest.approx(r.bytes / r.seconds / bandwidth)
     assert 0 < r.bandwidth_utilization
-    # Untraced, the per-op and kernel-time bandwidth figures do not exist (NaN, not 0).
-    assert all(o.kernel_bandwidth_utilization != o.kernel_bandwidth_utilization for o in r.ops)
+    # On a CPU an op's time is the wall time of its calls (kernel_attribution "cpu"), and its
+    # bandwidth figure follows from it; the forward's kernel-time figure does not exist (NaN).
+    assert r.kernel_attribution == "cpu"
+    for o in r.ops:
+        assert o.kernel_bandwidth_utilization == pytest.approx(o.bytes / o.kernel_seconds / bandwidth)
     assert r.kernel_bandwidth_utilization != r.kernel_bandwidth_utilization
 
 
@@ -539,7 +585,7 @@ def test_a_detection_model_takes_its_list_of_images():
 
 def test_small_rates_read_in_their_prefix():
     r = torchutil.profile(torch.nn.Linear(8, 8), torch.randn(2, 8), warmup=0, iters=1, peak_flops=3.83e10)
-    assert "of 38.3 GFLOP/s (float32; given by the caller)" in repr(r)
+    assert "of 38.3 GFLOP/s (float32)" in r.format() and "\npeak source        given by the caller\n" in r.format()
     assert "TFLOP/s" not in r.format()
 
 

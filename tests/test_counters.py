@@ -12,8 +12,37 @@ import torch
 
 import torchutil
 
-HW_SUMMARY = ["hw_tensor_flops", "hw_flops_ratio", "sm_throughput_pct", "dram_throughput_pct",
-              "tensor_active_pct", "achieved_occupancy_pct", "pm_sm_active_pct", "pm_samples"]
+# Every hardware field of the summary (23) and of an op row (11): NaN, never 0, unless read.
+HW_SUMMARY = ["hw_tensor_flops", "hw_flops_ratio", "hw_tensor_flops_fp16", "hw_tensor_flops_bf16",
+              "hw_tensor_flops_tf32", "hw_tensor_flops_fp8", "hw_tensor_int8_ops", "hw_gmma_instructions",
+              "hw_fma_instructions", "hw_alu_instructions", "sm_throughput_pct", "dram_throughput_pct",
+              "tensor_active_pct", "achieved_occupancy_pct", "counter_kernels", "counter_passes",
+              "counter_seconds", "pm_sm_active_pct", "pm_tensor_active_pct", "pm_dram_throughput_pct",
+              "pm_samples", "pm_interval_us", "pm_clock_offset_us"]
+HW_OP = ["hw_tensor_flops", "hw_flops_ratio", "hw_fma_instructions", "hw_alu_instructions", "sm_throughput_pct",
+         "dram_throughput_pct", "tensor_active_pct", "achieved_occupancy_pct", "pm_sm_active_pct",
+         "pm_tensor_active_pct", "pm_dram_throughput_pct"]
+
+
+def _hardware(names):
+    return [n for n in names if n.startswith(("hw_", "pm_", "counter_")) or n.endswith("_pct")]
+
+
+def test_the_lists_hold_every_hardware_field_of_the_schema():
+    """A hardware field added to csrc/core/ResultSchema.h must be added above, so that the
+    tests below check it too."""
+    assert _hardware(torchutil.FIELDS) == HW_SUMMARY
+    assert _hardware(torchutil.OP_FIELDS) == HW_OP
+
+
+def assert_no_hardware_figure(r):
+    for name in HW_SUMMARY:
+        assert math.isnan(getattr(r, name)), name
+        assert math.isnan(torchutil.field(r.summary, name)), name
+    assert r.ops
+    for row in r.ops:
+        for name in HW_OP:
+            assert math.isnan(getattr(row, name)), (row.op, name)
 
 
 @pytest.fixture
@@ -25,10 +54,7 @@ def model():
 def test_off_by_default_and_every_hardware_field_is_nan(model):
     r = torchutil.profile(model, torch.randn(2, 16), warmup=0, iters=1)
     assert r.counters_status == "off" and r.counters_not_on_gpu == ""
-    for name in HW_SUMMARY:
-        assert math.isnan(getattr(r, name)), name
-    for row in r.ops:
-        assert math.isnan(row.hw_tensor_flops) and math.isnan(row.pm_sm_active_pct)
+    assert_no_hardware_figure(r)
     assert "hardware counters" not in repr(r) and "hardware counters" not in str(r)
 
 
@@ -40,18 +66,19 @@ def test_on_the_cpu_the_profile_returns_and_says_why(model, counters):
     assert r.counters_status == "off: hardware counters need a CUDA device, got cpu"
     assert r.counters_not_on_gpu == ""  # nothing was asked of a GPU
     assert r.flops == plain.flops and r.utilization > 0
-    for name in HW_SUMMARY:
-        assert math.isnan(getattr(r, name)), name
-    assert "hardware counters" in repr(r) and r.counters_status in str(r)
+    assert_no_hardware_figure(r)
+    assert "hardware counters" in str(r) and r.counters_status in str(r)
     # The summary op takes it too.
     summary = torch.ops.util.profile(model, x, warmup=0, iters=1, counters=counters)
-    assert math.isnan(torchutil.field(summary, "hw_tensor_flops"))
+    for name in HW_SUMMARY:
+        assert math.isnan(torchutil.field(summary, name)), name
 
 
 def test_on_the_meta_device(model):
     meta = torch.nn.Linear(16, 4).to("meta")
     r = torchutil.profile(meta, torch.randn(2, 16, device="meta"), counters="flops")
     assert r.counters_status == "off: nothing runs on the meta device"
+    assert_no_hardware_figure(r)
 
 
 @pytest.mark.parametrize("bad", ["flopz", "", "FLOPS", ["flops", "dram"]])

@@ -179,8 +179,11 @@ def test_flops_need_tracing_but_the_timeline_does_not(resnet50):
 def test_untraced_timeline_samples_a_forward_after_the_timed_ones(resnet50):
     """trace=False: PM sampling runs over one forward after the 400 timed ones, not over them.
     Sampling all of them (2 s: 200,000 samples at 10 us) overflowed CUPTI's hardware buffer, which
-    holds some 4,000 samples of 32 MB on an H200 (benchmarks/pm_probe.cu), and so did 2,340
-    samples at a stretched 787 us. Oracle: the interval, so the samples must cover that forward."""
+    holds some 4,000 samples of 32 MB on an H200 (benchmarks/results/pm_probe.cu), and so did 2,340
+    samples at a stretched 787 us. Oracle: the interval times the samples is the sampled window,
+    which must hold one forward (its median time) and not the timed ones: 1.2-1.8 forwards in the
+    H200 runs of docs/results (the sampler's start and stop around it), where the 400 timed
+    forwards would be 400, or a full buffer's ~4,000 samples (18 forwards of 2.2 ms)."""
     model, x = resnet50
     r = torchutil.profile(model, x, warmup=3, iters=400, trace=False, counters="timeline")
     covered = r.pm_samples * r.pm_interval_us * 1e-6
@@ -191,7 +194,7 @@ def test_untraced_timeline_samples_a_forward_after_the_timed_ones(resnet50):
     _skip_unless_counters(r)
     _assert_all_read(r)
     assert r.iterations == 400 and r.pm_interval_us == 10
-    assert covered >= 0.9 * r.seconds
+    assert 0.9 * r.seconds <= covered <= 4 * r.seconds
     assert 0 < r.pm_sm_active_pct <= 100
 
 

@@ -16,6 +16,7 @@ from results_db import synthetic_rows, write_db
 
 from torchutil.nas import natsbench as nb
 from torchutil.studies import nas_correlate as co
+from torchutil.studies import nas_db
 from torchutil.studies import nas_evaluate as ev
 from torchutil.studies import nas_search as se
 from torchutil.studies.cli import main
@@ -41,7 +42,7 @@ def _energy_rows(indices, seed=0):
 def test_the_energy_columns_migrate_an_old_db_and_an_old_shard_merges(tmp_path):
     old = tmp_path / "old.sqlite"
     con = sqlite3.connect(old)
-    kept = [c for c in ev._COLUMNS if c not in ENERGY_COLUMNS]
+    kept = [c for c in nas_db._COLUMNS if c not in ENERGY_COLUMNS]
     con.execute(f"CREATE TABLE results ({', '.join(kept)}, PRIMARY KEY ({', '.join(ev.KEY_COLUMNS)}))")
     row = synthetic_rows([3])[0]
     con.execute(f"INSERT INTO results VALUES ({', '.join('?' * len(kept))})",

@@ -113,6 +113,43 @@ def test_cuda_graph_needs_cuda_input(linear):
     assert_clean_and_usable(linear)
 
 
+@pytest.mark.parametrize("option, refuse", [
+    ("timing", lambda m, v: torch.ops.util.profile(m, X, timing=v)),
+    ("peak", lambda m, v: torch.ops.util.profile(m, X, peak=v)),
+    ("counters", lambda m, v: torch.ops.util.profile(m, X, counters=[v])),
+    ("counter_replay", lambda m, v: torch.ops.util.profile(m, X, counter_replay=v)),
+    ("peak", lambda m, v: torchutil.peak_flops("cpu", "float32", v)),
+    ("peak", lambda m, v: torchutil.memory_bandwidth("cpu", v)),
+])
+def test_python_names_table_lists_what_the_cpp_parsers_take(linear, option, refuse):
+    """_ops.CHOICES (the command line's choices, the Python messages) against the C++ parser
+    itself: its refusal of an unknown name lists exactly the table's names."""
+    import re
+
+    from torchutil._ops import CHOICES
+
+    with pytest.raises(ValueError) as refused:
+        refuse(linear, "bogus")
+    named = re.findall(r"'([^']+)'", str(refused.value).splitlines()[0])
+    assert sorted(set(named) - {"bogus"}) == sorted(CHOICES[option]), str(refused.value)
+    assert_clean_and_usable(linear)
+
+
+def test_python_names_are_refused_with_the_table():
+    from torchutil._ops import CHOICES, check_choice
+
+    assert check_choice("timing", "auto", CHOICES["timing"]) == "auto"
+    with pytest.raises(ValueError, match=r"^torchutil: timing must be one of 'eager', 'cuda_graph', 'auto', "
+                                         r"got 'graph'$"):
+        check_choice("timing", "graph", CHOICES["timing"])
+    with pytest.raises(ValueError, match=r"^torchutil.nas: timing must be one of 'eager', 'cuda_graph', 'auto'"):
+        from torchutil.studies.nas_evaluate import EvalConfig
+        EvalConfig(timing="graph")
+    with pytest.raises(TypeError, match=r"counters must be None, a counter set name \('flops', 'throughput', "
+                                        r"'timeline', 'all'\) or a list of them, got 3"):
+        torchutil.profile(torch.nn.Linear(4, 3), X, counters=3)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"timing": "graph"}, r"timing must be 'eager', 'cuda_graph' or 'auto', got 'graph'"),
     ({"timing": "eager", "cuda_graph": True}, r"cuda_graph=True contradicts timing='eager'"),

@@ -268,7 +268,7 @@ def test_packaged_sweep_is_the_committed_one():
 
 def test_correlate_on_the_packaged_sweep_reproduces_the_published_table(tmp_path, capsys):
     """Oracle: docs/results/nas/correlations.csv, computed from the same sweep rebuilt as a
-    SQLite db by benchmarks/sweep_csv_to_db.py (docs/results/nas/README.md)."""
+    SQLite db by benchmarks/sweep/sweep_csv_to_db.py (docs/results/nas/README.md)."""
     status, err = status_and_err(["nas", "correlate", "--db", "builtin:h200-auto", "--no-plots", "--out",
                                   str(tmp_path)], capsys)
     assert status == 0, err

@@ -943,25 +943,25 @@ def test_unknown_op_listed_by_name_and_count():
 
     def run():
         for _ in range(3):
-            torch.fft.fft(x)
+            torch.topk(x, 2)
         return torch.mm(a, b)
 
-    assert "aten::fft_fft" not in torch.ops.util.formula_ops()
+    assert "aten::topk" not in torch.ops.util.formula_ops()
     res, _ = count(run)
-    assert res.unknown_ops.get("aten::fft_fft") == 3, res.unknown_ops
-    assert all("fft" not in r.op for r in res.ops), res.ops  # not a zero-FLOP row
+    assert res.unknown_ops.get("aten::topk") == 3, res.unknown_ops
+    assert all("topk" not in r.op for r in res.ops), res.ops  # not a zero-FLOP row
     assert res.unknown_op_calls == sum(res.unknown_ops.values())
-    assert [(r.op, r.calls) for r in res.ops] == [("aten::mm", 1)]
+    assert [(r.op, r.calls) for r in res.ops if r.op == "aten::mm"] == [("aten::mm", 1)]
     assert res.matrix_flops == 2 * 4 * 5 * 3
-    assert "aten::fft_fft x3" in res.format()
+    assert "aten::topk x3" in res.format()
 
 
 def test_unknown_op_not_hidden_by_its_copies():
-    """linalg.inv's LU factorization copies its input (a priced memory op) and then runs LAPACK
-    outside the dispatcher: the copy must not make it look priced."""
-    a = torch.randn(6, 6) + 6 * torch.eye(6)
-    res, _ = count(torch.linalg.inv, a)
-    listed = [name for name in res.unknown_ops if name.startswith("aten::linalg_")]
+    """sort copies its input (a priced memory op) and then sorts outside the dispatcher: the
+    copy must not make it look priced."""
+    a = torch.randn(6, 6)
+    res, _ = count(torch.sort, a)
+    listed = [name for name in res.unknown_ops if name.startswith("aten::sort")]
     assert listed, (res.unknown_ops, res.ops)
     assert all(name not in torch.ops.util.formula_ops() for name in listed)
     assert res.unknown_op_calls == sum(res.unknown_ops.values()) >= 1
@@ -974,7 +974,7 @@ def test_every_reported_op_counted_or_listed():
 
     def run():
         y = model(x)
-        torch.fft.rfft(y)
+        torch.topk(y, 2)
         return torch.softmax(y, -1)
 
     res, _ = count(run)

@@ -92,3 +92,18 @@ def test_setup_places_model_and_input_alike():
     assert model(x).is_contiguous(memory_format=torch.channels_last)
     plain = Setup.on("cpu", torch.float32).input(2, 3, 8, 8)
     assert plain.is_contiguous() and not plain.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_setup_classifier_is_the_benchmarks_model_and_input():
+    """Setup.classifier: the set-up the benchmarks share (a torchvision classifier and a batch of
+    its images, placed alike)."""
+    from torchutil.studies._common import Setup
+
+    model, x = Setup.on("cpu", torch.float64, channels_last=True).classifier("resnet18", 2, image_size=32)
+    assert not model.training and model.conv1.weight.dtype == torch.float64
+    assert model.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    assert x.shape == (2, 3, 32, 32) and x.dtype == torch.float64
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    assert model(x).shape == (2, 1000)
+    _, x = Setup.on("cpu", torch.float32).classifier("resnet18", 1)
+    assert x.shape == (1, 3, 224, 224)  # classifier_image_size

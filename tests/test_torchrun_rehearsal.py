@@ -1,4 +1,4 @@
-"""The multi-host rehearsal of benchmarks/torchrun_rehearsal.py: two torchrun agents (--nnodes 2,
+"""The multi-host rehearsal of benchmarks/sweep/torchrun_rehearsal.py: two torchrun agents (--nnodes 2,
 c10d rendezvous on 127.0.0.1, one CPU worker each, each with its own --db folder, so no shared
 filesystem) sweep 40 cells; rank 1's worker is SIGKILLed once it has committed a cell; the sweep
 restarts by rerunning both agents, or by torchrun itself (--max-restarts 1). Every process is
@@ -11,6 +11,8 @@ again), and sweep()'s own count of what each rank evaluated and skipped after th
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,7 +31,7 @@ pytestmark = [
 
 
 def _harness():
-    spec = importlib.util.spec_from_file_location("torchrun_rehearsal", ROOT / "benchmarks" / "torchrun_rehearsal.py")
+    spec = importlib.util.spec_from_file_location("torchrun_rehearsal", ROOT / "benchmarks" / "sweep" / "torchrun_rehearsal.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -66,3 +68,18 @@ def test_a_killed_rank_costs_only_its_cell_in_flight(tmp_path, scenario):
     assert check["restart_evaluated"][1] == SHARE - len(committed)
     assert sum(check["restart_evaluated"].values()) + sum(check["restart_skipped"].values()) == CELLS
     assert check["leftovers"] == {"host0": [], "host1": []}
+
+
+def test_runs_from_any_folder(tmp_path):
+    """`python benchmarks/sweep/torchrun_rehearsal.py --out DIR` from a folder other than the
+    repository's, with DIR relative to that folder: the agents (which run in the repository root)
+    and the harness use the same db folders, and the record lands in DIR. Oracle: the cells
+    0..CELLS-1, each once in rank 0's db (the record's check)."""
+    script = ROOT / "benchmarks" / "sweep" / "torchrun_rehearsal.py"
+    p = subprocess.run([sys.executable, str(script), "--scenarios", "rerun", "--cells", str(CELLS),
+                        "--timeout", "150", "--out", "rehearsal"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    (record,) = json.loads((tmp_path / "rehearsal" / "rehearsal.json").read_text())
+    assert record["check"]["every_cell_once"] and record["left_alive"] == []
+    assert all(Path(db).is_relative_to(tmp_path / "rehearsal") for db in record["merged_into"])

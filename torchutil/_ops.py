@@ -10,7 +10,7 @@ Everything after that, counting and timing included, runs in C++.
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, Collection
 
 import torch
 
@@ -49,12 +49,7 @@ def as_dispatchable(model: Any) -> Any:
     """Returns model in a form the dispatcher can carry as `Any`."""
     if isinstance(model, (torch.jit.ScriptModule, torch.ScriptObject)):
         return model
-    if not callable(model):
-        raise TypeError(
-            "torchutil: model must be an nn.Module, a TorchScript module or a callable, "
-            f"got {type(model).__name__}"
-        )
-    return _C._wrap_module(model)
+    return _C._wrap_module(model)  # a TypeError for a model that is not callable
 
 
 def counter_sets(counters: Any) -> list[str] | None:
@@ -66,8 +61,8 @@ def counter_sets(counters: Any) -> list[str] | None:
         return [counters]
     if isinstance(counters, (list, tuple)) and all(isinstance(c, str) for c in counters):
         return list(counters)
-    raise TypeError("torchutil: counters must be None, a counter set name ('flops', 'throughput', "
-                    f"'timeline', 'all') or a list of them, got {counters!r}")
+    raise TypeError(f"torchutil: counters must be None, a counter set name ({_names(CHOICES['counters'])}) "
+                    f"or a list of them, got {counters!r}")
 
 
 def _read_options() -> tuple[dict[str, str], dict[str, Any], frozenset[str]]:
@@ -79,6 +74,29 @@ def _read_options() -> tuple[dict[str, str], dict[str, Any], frozenset[str]]:
 
 
 OPTION_TYPES, OPTION_DEFAULTS, SUMMARY_OPTIONS = _read_options()
+
+# The names the ops' enum options take: C++ parses them (csrc/ops/ProfileArgs.cpp,
+# csrc/core/PeakTable.h); the command line offers these and Python names them in messages.
+# tests/test_errors.py checks that each C++ refusal lists the same names. "peak" is also the
+# source of peak_flops() and memory_bandwidth().
+CHOICES: dict[str, tuple[str, ...]] = {
+    "timing": ("eager", "cuda_graph", "auto"),
+    "peak": ("auto", "datasheet", "computed", "measured"),
+    "counters": ("flops", "throughput", "timeline", "all"),
+    "counter_replay": ("user", "kernel"),
+}
+
+
+def _names(names: Collection[str]) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+def check_choice(what: str, value: Any, names: Collection[str], prefix: str = "torchutil") -> Any:
+    """value when it is one of `names`, else ValueError("<prefix>: <what> must be one of 'a',
+    'b', got 'x'"): how Python refuses a name that is not in a table."""
+    if value not in names:
+        raise ValueError(f"{prefix}: {what} must be one of {_names(names)}, got {value!r}")
+    return value
 
 _TYPE_WORDS = {"int": "an int", "float": "a number", "bool": "a bool (True or False)", "str": "a str"}
 
@@ -149,15 +167,13 @@ def bind_inputs(model: Any, x: Any, args: Any, kwargs: Any, batch_size: int | No
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise TypeError(f"torchutil: kwargs must be a dict of the model's keyword arguments by name, got "
                         f"{type(kwargs).__name__}")
-    if not callable(model):
-        raise TypeError(f"torchutil: model must be an nn.Module, a TorchScript module or a callable, got "
-                        f"{type(model).__name__}")
+    wrapped = _C._wrap_module(model, tuple(args), dict(kwargs))  # a TypeError for a model that is not callable
     tensors = [t for t in torch.utils._pytree.tree_leaves((tuple(args), kwargs)) if isinstance(t, torch.Tensor)]
     if not tensors:
         raise TypeError("torchutil: args/kwargs hold no tensor; torchutil needs one to know the device")
     if batch_size is None:
         batch_size = _batch_of(list(args) + list(kwargs.values()))
-    return _C._wrap_module(model, tuple(args), dict(kwargs)), tensors, batch_size
+    return wrapped, tensors, batch_size
 
 
 def _batch_of(values: list[Any]) -> int:

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import torch
 
-from torchutil import _ops  # noqa: F401  (registers the ops)
+from torchutil import _ops  # registers the ops
 
-PEAK_SOURCES = ("auto", "datasheet", "computed", "measured")
+PEAK_SOURCES = _ops.CHOICES["peak"]
 
 
 def peak_flops(
     device: torch.device | str = "cuda",
     dtype: torch.dtype | str = torch.float16,
-    source: str = "auto",
+    source: str = _ops.OPTION_DEFAULTS["peak"],
 ) -> tuple[float, str]:
     """Peak FLOP/s of `device` for arithmetic in `dtype`, and where the number comes from.
 

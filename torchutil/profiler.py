@@ -13,6 +13,7 @@ import torch
 
 from torchutil import _C, _ops  # noqa: F401  (registers the ops)
 from torchutil.result import KernelRow, OpRow, ProfileResult, UnknownOp
+from torchutil.views import record_model
 
 __all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "free_capture_pools", "profile",
            "utilization"]
@@ -51,7 +52,9 @@ def profile(
     per-op table.
 
     Runs `warmup` forwards (one of them, or one extra if warmup is 0, with counting on; a
-    torch.compile'd model always gets one uncounted forward first, where it compiles), then the
+    torch.compile'd model always gets one uncounted forward first, where it compiles; a model
+    that runs compiled code is counted as its eager self, in one more forward under
+    torch.compile's force_eager stance: docs/counting.md, "Compiled models"), then the
     timed forwards without any hook: device events on accelerators, a steady clock on the CPU.
     On CUDA with trace=True, CUPTI records the kernels of the counted forward and of
     `trace_forwards` more, which are taken from the warm-ups (after the counted one; replays
@@ -83,7 +86,9 @@ def profile(
         peak_flops: a number that overrides it.
     trace: on CUDA, record kernels with CUPTI (kernel time, GPU-busy fraction, per-op kernel
         time; see trace_status). The counted forward and `trace_forwards` more are traced; the
-        timed forwards never are. chrome_trace: also build the Perfetto trace (save_trace()).
+        timed forwards never are. On a CPU, time each op call of the counted forward instead
+        (kernel_seconds is then its wall time: kernel_attribution "cpu"; docs/views.md).
+        chrome_trace: also build the Perfetto trace (save_trace()).
     module_paths: name each op's module, on the counted forward (an eager nn.Module's named
         modules have their forward wrapped for it; other roots get global module hooks; without
         them the rows' module is ""). torch.ops.util.profile, which returns the summary only,
@@ -113,7 +118,7 @@ def profile(
     """
     options = {name: value for name, value in locals().items() if name in _ops.OPTION_TYPES}
     output = torch.ops.util._profile(model, x, args=args, kwargs=kwargs, **options)
-    return ProfileResult._from_output(output)
+    return record_model(ProfileResult._from_output(output), model)
 
 
 def free_capture_pools() -> None:
@@ -161,7 +166,7 @@ class Profiler:
         *,
         batch_size: int = 1,
         device: torch.device | str | None = None,
-        peak: str = "auto",
+        peak: str = _D["peak"],
         peak_flops: float | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
@@ -227,7 +232,8 @@ class Profiler:
             seconds = time.perf_counter() - self._t0
             output = torch.ops.util._count_end(self.device, self.batch_size, seconds, self.peak,
                                                self.peak_flops)
-            self.result = ProfileResult._from_output(output)
+            self.result = record_model(ProfileResult._from_output(output), self.model,
+                                       why_none="no model was given to the Profiler")
         finally:
             torch.ops.util._count_abort()  # no-op unless _count_end failed
             self._thread = 0

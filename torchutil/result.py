@@ -1,10 +1,10 @@
 """What one profile measured: ProfileResult and its rows (OpRow, KernelRow, UnknownOp), and how
 it reads.
 
-repr() (one line), the notebook's HTML and format() (lines of text) show the same summary, built
-from one list, SUMMARY: each line a label, the result field it shows (its meaning, from the
-schema, is the HTML tooltip) and how its value is written. The top-ops table of the HTML and of
-format() is built from one list of columns, OP_COLUMNS.
+The notebook's HTML and format() (lines of text, what print(result) shows) show the same summary,
+built from one list, SUMMARY: each line a label, the result field it shows (its meaning, from the
+schema, is the HTML tooltip) and how its value is written; repr() is one short line of it. The
+top-ops table of the HTML and of format() is built from one list of columns, OP_COLUMNS.
 """
 from __future__ import annotations
 
@@ -66,6 +66,8 @@ class ProfileResult:
     # The util.ProfileOutput the tables are read from, on first use: a NAS loop that reads the
     # summary pays nothing for hundreds of kernel rows.
     _output: Any = dataclass_field(default=None, repr=False)
+    # Parameters per module path, inner modules included (views.record_model, module_tree()).
+    _module_params: dict[str, int] = dataclass_field(default_factory=dict, repr=False)
 
     @classmethod
     def _from_output(cls, output: Any) -> "ProfileResult":
@@ -73,6 +75,18 @@ class ProfileResult:
         summary = output.summary()
         return cls(summary=summary, texts={name: output.text(name) for name in TEXT_FIELDS},
                    _values=dict(zip(FIELDS, summary.tolist())), _output=output)
+
+    def by_op_type(self) -> Any:
+        """The forward by operator: calls, FLOPs, share, bytes, time (views.OpTypeTable)."""
+        from torchutil.views import OpTypeTable
+
+        return OpTypeTable(self.ops)
+
+    def module_tree(self, depth: int | None = None) -> Any:
+        """The forward by module down to `depth`: params, FLOPs, share, time (views.ModuleTree)."""
+        from torchutil.views import ModuleTree
+
+        return ModuleTree(self.ops, self._module_params, self.texts.get("model", ""), depth)
 
     def _table(self, cls: type, name: str) -> tuple[torch.Tensor, list[Any]]:
         key = f"_table_{name}"
@@ -199,7 +213,13 @@ class ProfileResult:
         return items
 
     def __repr__(self) -> str:
-        return "ProfileResult(" + "; ".join(f"{label}: {text}" for label, _, text in self._summary_items()) + ")"
+        """One short line: what ran (model, device, dtype, batch), utilization, FLOPs and the
+        time with its interval; format() (print(result)) has the rest."""
+        per = self._per
+        what = ", ".join(t for t in (self.texts.get("model", ""), self.device, self.peak_dtype,
+                                     f"batch {_count(self.batch_size)}") if t)
+        return (f"ProfileResult({what}: utilization {_percent(self.utilization)}, "
+                f"{_rate(self.flops, 'FLOP')} / {per}, {_seconds(self, per)})")
 
     def _repr_html_(self, top: int = 10) -> str:
         """For notebooks: the summary and the top ops by FLOPs, as HTML tables."""
@@ -273,7 +293,11 @@ def _device(r: ProfileResult, per: str) -> str:
 
 
 def _utilization(r: ProfileResult, per: str) -> str:
-    return f"{_percent(r.utilization)} of {_rate(r.peak_flops_per_second)} ({r.peak_dtype}; {r.peak_source})"
+    return f"{_percent(r.utilization)} of {_rate(r.peak_flops_per_second)} ({r.peak_dtype})"
+
+
+def _peak_source(r: ProfileResult, per: str) -> str:
+    return r.peak_source
 
 
 def _flops(r: ProfileResult, per: str) -> str:
@@ -285,10 +309,22 @@ def _bytes(r: ProfileResult, per: str) -> str:
     return f"{_scaled(r.bytes, 1e6)} MB, intensity {_scaled(r.arithmetic_intensity, 1.0)} FLOP/B"
 
 
+def _seconds(r: ProfileResult, per: str) -> str:
+    """The time with how sure it is: "512.7 ms ± 28 % (median of 10, 95 % CI)". A block is timed
+    once, by the wall clock around it, and one forward has no interval: neither gets a ±."""
+    ms = _scaled(r.seconds, 1e-3)
+    if per == "block":
+        return f"{ms} ms ({r.repetition})"
+    n = _count(r.iterations)
+    half = r.seconds_relative_ci
+    if not r.iterations >= 2 or half != half:
+        return f"{ms} ms (median of {n}, no interval)"
+    pct = 100 * half
+    return f"{ms} ms ± {pct:{'.2g' if pct < 10 else '.0f'}} % (median of {n}, 95 % CI)"
+
+
 def _time(r: ProfileResult, per: str) -> str:
-    # A block is timed once, by the wall clock around it; a profile times `iterations` forwards.
-    how = r.repetition if per == "block" else f"median of {_count(r.iterations)}"
-    return (f"{_scaled(r.seconds, 1e-3)} ms ({how}), {_scaled(r.inputs_per_second, 1.0)} inputs/s, "
+    return (f"{_seconds(r, per)}, {_scaled(r.inputs_per_second, 1.0)} inputs/s, "
             f"{_rate(r.achieved_flops_per_second)}")
 
 
@@ -330,7 +366,7 @@ def _counters(r: ProfileResult, per: str) -> str | None:
 def _peak_exceeded(r: ProfileResult, per: str) -> str | None:
     if not r.peak_exceeded > 0:
         return None
-    return (f"the {per} ran at {_percent(r.peak_exceeded)} of the peak: the peak ({r.peak_source}) is "
+    return (f"the {per} ran at {_percent(r.peak_exceeded)} of the peak: the peak (its source above) is "
             f"below what this device reached for {r.peak_dtype}")
 
 
@@ -359,6 +395,7 @@ def _energy(r: ProfileResult, per: str) -> str | None:
 SUMMARY: tuple[SummaryLine, ...] = (
     SummaryLine("device", "device", _device),
     SummaryLine("utilization", "utilization", _utilization),
+    SummaryLine("peak source", "peak_source", _peak_source),
     SummaryLine("FLOPs / {per}", "flops", _flops),
     SummaryLine("bytes / {per}", "bytes", _bytes),
     SummaryLine("time / {per}", "seconds", _time),
@@ -396,7 +433,8 @@ OP_COLUMNS: tuple[OpColumn, ...] = (
     OpColumn("GFLOP", lambda r: _scaled(r.flops, 1e9), 9),
     OpColumn("MB", lambda r: _scaled(r.bytes, 1e6), 8),
     OpColumn("FLOP/B", lambda r: _scaled(r.arithmetic_intensity, 1.0), 7),
-    OpColumn("kernel ms", lambda r: _scaled(r.kernel_seconds, 1e-3), 9),
+    # A GPU op's kernel time, a CPU op's wall time (kernel_attribution "cpu").
+    OpColumn("time ms", lambda r: _scaled(r.kernel_seconds, 1e-3), 9),
 )
 
 

@@ -11,14 +11,15 @@ from typing import Any
 
 import torch
 
-from torchutil import _ops  # noqa: F401  (registers the ops)
+from torchutil import _ops  # registers the ops
 from torchutil.fields import build_rows, row_class
-from torchutil.result import ProfileResult
+from torchutil.result import ProfileResult, _percent, _rate, _scaled
+from torchutil.views import text_table
 
 __all__ = ["BANDWIDTH_SOURCES", "RooflineResult", "RooflineRow", "memory_bandwidth", "roofline",
            "roofline_utilization"]
 
-BANDWIDTH_SOURCES = ("auto", "datasheet", "computed", "measured")
+BANDWIDTH_SOURCES = _ops.CHOICES["peak"]  # parsed in C++ as the peak FLOP/s source is
 
 
 def memory_bandwidth(device: torch.device | str = "cuda", source: str = "auto") -> tuple[float, str]:
@@ -47,9 +48,10 @@ RooflineRow = row_class(
 )
 
 
-@dataclass
+@dataclass(repr=False)
 class RooflineResult:
-    """The device's roofline and every op of a profile on it."""
+    """The device's roofline and every op of a profile on it. print() it for a table (format());
+    rows, to_dict() for the data."""
 
     peak_flops_per_second: float
     bandwidth: float          # bytes/s
@@ -63,6 +65,35 @@ class RooflineResult:
         for r in self.rows:
             out[r.bound] = out.get(r.bound, 0) + 1
         return out
+
+    def format(self, top: int | None = 20) -> str:
+        """The roofline and its `top` ops by roofline time (None: every op), as a table."""
+        rows = sorted(self.rows, key=lambda r: -r.roofline_seconds if r.roofline_seconds == r.roofline_seconds
+                      else math.inf)
+        shown = rows if top is None else rows[:top]
+        counts = ", ".join(f"{n} {bound}" for bound, n in sorted(self.counts().items()))
+        lines = [f"peak {_rate(self.peak_flops_per_second)}, bandwidth {_rate(self.bandwidth, 'B/s')} "
+                 f"({self.bandwidth_source}); ridge {self.ridge_intensity:.4g} FLOP/B",
+                 f"{len(self.rows)} ops: {counts}",
+                 f"ops by roofline time{'' if top is None or len(rows) <= top else f' (top {top})'}:",
+                 text_table(["op", "module", "dtype", "GFLOP", "MB", "FLOP/B", "attainable", "roofline ms",
+                             "achieved", "bound"],
+                            [[r.op, r.module[-28:], r.dtype, _scaled(r.flops, 1e9), _scaled(r.bytes, 1e6),
+                              _scaled(r.intensity, 1.0), _percent(r.attainable_utilization),
+                              _scaled(r.roofline_seconds, 1e-3), _rate(r.achieved_flops_per_second),
+                              r.bound] for r in shown], left=3)]
+        if len(shown) < len(rows):
+            lines.append(f"... {len(rows) - len(shown)} more (format(top=None) shows every op)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{n} {bound}" for bound, n in sorted(self.counts().items()))
+        return (f"RooflineResult(peak {_rate(self.peak_flops_per_second)}, bandwidth "
+                f"{_rate(self.bandwidth, 'B/s')}, ridge {self.ridge_intensity:.4g} FLOP/B; "
+                f"{len(self.rows)} ops: {counts})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"peak_flops_per_second": self.peak_flops_per_second, "bandwidth": self.bandwidth,
@@ -90,7 +121,9 @@ def roofline(result: ProfileResult, *, bandwidth: float | None = None,
     flops = torch.tensor([float(r.flops) for r in result.ops], dtype=torch.float64)
     nbytes = torch.tensor([float(r.bytes) for r in result.ops], dtype=torch.float64)
     seconds = torch.tensor([r.kernel_seconds for r in result.ops], dtype=torch.float64)
-    traced = bool(result.ops) and not bool(torch.isnan(seconds).all())
+    # Kernel time only: a CPU op's wall time (kernel_attribution "cpu") holds the dispatcher's
+    # and the counting callback's own time, which the overhead class would take for the op's.
+    traced = bool(result.ops) and result.traced == 1 and not bool(torch.isnan(seconds).all())
     table, bounds = torch.ops.util._roofline_points(flops, nbytes, peak, float(bandwidth),
                                                     seconds if traced else None)
     ops = result.ops

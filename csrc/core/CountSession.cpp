@@ -273,12 +273,12 @@ void CountSession::exit(const Args& outputs) {
       }
       const int64_t bytes = totalBytes(f.inputs) + totalBytes(outputs);
       const std::string& module = modules_[std::min(f.module, depth_)];
-      const size_t row = table_.add(f.name, module, first != nullptr ? first->dtype : "",
-                                    f.entry->opClass, priced, bytes);
+      const char* dtype = cost.dtype != nullptr ? cost.dtype : first != nullptr ? first->dtype : "";
+      const size_t row = table_.add(f.name, module, dtype, f.entry->opClass, priced, bytes);
       closeEvent(f, OpEvent::Kind::Counted, static_cast<int64_t>(row));
     }
     // Only arithmetic covers a caller (rule 4): a copy inside an unknown op
-    // (linalg_lu_factor_ex copies its input, then runs LAPACK) must not hide that op's work;
+    // (sort copies its input, then sorts) must not hide that op's work;
     // nor does an op reported for want of a price.
     covered = f.entry->opClass != OpClass::Memory && !cost.unpriced;
     f.coveredBytes = cost.unpriced ? 0 : saturatingAdd(totalBytes(f.inputs), totalBytes(outputs));

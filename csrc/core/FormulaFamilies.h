@@ -65,5 +65,7 @@ void registerAttentionFormulas(FormulaRegistry& r);
 // Sampling at computed points: grid_sample, torchvision's roi_align, and nms
 // (FormulasSampling.cpp).
 void registerSamplingFormulas(FormulaRegistry& r);
+// Decompositions, solves and FFTs (FormulasLinalg.cpp).
+void registerLinalgFormulas(FormulaRegistry& r);
 
 }  // namespace torchutil::formulas

@@ -32,6 +32,10 @@ struct Cost {
   // The shapes do not determine the cost (roi_align's adaptive sampling ratio depends on the
   // boxes): the call is reported as an op with no formula, never priced at 0.
   bool unpriced = false;
+  // The dtype the products ran in, where it is not the first input's (a dynamically quantized
+  // Linear takes float input and multiplies in int8): the row's dtype, which picks the peak.
+  // A static name, or nullptr.
+  const char* dtype = nullptr;
 };
 
 using Formula = Cost (*)(const Args& inputs, const Args& outputs);

@@ -72,6 +72,24 @@ Cost poolWindow(const Args& in, const Args& out) {
   return {0, saturatingMul(window, o->numel())};
 }
 
+// _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+// per_sample_weights, include_last_offset, padding_idx) and _embedding_bag_forward_only: each
+// of the indices gathers a row of D values into its bag, 1 FLOP per gathered value (an add in
+// the sum and mean modes, a compare in max mode: a reduction's 1 per input element), and with
+// per_sample_weights 1 more (its multiply).
+constexpr size_t kBagIndices = 1;
+constexpr size_t kBagPerSampleWeights = 6;
+Cost embeddingBag(const Args& in, const Args&) {
+  const TensorInfo* weight = tensorAt(in, 0);
+  const TensorInfo* indices = tensorAt(in, kBagIndices);
+  if (weight == nullptr || indices == nullptr || weight->dim() != 2) {
+    return {};
+  }
+  const int64_t gathered = saturatingMul(indices->numel(), weight->size(1));
+  const int64_t weighted = tensorAt(in, kBagPerSampleWeights) != nullptr ? 2 : 1;
+  return {0, saturatingMul(weighted, gathered)};
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -82,6 +100,9 @@ void registerAllFormulas(FormulaRegistry& r) {
   registerMatrixFormulas(r);
   registerAttentionFormulas(r);
   registerSamplingFormulas(r);
+  registerLinalgFormulas(r);
+  addAll(r, {"aten::_embedding_bag", "aten::_embedding_bag_forward_only"}, C::Vector,
+         &embeddingBag);
 
   // Elementwise arithmetic and activations: 1 FLOP per output element.
   addAll(r, {"aten::add",         "aten::sub",
@@ -224,6 +245,7 @@ void registerAllFormulas(FormulaRegistry& r) {
           "aten::embedding",
           "aten::masked_select",
           "aten::repeat",
+          "aten::repeat_interleave",
           "aten::roll",
           "aten::flip",
           "aten::fill",
@@ -292,6 +314,9 @@ void registerAllFormulas(FormulaRegistry& r) {
           "aten::t",
           "aten::numpy_T",
           "aten::mT",
+          "aten::mH",
+          "aten::adjoint",
+          "aten::conj",
           "aten::select",
           "aten::slice",
           "aten::narrow",

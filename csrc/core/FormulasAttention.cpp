@@ -181,6 +181,23 @@ Cost nativeMultiHeadAttention(const Args& in, const Args&) {
   return c;
 }
 
+// torchutil::flex_attention(query, key, value, computed_blocks, total_blocks): FlexAttention's
+// higher-order op, run inside this op by the eager count (torchutil/_eager.py). Nominal: the
+// full score matrix, as for SDPA (score_mod and mask_mod are user code, run elementwise and
+// priced by nothing here). Its BlockMask computes computed_blocks of the total_blocks
+// (query block, key block) pairs (full and partial blocks alike: a partial block computes all
+// its scores, then masks them); the FLOPs of the others are masked.
+Cost flexAttention(const Args& in, const Args& out) {
+  Cost c = attentionBHLE</*CausalIdx=*/-1, Causal::TopLeft>(in, out);
+  const int64_t computed = intAt(in, 3), total = intAt(in, 4);
+  if (total > 0 && computed >= 0 && computed <= total) {
+    const double skipped = static_cast<double>(total - computed) / static_cast<double>(total);
+    c.maskedFlops = static_cast<int64_t>(
+        static_cast<double>(saturatingAdd(c.matrixFlops, c.vectorFlops)) * skipped);
+  }
+  return c;
+}
+
 }  // namespace
 
 void registerAttentionFormulas(FormulaRegistry& r) {
@@ -204,6 +221,7 @@ void registerAttentionFormulas(FormulaRegistry& r) {
   r.add("aten::_flash_attention_forward", C::Matrix, &flashAttentionForward);
   r.add("aten::_efficient_attention_forward", C::Matrix, &efficientAttentionForward);
   r.add("aten::_native_multi_head_attention", C::Matrix, &nativeMultiHeadAttention);
+  r.add("torchutil::flex_attention", C::Matrix, &flexAttention);
 }
 
 }  // namespace torchutil::formulas

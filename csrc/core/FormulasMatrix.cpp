@@ -208,6 +208,29 @@ Cost mkldnnPointwise(const Args& in, const Args& out) {
   return Unary(in, out);
 }
 
+// ---- quantized products --------------------------------------------------------------------
+// quantized::linear(X, W_prepack, Y_scale, Y_zero_point) and its kin take the weight packed in
+// a custom class (no shape of its own here): X [..., K] and Y [..., N] give 2·M·K·N, products
+// of 8-bit integers. Per output element the int32 accumulator is rescaled (1) and the bias
+// added (1), and fused activations take Activation more. A dynamic one (linear_dynamic) takes
+// float X and quantizes it inside: its range (2 per element: min and max) and the quantization
+// (2: scale and round), and runs its products in int8 (the row's dtype, hence the int8 peak).
+template <bool Dynamic, int Activation>
+Cost quantizedLinear(const Args& in, const Args& out) {
+  Cost c = contraction</*A=*/0, kNoBias>(in, out);
+  const TensorInfo* x = tensorAt(in, 0);
+  const TensorInfo* o = firstTensor(out);
+  if (c.matrixFlops == 0 || x == nullptr || o == nullptr) {
+    return c;
+  }
+  c.vectorFlops = saturatingMul(2 + Activation, o->numel());
+  if (Dynamic) {
+    c.vectorFlops = saturatingAdd(c.vectorFlops, saturatingMul(4, x->numel()));
+    c.dtype = "int8";
+  }
+  return c;
+}
+
 }  // namespace
 
 void registerMatrixFormulas(FormulaRegistry& r) {
@@ -252,6 +275,12 @@ void registerMatrixFormulas(FormulaRegistry& r) {
          C::Matrix, &convolution<kSlowConvBias, kNever>);
   addAll(r, {"aten::slow_conv_transpose2d", "aten::slow_conv_transpose3d"}, C::Matrix,
          &convolution<kSlowConvBias, kAlways>);
+
+  // Quantized Linear layers (torch.ao.quantization): static (quint8 input) and dynamic.
+  r.add("quantized::linear", C::Matrix, &quantizedLinear</*Dynamic=*/false, /*Activation=*/0>);
+  r.add("quantized::linear_relu", C::Matrix, &quantizedLinear<false, 1>);
+  r.add("quantized::linear_dynamic", C::Matrix, &quantizedLinear</*Dynamic=*/true, 0>);
+  r.add("quantized::linear_relu_dynamic", C::Matrix, &quantizedLinear<true, 1>);
 
   // Recurrent layers: oneDNN's (one layer and direction a call) and cuDNN's (all of them).
   r.add("aten::mkldnn_rnn_layer", C::Matrix, &mkldnnRnnLayer);

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <optional>
 
 namespace torchutil::hw {
 namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The op-table row that accounts for a kernel (its launching op's row), -1 when none.
 int64_t rowOf(const KernelRecord& k, const std::vector<OpEvent>& events) {
@@ -25,6 +29,12 @@ void setMetricFields(const std::vector<MetricDef>& defs, const std::array<double
       set(*f, v[m]);
     }
   }
+}
+
+// Whether a row's matrix work ran in a dtype whose tensor paths v did not read.
+bool unreadPath(const RangeValues& v, const OpStats& row) {
+  const std::string_view path = tensorPathDtype(row.dtype);
+  return row.matrixFlops > 0 && !path.empty() && std::isnan(tensorFlops(v, path));
 }
 
 }  // namespace
@@ -117,9 +127,9 @@ void fillOpRows(ResultTable& ops, const HwResult& hw, const std::vector<OpStats>
       const RangeValues& v = perRow[r].values;
       setMetricFields(rangeMetricDefs(), v, &MetricDef::op,
                       [&](OpField f, double x) { ops.set(r, f, x); });
-      ops.set(r, OpField::hw_tensor_flops, tensorFlops(v));
-      ops.set(r, OpField::hw_flops_ratio,
-              hwRatio(tensorFlops(v), static_cast<double>(rows[r].matrixFlops)));
+      const double flops = unreadPath(v, rows[r]) ? kNaN : tensorFlops(v);
+      ops.set(r, OpField::hw_tensor_flops, flops);
+      ops.set(r, OpField::hw_flops_ratio, hwRatio(flops, static_cast<double>(rows[r].matrixFlops)));
     }
   }
   if (hw.timeline && !hw.kernelSpans.empty()) {
@@ -132,6 +142,45 @@ void fillOpRows(ResultTable& ops, const HwResult& hw, const std::vector<OpStats>
                       [&](OpField f, double x) { ops.set(r, f, x); });
     }
   }
+}
+
+void markUncountedTensorWork(std::vector<double>& summary, std::string* status, const HwResult& hw,
+                             const std::vector<OpStats>& rows) {
+  if (!hw.ranges) {
+    return;
+  }
+  const RangeValues& v = aggregate(hw.kernels).values;
+  std::map<std::string, std::pair<std::vector<std::string>, int64_t>>
+      missed;  // dtype -> ops, FLOPs
+  for (const OpStats& r : rows) {
+    if (unreadPath(v, r)) {
+      auto& [ops, flops] = missed[std::string(tensorPathDtype(r.dtype))];
+      if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) {
+        ops.push_back(r.op);
+      }
+      flops = saturatingAdd(flops, r.matrixFlops);
+    }
+  }
+  if (missed.empty()) {
+    return;
+  }
+  for (Field f : {Field::hw_tensor_flops, Field::hw_flops_ratio}) {
+    if (static_cast<size_t>(f) < summary.size()) {
+      summary[static_cast<size_t>(f)] = kNaN;
+    }
+  }
+  std::string why;
+  for (const auto& [dtype, opsAndFlops] : missed) {
+    std::string ops;
+    for (const std::string& op : opsAndFlops.first) {
+      ops += (ops.empty() ? "" : ", ") + op;
+    }
+    why += std::string(why.empty() ? "" : "; ") +
+           "flops: this GPU has no tensor-path counter for " + dtype + ", the dtype of " +
+           std::to_string(opsAndFlops.second) + " counted matrix FLOPs (" + ops +
+           "): hw_tensor_flops and hw_flops_ratio are NaN for those ops and for the forward";
+  }
+  *status = *status == "on" ? "on, partial: " + why : *status + "; " + why;
 }
 
 void fillKernelRows(ResultTable& kernels, const HwResult& hw) {

@@ -49,8 +49,17 @@ std::vector<Span> attributedSpans(const std::vector<KernelRecord>& kernels,
 // Fills the hardware fields of a summary (values in Field order); matrixFlops is the counted
 // forward's.
 void fillSummary(std::vector<double>& summary, const HwResult& hw, double matrixFlops);
-// Fills the hardware fields of the op table (rows in CountTable order).
+// Fills the hardware fields of the op table (rows in CountTable order). A row whose matrix work
+// ran in a dtype with no tensor path read (tensorPathDtype; GH100 has no fp8 path) gets NaN
+// hw_tensor_flops and hw_flops_ratio: its kernels' zeros on the other paths say nothing of it.
 void fillOpRows(ResultTable& ops, const HwResult& hw, const std::vector<OpStats>& rows);
+
+// The same for the forward: where some of the counted matrix work ran in a dtype whose tensor
+// paths were not read, the summary's hw_tensor_flops and hw_flops_ratio are NaN (the per-dtype
+// fields of the paths read stay), and *status ("on" or "on, partial: ...") says which dtype and
+// ops. Nothing changes where no range counters were read.
+void markUncountedTensorWork(std::vector<double>& summary, std::string* status, const HwResult& hw,
+                             const std::vector<OpStats>& rows);
 // Fills the hardware fields of the kernel rows of the matched kernels.
 void fillKernelRows(ResultTable& kernels, const HwResult& hw);
 

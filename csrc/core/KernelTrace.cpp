@@ -295,9 +295,11 @@ std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<Op
   };
   sep();
   o << R"({"ph":"M","pid":0,"name":"process_name","args":{"name":"CPU: ops of the counted forward"}})";
-  sep();
-  o << R"({"ph":"M","pid":1,"name":"process_name","args":{"name":)" << str("GPU: " + deviceName)
-    << "}}";
+  if (!kernels.empty() || !counters.empty()) {  // a CPU profile's trace has its ops only
+    sep();
+    o << R"({"ph":"M","pid":1,"name":"process_name","args":{"name":)" << str("GPU: " + deviceName)
+      << "}}";
+  }
   // Ops: the counted ones and the ones without a formula; their implementation details
   // (inside) and wrappers (transparent) would only clutter the track.
   for (const OpEvent& e : events) {

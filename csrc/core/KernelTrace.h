@@ -149,7 +149,8 @@ struct CounterTrack {
 // CPU track (FLOPs, bytes, module in their args), every kernel on one track per device stream
 // (op, module, grid, block, registers, shared memory in their args), and the counter tracks on
 // the GPU process (PM samples). Times in microseconds from the first op or kernel; counter
-// points before it are left out.
+// points before it are left out. Without kernels or counter tracks (a CPU profile, whose op
+// events are timed on the steady clock: core/OpTimes.h) there is no GPU process.
 std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<OpStats>& rows,
                         const std::vector<KernelRecord>& kernels, const std::string& deviceName,
                         const std::vector<CounterTrack>& counters = {});

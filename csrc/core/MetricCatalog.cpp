@@ -199,6 +199,16 @@ const std::vector<TensorDtypeField>& tensorDtypeFields() {
   return fields;
 }
 
+std::string_view tensorPathDtype(std::string_view tensorDtype) {
+  if (tensorDtype == "float16" || tensorDtype == "bfloat16") {
+    return tensorDtype;
+  }
+  if (tensorDtype.substr(0, 6) == "float8") {  // float8_e4m3fn, float8_e5m2, ...
+    return "float8";
+  }
+  return "";
+}
+
 ResolvedMetrics resolveRangeMetrics(const std::vector<CounterSet>& sets, const KnownMetric& known) {
   return resolve(rangeMetricDefs(), sets, known);
 }

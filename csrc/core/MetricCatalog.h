@@ -96,6 +96,11 @@ struct TensorDtypeField {
 };
 const std::vector<TensorDtypeField>& tensorDtypeFields();
 
+// The tensor-path arithmetic ("float16", "bfloat16", "float8") an op row's dtype (its first
+// input's: "float8_e4m3fn") runs its matrix work in, "" where none is certain: float32 runs on
+// the tf32 paths only where TF32 is allowed, else on the FMA pipe (no tensor path to miss).
+std::string_view tensorPathDtype(std::string_view tensorDtype);
+
 // The metrics a profile reads: for each table entry in the requested sets, the metric name
 // chosen (the first candidate `known` accepts), or the entry's key in `missing`.
 struct ResolvedMetrics {

@@ -54,6 +54,9 @@ const char* torchDtypeName(const char* c10Name) {
       {"Float8_e4m3fn", "float8_e4m3fn"},
       {"Float8_e5m2fnuz", "float8_e5m2fnuz"},
       {"Float8_e4m3fnuz", "float8_e4m3fnuz"},
+      {"QInt8", "qint8"},
+      {"QUInt8", "quint8"},
+      {"QInt32", "qint32"},
   };
   for (const auto& [c10, torchName] : kNames) {
     if (c10 == c10Name) {

@@ -66,7 +66,7 @@ std::optional<PeakDtype> parsePeakDtype(std::string_view name) {
     return PeakDtype::BF16;
   if (n == "FP8" || n.rfind("FLOAT8", 0) == 0)
     return PeakDtype::FP8;
-  if (n == "INT8" || n == "CHAR" || n == "UINT8" || n == "BYTE")
+  if (n == "INT8" || n == "CHAR" || n == "UINT8" || n == "BYTE" || n == "QINT8" || n == "QUINT8")
     return PeakDtype::INT8;
   return std::nullopt;
 }

@@ -52,6 +52,9 @@ struct FieldSpec {
   X(achieved_bytes_per_second, Real, "bytes / seconds")                                       \
   X(peak_bytes_per_second, Real, "memory bandwidth of the device (see bandwidth_source)")     \
   X(batch_size, Real, "size of the input's first dimension")                                  \
+  X(params, Real,                                                                             \
+    "parameters of the model (nn.Module.parameters(), a shared one once), counted by "         \
+    "torchutil.profile; NaN where the model is no nn.Module (params_note says why)")           \
   X(iterations, Real, "timed forwards (with target_ci: as many as the interval needed)")      \
   X(counted_op_calls, Real, "op calls priced by a formula per forward")                       \
   X(unknown_op_calls, Real, "op calls with no formula per forward (see the unknown-op list)") \
@@ -138,7 +141,8 @@ struct FieldSpec {
   X(bytes, Count, "bytes read and written")                                             \
   X(arithmetic_intensity, Real, "FLOPs per byte")                                       \
   X(kernels, Real, "GPU kernels per forward")                                           \
-  X(kernel_seconds, Real, "kernel time per forward")                                    \
+  X(kernel_seconds, Real,                                                               \
+    "kernel time per forward; on a CPU the wall time of its calls (kernel_attribution \"cpu\")") \
   X(kernel_flops_per_second, Real, "FLOPs / kernel_seconds")                            \
   X(kernel_utilization, Real, "kernel_flops_per_second / peak")                         \
   X(kernel_bandwidth_utilization, Real, "bytes / kernel_seconds / peak bandwidth")      \
@@ -213,15 +217,20 @@ struct FieldSpec {
   X(timing_mode, Text,                                                                        \
     "how the timed forwards ran: \"eager\", \"cuda_graph\", \"wall\" (a Profiler block) or "  \
     "\"none\" (meta)")                                                                          \
-  X(timing_note, Text, "why timing=\"auto\" timed eagerly (\"\" when it did not)")             \
+  X(timing_note, Text, "why timing=\"auto\" timed eagerly (\"\" when it did not), one line")   \
+  X(timing_note_detail, Text,                                                                 \
+    "the whole error behind timing_note (a failed capture's traceback), \"\" when none")       \
   X(repetition, Text, "how many timed forwards ran and why that many")                        \
   X(bandwidth_source, Text, "where the memory bandwidth came from")                           \
   X(device, Text, "the device the forward ran on")                                            \
+  X(model, Text, "the model's class name (torchutil.profile, a Profiler given a model)")       \
+  X(params_note, Text, "why params is NaN (\"\" when it is not)")                               \
   X(trace_status, Text, "\"on\", or \"off: <why>\" / \"on, incomplete: <why>\"")              \
   X(kernel_attribution, Text,                                                                 \
     "where per-op kernel figures come from: \"timed\" (the timed forwards, kernels matched to " \
     "ops by position), \"counted\" (the counted forward alone: the timed forwards launched "  \
-    "another kernel sequence) or \"none\" (nothing traced)")                                 \
+    "another kernel sequence), \"cpu\" (the wall time of each op's calls in the counted "     \
+    "forward, on a CPU) or \"none\" (nothing traced)")                                        \
   X(chrome_trace, Text, "the Chrome/Perfetto trace JSON (profile(..., chrome_trace=True))")    \
   X(counters_status, Text,                                                                    \
     "hardware counters: \"off\" (not asked for), \"off: <why>\", \"on\" or \"on, partial: <what is missing>\"") \

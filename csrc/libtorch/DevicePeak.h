@@ -38,8 +38,8 @@ Peak peakForCount(c10::Device device, const CountTable& table, RateSource source
 std::string deviceName(c10::Device device);
 
 // Times a square GEMM in dtype on device, repeatedly, and returns the FLOP/s of the repetitions
-// (the peak is their best); cached per (device, dtype) for the life of the process. Warns
-// (TORCH_WARN) when they spread wide (RateSpread::wide).
+// (the peak is their best); cached per (device, dtype) for the life of the process. A wide
+// spread (RateSpread::wide) is said in the peak's source text (devicePeak), not warned.
 RateSpread measuredGemmPeak(c10::Device device, PeakDtype dtype);
 
 }  // namespace torchutil

@@ -25,6 +25,11 @@ class Forward {
   virtual std::string describe() = 0;
   // Whether forwards are compiled code that runs ops out of sight of module paths.
   virtual bool compiled() { return false; }
+  // Runs the model once as eager PyTorch, for the count: torch.compile'd code (a compiled
+  // module, or compiled functions a model calls) runs its own eager code, so that every op
+  // passes the dispatcher; the compiled code is left as it was (no recompilation). run() for
+  // forwards that compile nothing.
+  virtual void runEager(const std::vector<at::Tensor>& inputs) { run(inputs); }
   // Whether a forward may run ops on other threads (TorchScript's fork runs on the inter-op
   // pool; an eager Python fork runs inline): a profile then counts it eagerly before trying a
   // CUDA-graph capture, which would not hold that work.

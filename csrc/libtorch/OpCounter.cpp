@@ -24,7 +24,8 @@ struct ThreadState {
   struct CachedEntry {
     std::string name;
     const FormulaEntry* entry;
-    bool isOperator;  // a dispatcher op, not a RecordFunction that marks a region of code
+    bool isOperator;      // a dispatcher op, not a RecordFunction that marks a region of code
+    bool compiledRegion;  // dynamo's mark around a compiled frame's code
   };
   std::unordered_map<const char*, CachedEntry> entries;
   at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
@@ -33,6 +34,7 @@ struct ThreadState {
   std::shared_ptr<std::atomic<bool>> abandoned;
   int64_t token = 0;
   int64_t otherThreadCallsAtBegin = 0;
+  int64_t compiledRegions = 0;
 };
 
 thread_local ThreadState tls;
@@ -89,6 +91,9 @@ void dropAbandoned() {
 }
 
 const Args kNoOutputs;
+// The name dynamo's RecordFunction around a compiled frame's code begins with (convert_frame.py's
+// trace annotation, "Torch-Compiled Region: 0/0").
+constexpr std::string_view kCompiledRegion = "Torch-Compiled Region";
 
 bool anyPythonTensor(c10::ArrayRef<const c10::IValue> inputs) {
   for (const c10::IValue& v : inputs) {
@@ -105,11 +110,15 @@ void enterOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* ho
   auto it = tls.entries.find(name);
   if (it == tls.entries.end() || it->second.name != name) {
     const ThreadState::CachedEntry entry{name, s->registry().find(name),
-                                         fn.operator_name().has_value()};
+                                         fn.operator_name().has_value(),
+                                         std::string_view(name).starts_with(kCompiledRegion)};
     it = tls.entries.insert_or_assign(name, entry).first;
   }
+  if (it->second.compiledRegion) {
+    ++tls.compiledRegions;
+  }
   const bool counted = s->enter(name, it->second.entry);
-  if (hooks != nullptr && s->currentEvent() >= 0) {
+  if (hooks != nullptr && hooks->push != nullptr && s->currentEvent() >= 0) {
     hooks->push(static_cast<uint64_t>(s->attributionEvent()) + 1);
   }
   if (s->topIsInside()) {
@@ -161,7 +170,7 @@ void enterOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* ho
 }
 
 void exitOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* hooks) {
-  if (hooks != nullptr && s->currentEvent() >= 0) {
+  if (hooks != nullptr && hooks->pop != nullptr && s->currentEvent() >= 0) {
     hooks->pop();
   }
   if (s->topIsCounted()) {
@@ -224,7 +233,8 @@ int64_t OpCounter::begin(const TraceHooks* hooks) {
   tls.session = std::make_unique<CountSession>();
   if (hooks != nullptr && hooks->clock != nullptr) {
     tls.session->recordEvents(hooks->clock);
-    tls.hooks = hooks;
+    // Hooks without push and pop only time the ops (the CPU's: core/OpTimes.h).
+    tls.hooks = hooks->push != nullptr && hooks->pop != nullptr ? hooks : nullptr;
   }
   try {
     at::RecordFunctionCallback cb(&onEnter, &onExit);
@@ -237,6 +247,7 @@ int64_t OpCounter::begin(const TraceHooks* hooks) {
   }
   tls.abandoned = std::make_shared<std::atomic<bool>>(false);
   tls.otherThreadCallsAtBegin = gOtherThreadCalls.load();
+  tls.compiledRegions = 0;
   std::lock_guard<std::mutex> lock(gSessionsMutex);
   tls.token = gNextToken++;
   gSessions.emplace(tls.token, tls.abandoned);
@@ -276,6 +287,7 @@ CountResult OpCounter::end() {
     result.table.merge(child->session.table());
   }
   result.otherThreads = static_cast<int64_t>(children.size());
+  result.compiledRegions = tls.compiledRegions;
   result.table.setOtherThreadCalls(gOtherThreadCalls.load() - tls.otherThreadCallsAtBegin);
   abort();
   return result;

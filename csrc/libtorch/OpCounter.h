@@ -17,12 +17,17 @@ struct CountResult {
   // Threads other than the counting one that ran ops of the count (TorchScript's fork on the
   // inter-op pool): work a CUDA graph capture of this thread's stream would not hold.
   int64_t otherThreads = 0;
+  // torch.compile'd frames the forward ran (dynamo's "Torch-Compiled Region" RecordFunctions):
+  // code whose generated kernels the dispatcher never sees.
+  int64_t compiledRegions = 0;
 };
 
 class OpCounter {
  public:
   // Starts counting on the calling thread. Throws if this thread already counts (profiles do
-  // not nest) or if RecordFunction is disabled on it. hooks (optional) must outlive the count.
+  // not nest) or if RecordFunction is disabled on it. hooks (optional) must outlive the count;
+  // with a clock, each op call is an OpEvent timed on it; push and pop may be null (the events
+  // are then kept without tracing anything).
   // Returns a token that abandon() takes.
   static int64_t begin(const TraceHooks* hooks = nullptr);
   // From any thread: the count begun with token is dropped, and its thread removes its

@@ -11,9 +11,12 @@
 #include <limits>
 #include <memory>
 
+#include "core/CompiledAttribution.h"
+#include "core/ErrorText.h"
 #include "core/FileLock.h"
 #include "core/HwResult.h"
 #include "core/Metrics.h"
+#include "core/OpTimes.h"
 #include "libtorch/CounterReading.h"
 #include "libtorch/Forward.h"
 #include "libtorch/KernelTracing.h"
@@ -29,6 +32,12 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+uint64_t eventClockNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count());
 }
 
 // Adds the wall time of its scope to one phase.
@@ -136,6 +145,7 @@ class ProfileRun {
     compiled_ = forward_->compiled();
     onMeta_ = device_.is_meta();
     traces_ = o_.trace && device_.is_cuda();
+    cpuTimes_ = o_.trace && device_.is_cpu();  // per-op wall time on a CPU (core/OpTimes.h)
     side_ = captureStream(device_, mode_);
     // Untraced graph timing counts the capture's forward: one host forward fewer. So does a
     // traced one that correlates by graph nodes (opt-in, correlationFor), whose traced replays
@@ -203,6 +213,7 @@ class ProfileRun {
         }
       }
     }
+    countEagerly();
     if (!onMeta_) {
       if (!runner_) {
         runner_ = eagerRunner(*forward_, inputs_, device_);
@@ -266,7 +277,7 @@ class ProfileRun {
   void countedForward(const std::function<void()>& forward) {
     std::unique_ptr<Forward::ModuleScope> modules =
         o_.modulePaths && !compiled_ ? forward_->trackModules() : nullptr;
-    CountingScope counting(tracing_ ? tracing_->hooks() : nullptr);
+    CountingScope counting(tracing_ ? tracing_->hooks() : cpuTimes_ ? cpuOpClock() : nullptr);
     forward();
     counted_ = counting.finish();
     if (modules) {
@@ -301,6 +312,28 @@ class ProfileRun {
             "; an eager counted forward traced, since graph nodes could not be:" + graphRefusal_;
       }
     }
+  }
+
+  // A forward that ran torch.compile'd code is counted again as its eager self (Forward::
+  // runEager), with its module paths: Inductor's generated kernels run ops the dispatcher never
+  // sees. The compiled forward's count stays, for the kernels its trace attributed to its ops
+  // (shareOntoEagerRows). Synchronized, so that no kernel of it falls in the traced forwards.
+  void countEagerly() {
+    if (!compiled_ && counted_->compiledRegions == 0) {
+      return;
+    }
+    PhaseTimer t(&out_.phases.count);
+    c10::OptionalStreamGuard onSide(side_);
+    std::unique_ptr<Forward::ModuleScope> modules =
+        o_.modulePaths ? forward_->trackModules() : nullptr;
+    static const TraceHooks eventsOnly{&eventClockNs, nullptr, nullptr};
+    CountingScope counting(&eventsOnly);
+    forward_->runEager(inputs_);
+    eager_ = counting.finish();
+    if (modules) {
+      modules->close();
+    }
+    synchronizeDevice(device_);
   }
 
   // Eager timing, capture nodes: counts in a capture never replayed, whose nodes the traced
@@ -387,8 +420,10 @@ class ProfileRun {
                 "torchutil: the model could not be captured in a CUDA graph; its forward failed "
                 "during capture: ",
                 c.failure);
-    out_.timingNote =
-        "auto: eager, since the forward could not be captured in a CUDA graph: " + c.failure;
+    // The note is one line; the whole error (a Python traceback, say) is the note's detail.
+    out_.timingNote = "auto: eager, since the forward could not be captured in a CUDA graph: " +
+                      errorHeadline(c.failure);
+    out_.timingNoteDetail = c.failure;
   }
 
   // The traced forwards (eager, or graph replays after the graph's warm-up replays), with PM
@@ -471,7 +506,7 @@ class ProfileRun {
     auto t = std::make_unique<PhaseTimer>(&out_.phases.assemble);
     TORCH_INTERNAL_ASSERT(counted_.has_value(),
                           "torchutil: a profile reached its summary without a count");
-    CountTable& table = counted_->table;
+    CountTable& table = eager_ ? eager_->table : counted_->table;
     if (tracing_) {
       if (tracing_->dropped() > 0) {
         out_.traceStatus =
@@ -484,11 +519,22 @@ class ProfileRun {
       const bool byPosition =
           graphTraced_ || attributeByPosition(countedKernels_, timedKernels_, traced);
       out_.trace = summarizeTrace(countedKernels_, timedKernels_, traced, byPosition,
-                                  counted_->events, table.rows().size());
+                                  counted_->events, counted_->table.rows().size());
+      if (eager_) {
+        std::vector<int64_t> rowOf;
+        out_.trace = shareOntoEagerRows(out_.trace, counted_->table.rows(), table.rows(),
+                                        eager_->events, &rowOf);
+        for (OpEvent& e : counted_->events) {
+          e.row = e.row >= 0 ? rowOf[static_cast<size_t>(e.row)] : -1;
+        }
+      }
       out_.traced = true;
       out_.kernels = std::move(countedKernels_);
       out_.kernels.insert(out_.kernels.end(), std::make_move_iterator(timedKernels_.begin()),
                           std::make_move_iterator(timedKernels_.end()));
+      out_.events = std::move(counted_->events);
+    } else if (cpuTimes_) {
+      out_.cpuOpTimes = cpuOpSeconds(counted_->events, table.rows().size());
       out_.events = std::move(counted_->events);
     }
     if (counters_) {
@@ -497,7 +543,7 @@ class ProfileRun {
     } else if (!o_.counters.empty()) {
       out_.countersStatus = "off: nothing runs on the meta device";
     }
-    if (out_.traced && o_.chromeTrace) {
+    if ((out_.traced || cpuTimes_) && o_.chromeTrace) {
       out_.chromeTrace = chromeTrace(out_.events, table.rows(), out_.kernels, deviceName(device_),
                                      hw::counterTracks(out_.hw));
     }
@@ -516,6 +562,7 @@ class ProfileRun {
     s.energy = o_.energy ? &out_.energy.result : nullptr;
     out_.summary = summarize(s);
     hw::fillSummary(out_.summary, out_.hw, static_cast<double>(s.totals.matrixFlops));
+    hw::markUncountedTensorWork(out_.summary, &out_.countersStatus, out_.hw, table.rows());
     out_.table = std::move(table);
     out_.timingMode =
         onMeta_ ? "none" : timingModeName(usedGraph_ ? TimingMode::CudaGraph : TimingMode::Eager);
@@ -543,8 +590,8 @@ class ProfileRun {
   int64_t batch_ = 0;
   std::unique_ptr<Forward> forward_;
   TimingMode mode_ = TimingMode::Eager;
-  bool compiled_ = false, onMeta_ = false, traces_ = false, fused_ = false, usedGraph_ = false,
-       captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
+  bool compiled_ = false, onMeta_ = false, traces_ = false, cpuTimes_ = false, fused_ = false,
+       usedGraph_ = false, captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
   Correlation inCapture_ = Correlation::Markers;  // how a counted capture would be traced
   bool countCapture_ = false;                     // eager timing counts in a capture
   std::string graphRefusal_;                      // why a graph-node trace could not start
@@ -553,6 +600,7 @@ class ProfileRun {
   int64_t plainWarmups_ = 0;
   double forwardSeconds_ = 0;
   std::optional<CountResult> counted_;
+  std::optional<CountResult> eager_;  // a compiled forward's eager count (countEagerly)
   std::unique_ptr<KernelTracing> tracing_;
   std::unique_ptr<CounterReading> counters_;
   std::unique_ptr<Runner> runner_;

@@ -78,15 +78,19 @@ struct ProfileOutput {
   Peak peak;
   Bandwidth bandwidth;
   std::string timingMode;
-  std::string timingNote;  // why timing="auto" timed eagerly
-  std::string repetition;  // how many timed forwards, and why that many
+  std::string timingNote;        // why timing="auto" timed eagerly, one line
+  std::string timingNoteDetail;  // the whole error behind it (a failed capture's traceback)
+  std::string repetition;        // how many timed forwards, and why that many
   std::string device;
-  // Kernel tracing: traceStatus is "on" or "off: <why>"; the rest is empty when off.
+  // Kernel tracing: traceStatus is "on" or "off: <why>"; the rest is empty when off (events:
+  // but on a CPU, whose op calls are timed).
   std::string traceStatus = "off: not a CUDA profile";
   bool traced = false;
   TraceStats trace;
   std::vector<OpEvent> events;
   std::vector<KernelRecord> kernels;  // counted forward first, then the timed forwards
+  // On a CPU: each op row's wall time in the counted forward (core/OpTimes.h), else empty.
+  std::vector<OpKernelStats> cpuOpTimes;
   std::string chromeTrace;
   // Hardware counters: what was read, matched to kernels and ops, and the status.
   hw::HwResult hw;

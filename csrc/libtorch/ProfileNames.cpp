@@ -12,8 +12,10 @@ void nameTables(const ProfileOutput& out, NamedResult* r) {
   const auto& rows = out.table.rows();
   for (size_t i = 0; i < rows.size(); ++i) {
     const bool traced = out.traced && i < out.trace.perRow.size();
-    addOpRow(r->ops, rows[i], traced ? &out.trace.perRow[i] : nullptr, out.peak.flopsPerSecond,
-             out.bandwidth.bytesPerSecond);
+    const OpKernelStats* time = traced                      ? &out.trace.perRow[i]
+                                : i < out.cpuOpTimes.size() ? &out.cpuOpTimes[i]
+                                                            : nullptr;
+    addOpRow(r->ops, rows[i], time, out.peak.flopsPerSecond, out.bandwidth.bytesPerSecond);
   }
   for (const auto& [op, calls] : out.table.unknown()) {
     const size_t row = r->unknownOps.addRow();
@@ -35,13 +37,15 @@ NamedResult nameResult(const ProfileOutput& out, bool tables) {
   r.setText(TextField::peak_dtype, out.peak.dtype);
   r.setText(TextField::timing_mode, out.timingMode);
   r.setText(TextField::timing_note, out.timingNote);
+  r.setText(TextField::timing_note_detail, out.timingNoteDetail);
   r.setText(TextField::repetition, out.repetition);
   r.setText(TextField::bandwidth_source, out.bandwidth.source);
   r.setText(TextField::device, out.device);
   r.setText(TextField::trace_status, out.traceStatus);
-  r.setText(TextField::kernel_attribution, !out.traced                ? "none"
-                                           : out.trace.perOpFromTimed ? "timed"
-                                                                      : "counted");
+  r.setText(TextField::kernel_attribution, out.traced
+                                               ? (out.trace.perOpFromTimed ? "timed" : "counted")
+                                           : !out.cpuOpTimes.empty() ? "cpu"
+                                                                     : "none");
   r.setText(TextField::chrome_trace, out.chromeTrace);
   r.setText(TextField::counters_status, out.countersStatus);
   r.setText(TextField::counters_not_on_gpu, out.countersNotOnGpu);

@@ -18,6 +18,19 @@ bool isinstance(const py::handle& obj, const char* module, const char* name) {
   return py::isinstance(obj, cls);
 }
 
+// Whether obj is a torch.compile'd module. Nothing can have been compiled before torch._dynamo
+// was imported, so an eager model is answered without importing it (seconds on a first call).
+bool dynamoImported() {
+  return py::module_::import("sys").attr("modules").contains("torch._dynamo");
+}
+
+bool isCompiledModule(const py::handle& obj) {
+  if (!dynamoImported()) {
+    return false;
+  }
+  return isinstance(obj, "torch._dynamo.eval_frame", "OptimizedModule");
+}
+
 // Global module hooks that report each module's qualified name (from the profiled root; a
 // module it does not name, by its type under its caller) to OpCounter, for a root that is not
 // an eager nn.Module (a function, a compiled or scripted module; an eager one has its forwards
@@ -126,15 +139,18 @@ class PyForward final : public Forward {
 
   void run(const std::vector<at::Tensor>& inputs) override {
     py::gil_scoped_acquire gil;
+    call(inputs);
+  }
+
+  // torchutil/_eager.py: torch.compile's force_eager stance, FlexAttention priced as one op.
+  void runEager(const std::vector<at::Tensor>& inputs) override {
+    py::gil_scoped_acquire gil;
+    py::object runEager = py::module_::import("torchutil._eager").attr("run_eager");
     if (module_->bound) {
-      module_->callable(*module_->args, **module_->kwargs);
+      runEager(module_->callable, module_->args, module_->kwargs);
       return;
     }
-    py::tuple args(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args[i] = py::cast(inputs[i]);
-    }
-    module_->callable(*args);
+    runEager(module_->callable, positional(inputs), py::dict());
   }
 
   std::optional<c10::Device> parameterDevice() override {
@@ -155,14 +171,34 @@ class PyForward final : public Forward {
 
   bool compiled() override {
     py::gil_scoped_acquire gil;
-    return isinstance(module_->callable, "torch._dynamo.eval_frame", "OptimizedModule");
+    return isCompiledModule(module_->callable);
   }
 
+  // A compiled module's paths are its eager module's (the forward counted is that module's).
   std::unique_ptr<ModuleScope> trackModules() override {
-    return makeModuleScope(module_->callable);
+    py::gil_scoped_acquire gil;
+    return makeModuleScope(isCompiledModule(module_->callable)
+                               ? py::object(module_->callable.attr("_orig_mod"))
+                               : module_->callable);
   }
 
  private:
+  void call(const std::vector<at::Tensor>& inputs) {
+    if (module_->bound) {
+      module_->callable(*module_->args, **module_->kwargs);
+      return;
+    }
+    module_->callable(*positional(inputs));
+  }
+
+  static py::tuple positional(const std::vector<at::Tensor>& inputs) {
+    py::tuple args(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      args[i] = py::cast(inputs[i]);
+    }
+    return args;
+  }
+
   c10::intrusive_ptr<PyModule> module_;
 };
 
@@ -213,7 +249,7 @@ std::unique_ptr<Forward::ModuleScope> makeModuleScope(const py::object& root) {
   {
     py::gil_scoped_acquire gil;
     if (isinstance(root, "torch.nn", "Module") && !isinstance(root, "torch.jit", "ScriptModule") &&
-        !isinstance(root, "torch._dynamo.eval_frame", "OptimizedModule")) {
+        !isCompiledModule(root)) {
       return makeForwardScope(root);
     }
   }

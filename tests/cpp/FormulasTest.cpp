@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <numeric>
 #include <set>
@@ -1077,6 +1078,164 @@ TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
 
 // ---- the registry as a whole --------------------------------------------------------------
 
+// ---- decompositions, solves, FFTs, embedding bags, quantized Linear, FlexAttention ----------
+// Golub & Van Loan's counts and the radix-2 FFT count, computed here.
+const Names kPricedOnce{"aten::linalg_lu_factor_ex",
+                        "aten::linalg_cholesky_ex",
+                        "aten::linalg_qr",
+                        "aten::_linalg_eigh",
+                        "aten::_linalg_svd",
+                        "aten::linalg_eig",
+                        "aten::linalg_eigvals",
+                        "aten::linalg_lu_solve",
+                        "aten::linalg_solve_triangular",
+                        "aten::cholesky_solve",
+                        "aten::_cholesky_solve_helper",
+                        "aten::_fft_c2c",
+                        "aten::_fft_r2c",
+                        "aten::_fft_c2r",
+                        "aten::_embedding_bag",
+                        "aten::_embedding_bag_forward_only",
+                        "quantized::linear",
+                        "quantized::linear_relu",
+                        "quantized::linear_dynamic",
+                        "quantized::linear_relu_dynamic",
+                        "torchutil::flex_attention"};
+
+Arg typed(std::vector<int64_t> sizes, const char* dtype) {
+  return Arg::ofTensor(std::move(sizes), 4, dtype);
+}
+
+Cost priced(const std::string& op, OpClass c, const Args& in, const Args& out) {
+  const FormulaEntry* e = FormulaRegistry::global().find(op);
+  if (e == nullptr || e->name != op || e->formula == nullptr) {
+    ADD_FAILURE() << op << " has no formula of its own";
+    return {};
+  }
+  EXPECT_EQ(e->opClass, c) << op;
+  return e->formula(in, out);
+}
+
+int64_t vectorOf(const std::string& op, const Args& in, const Args& out) {
+  return priced(op, OpClass::Vector, in, out).vectorFlops;
+}
+
+TEST(FormulasTest, FactorizationsAreGolubVanLoansCounts) {
+  // LU of 3 square 30 x 30 matrices: 2n³/3 each; of a 40 x 10 one: mn² - n³/3.
+  EXPECT_EQ(vectorOf("aten::linalg_lu_factor_ex", {t({3, 30, 30})}, {}), 3 * 2 * 27000 / 3);
+  EXPECT_EQ(vectorOf("aten::linalg_lu_factor_ex", {t({40, 10})}, {}),
+            std::llround(40.0 * 100 - 1000.0 / 3));
+  EXPECT_EQ(vectorOf("aten::linalg_cholesky_ex", {t({2, 30, 30})}, {}), 2 * 27000 / 3);
+  // QR of 40 x 10, reduced (thin Q [40, 10]): twice 2mn² - 2n³/3; complete (Q [40, 40]):
+  // R, then 4(m²n - mn² + n³/3); mode "r" (an empty Q): R alone.
+  const double r = 2.0 * 40 * 100 - 2000.0 / 3;
+  EXPECT_EQ(vectorOf("aten::linalg_qr", {t({40, 10})}, {t({40, 10}), t({10, 10})}),
+            std::llround(2 * r));
+  EXPECT_EQ(vectorOf("aten::linalg_qr", {t({40, 10})}, {t({40, 40}), t({40, 10})}),
+            std::llround(r + 4 * (1600.0 * 10 - 40.0 * 100 + 1000.0 / 3)));
+  EXPECT_EQ(vectorOf("aten::linalg_qr", {t({40, 10})}, {t({0}), t({10, 10})}), std::llround(r));
+  // Symmetric eigenproblem: 9n³ with the vectors, 4n³/3 without.
+  EXPECT_EQ(vectorOf("aten::_linalg_eigh", {t({30, 30}), Arg{}, Arg::ofBool(true)}, {}), 9 * 27000);
+  EXPECT_EQ(vectorOf("aten::_linalg_eigh", {t({30, 30}), Arg{}, Arg::ofBool(false)}, {}),
+            4 * 27000 / 3);
+  // Nonsymmetric eigenproblem: about 25n³ with the vectors, 10n³ without.
+  EXPECT_EQ(vectorOf("aten::linalg_eig", {t({2, 30, 30})}, {}), 2 * 25 * 27000);
+  EXPECT_EQ(vectorOf("aten::linalg_eigvals", {t({30, 30})}, {}), 10 * 27000);
+  // SVD of 40 x 10 (and of its transpose): values 4mn² - 4n³/3; thin 14mn² + 8n³; full
+  // 4m²n + 8mn² + 9n³.
+  for (const std::vector<int64_t>& a : {std::vector<int64_t>{40, 10}, {10, 40}}) {
+    const auto svd = [&](bool full, bool uv) {
+      return vectorOf("aten::_linalg_svd", {t(a), Arg::ofBool(full), Arg::ofBool(uv)}, {});
+    };
+    EXPECT_EQ(svd(false, false), std::llround(4.0 * 40 * 100 - 4000.0 / 3));
+    EXPECT_EQ(svd(false, true), 14 * 40 * 100 + 8 * 1000);
+    EXPECT_EQ(svd(true, true), 4 * 1600 * 10 + 8 * 40 * 100 + 9 * 1000);
+  }
+}
+
+TEST(FormulasTest, SolvesAreNSquaredPerRightHandSideAndTriangle) {
+  // LU solve: L then U, n² each per right-hand side; a triangular solve: one.
+  EXPECT_EQ(vectorOf("aten::linalg_lu_solve", {t({2, 30, 30}), t({2, 30}), t({2, 30, 4})},
+                     {t({2, 30, 4})}),
+            2 * 2 * 900 * 4);
+  EXPECT_EQ(vectorOf("aten::linalg_solve_triangular", {t({30, 30}), t({30, 4})}, {t({30, 4})}),
+            900 * 4);
+  // cholesky_solve(B, L): the factor is the second input.
+  for (const char* op : {"aten::cholesky_solve", "aten::_cholesky_solve_helper"}) {
+    EXPECT_EQ(vectorOf(op, {t({30, 4}), t({30, 30})}, {t({30, 4})}), 2 * 900 * 4) << op;
+  }
+}
+
+TEST(FormulasTest, FftsAreFiveNLogNPerComplexTransformAndHalfForRealOnes) {
+  const auto dims = [](std::vector<int64_t> d) { return Arg::ofInts(std::move(d)); };
+  // 3 complex transforms of 64 points, no normalization.
+  EXPECT_EQ(vectorOf("aten::_fft_c2c", {typed({3, 64}, "complex64"), dims({1}), Arg::ofInt(0)},
+                     {typed({3, 64}, "complex64")}),
+            3 * 5 * 64 * 6);
+  // A 2-d real transform of 8 x 16 points (N = 128) on 2 signals, normalized by 1/N: 2 FLOPs
+  // per complex output element.
+  EXPECT_EQ(vectorOf("aten::_fft_r2c", {t({2, 8, 16}), dims({1, 2}), Arg::ofInt(2)},
+                     {typed({2, 8, 9}, "complex64")}),
+            std::llround(2 * 2.5 * 128 * 7) + 2 * 2 * 8 * 9);
+  // c2r: N is the real output's, 1 FLOP per real output element for the normalization.
+  EXPECT_EQ(vectorOf("aten::_fft_c2r", {typed({4, 33}, "complex64"), dims({1}), Arg::ofInt(2)},
+                     {t({4, 64})}),
+            std::llround(4 * 2.5 * 64 * 6) + 4 * 64);
+}
+
+TEST(FormulasTest, EmbeddingBagIsOneFlopPerGatheredValue) {
+  // weight [100, 8], 12 indices in 3 bags; per_sample_weights doubles it.
+  const Args in{t({100, 8}),
+                typed({12}, "int64"),
+                typed({3}, "int64"),
+                Arg::ofBool(false),
+                Arg::ofInt(0),
+                Arg::ofBool(false),
+                Arg{}};
+  EXPECT_EQ(vectorOf("aten::_embedding_bag", in, {t({3, 8})}), 12 * 8);
+  Args weighted = in;
+  weighted[6] = t({12});
+  EXPECT_EQ(vectorOf("aten::_embedding_bag_forward_only", weighted, {t({3, 8})}), 2 * 12 * 8);
+}
+
+TEST(FormulasTest, QuantizedLinearIsInt8MatrixWork) {
+  Arg packed;
+  packed.kind = ArgKind::Other;  // the packed weight: a custom class, no shape here
+  const Cost dynamic = priced("quantized::linear_dynamic", OpClass::Matrix,
+                              {t({4, 64}), packed, Arg::ofBool(false)}, {t({4, 32})});
+  EXPECT_EQ(dynamic.matrixFlops, 2 * 4 * 64 * 32);
+  EXPECT_EQ(dynamic.vectorFlops, 4 * 4 * 64 + 2 * 4 * 32);
+  EXPECT_STREQ(dynamic.dtype, "int8");
+  const Cost fixed = priced("quantized::linear_relu", OpClass::Matrix,
+                            {typed({4, 64}, "quint8"), packed, Arg::ofDouble(0.1), Arg::ofInt(0)},
+                            {typed({4, 32}, "quint8")});
+  EXPECT_EQ(fixed.matrixFlops, 2 * 4 * 64 * 32);
+  EXPECT_EQ(fixed.vectorFlops, 3 * 4 * 32);
+  EXPECT_EQ(fixed.dtype, nullptr);  // the row's dtype is its input's, quint8
+  // Without the fused ReLU, one FLOP fewer per output element.
+  EXPECT_EQ(priced("quantized::linear", OpClass::Matrix,
+                   {typed({4, 64}, "quint8"), packed, Arg::ofDouble(0.1), Arg::ofInt(0)},
+                   {typed({4, 32}, "quint8")})
+                .vectorFlops,
+            2 * 4 * 32);
+  EXPECT_EQ(priced("quantized::linear_relu_dynamic", OpClass::Matrix,
+                   {t({4, 64}), packed, Arg::ofBool(false)}, {t({4, 32})})
+                .vectorFlops,
+            dynamic.vectorFlops + 4 * 32);
+}
+
+TEST(FormulasTest, FlexAttentionMasksTheBlocksItsBlockMaskSkips) {
+  // B 2, H 4, L = S = 512, E = Ev = 64; 10 of 16 block pairs computed (causal, 128 blocks).
+  const int64_t scores = 2 * 4 * 512 * 512;
+  const Cost c = priced(
+      "torchutil::flex_attention", OpClass::Matrix,
+      {t({2, 4, 512, 64}), t({2, 4, 512, 64}), t({2, 4, 512, 64}), Arg::ofInt(10), Arg::ofInt(16)},
+      {t({2, 4, 512, 64})});
+  EXPECT_EQ(c.matrixFlops, 4 * scores * 64);
+  EXPECT_EQ(c.vectorFlops, 5 * scores);
+  EXPECT_EQ(c.maskedFlops, (4 * scores * 64 + 5 * scores) / 16 * 6);
+}
+
 TEST(FormulasTest, EveryArithmeticOpBelongsToATestedFamily) {
   std::set<std::string> tested;
   for (const Names* family : {&kMatrixProducts,
@@ -1101,7 +1260,8 @@ TEST(FormulasTest, EveryArithmeticOpBelongsToATestedFamily) {
                               &kAdaptivePool,
                               &kReductions,
                               &kNorms,
-                              &kMoments}) {
+                              &kMoments,
+                              &kPricedOnce}) {
     tested.insert(family->begin(), family->end());
   }
   for (const auto* convs : {&kConvolutions, &kTransposedConvolutions}) {

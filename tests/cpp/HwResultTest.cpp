@@ -127,6 +127,55 @@ TEST(HwResultTest, SummaryOpAndKernelFields) {
   EXPECT_DOUBLE_EQ(kernels.numberColumn("hw_fma_instructions")[0], 1.0);
 }
 
+TEST(HwResultTest, MatrixWorkInADtypeWithNoTensorPathReadIsNaNWithAReason) {
+  // The GEMM runs in fp8, whose tensor path GH100 has no counter for: the paths read (fp16 here)
+  // say 0, which is no measure of the fp8 work. Its row and the forward are NaN, and the
+  // status says why; the fields of the paths read stay.
+  Forward f;
+  f.rows[0].op = "aten::_scaled_mm";
+  f.rows[0].dtype = "float8_e4m3fn";
+  HwResult hw;
+  std::string why;
+  ASSERT_TRUE(
+      matchRanges({range(0, 90), range(0, 70), range(0, 20)}, f.kernels, f.events, &hw, &why));
+  std::vector<double> summary(kNumFields, kNaN);
+  fillSummary(summary, hw, 1000.0);
+  EXPECT_DOUBLE_EQ(field(summary, Field::hw_tensor_flops), 0.0);  // what it said before
+  std::string status = "on";
+  markUncountedTensorWork(summary, &status, hw, f.rows);
+  EXPECT_TRUE(std::isnan(field(summary, Field::hw_tensor_flops)));
+  EXPECT_TRUE(std::isnan(field(summary, Field::hw_flops_ratio)));
+  EXPECT_TRUE(std::isnan(field(summary, Field::hw_tensor_flops_fp8)));
+  EXPECT_DOUBLE_EQ(field(summary, Field::hw_tensor_flops_fp16), 0.0);
+  EXPECT_EQ(status,
+            "on, partial: flops: this GPU has no tensor-path counter for float8, the dtype of 1000 "
+            "counted matrix FLOPs (aten::_scaled_mm): hw_tensor_flops and hw_flops_ratio are NaN "
+            "for those ops and for the forward");
+  ResultTable ops("ops");
+  ops.addRow();
+  ops.addRow();
+  fillOpRows(ops, hw, f.rows);
+  EXPECT_TRUE(std::isnan(ops.numberColumn("hw_tensor_flops")[0]));
+  EXPECT_TRUE(std::isnan(ops.numberColumn("hw_flops_ratio")[0]));
+  EXPECT_DOUBLE_EQ(ops.numberColumn("hw_tensor_flops")[1], 0.0);  // no matrix work: nothing missed
+  EXPECT_DOUBLE_EQ(ops.numberColumn("sm_throughput_pct")[0], 80.0);
+
+  // A partial status keeps what it said; a dtype whose path was read changes nothing.
+  status = "on, partial: timeline: loose";
+  markUncountedTensorWork(summary, &status, hw, f.rows);
+  EXPECT_EQ(status.rfind("on, partial: timeline: loose; flops: this GPU has no", 0), 0u) << status;
+  f.rows[0].dtype = "float16";
+  std::vector<double> read(kNumFields, kNaN);
+  fillSummary(read, hw, 1000.0);
+  status = "on";
+  markUncountedTensorWork(read, &status, hw, f.rows);
+  EXPECT_EQ(status, "on");
+  EXPECT_DOUBLE_EQ(field(read, Field::hw_tensor_flops), 0.0);
+  EXPECT_EQ(tensorPathDtype("float8_e5m2"), "float8");
+  EXPECT_EQ(tensorPathDtype("bfloat16"), "bfloat16");
+  EXPECT_EQ(tensorPathDtype("float32"), "");  // tf32 or the FMA pipe: not certain
+}
+
 TEST(HwResultTest, TimelineFillsSummaryOpsAndCounterTracks) {
   Forward f;
   HwResult hw;

@@ -101,7 +101,8 @@ TEST(OpArgsTest, TorchDtypeNamesAreThePythonSpelling) {
   EXPECT_STREQ(torchDtypeName("Float"), "float32");
   EXPECT_STREQ(torchDtypeName("Long"), "int64");
   EXPECT_STREQ(torchDtypeName("Float8_e4m3fn"), "float8_e4m3fn");
-  EXPECT_STREQ(torchDtypeName("QInt8"), "QInt8");  // no other name: passed through
+  EXPECT_STREQ(torchDtypeName("QInt8"), "qint8");
+  EXPECT_STREQ(torchDtypeName("QUInt4x2"), "QUInt4x2");  // no other name: passed through
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from torchutil._ops import OPTION_DEFAULTS as _D
 from torchutil.coded.codes import Code
 from torchutil.profiler import profile
 
@@ -66,9 +67,9 @@ class _Decode(nn.Module):
 
 
 def measure_cost(code: Code, base_model: nn.Module, shape: Sequence[int], classes: int, *, batch: int = 1,
-                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, warmup: int = 3,
-                 iters: int = 10, timing: str = "auto", target_ci: float | None = None,
-                 max_time: float = 2.0) -> list[ComponentCost]:
+                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, warmup: int = _D["warmup"],
+                 iters: int = _D["iters"], timing: str = "auto", target_ci: float | None = None,
+                 max_time: float = _D["max_time"]) -> list[ComponentCost]:
     """Profiles F, the encoder, the parity model and the decoder (COMPONENTS, in that order) on
     copies of them moved to `device` and `dtype`."""
     if batch < 1:

@@ -56,6 +56,16 @@ class Setup:
         x = torch.randn(*shape, device=self.device, dtype=self.dtype)
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
 
+    def classifier(self, name: str, batch: int, image_size: int | None = None
+                   ) -> tuple[torch.nn.Module, torch.Tensor]:
+        """The classifier `name` of torchutil.models.build_classifier (random weights) placed as
+        model() places it, and a batch of `batch` images of its input size
+        (classifier_image_size, unless image_size is given) placed as input() places it."""
+        from torchutil.models import build_classifier, classifier_image_size
+
+        size = image_size or classifier_image_size(name)
+        return self.model(build_classifier(name)), self.input(batch, 3, size, size)
+
 
 def named(e: OSError, path: str | os.PathLike[str]) -> OSError:
     """e as an OSError that names `path` (a failed write names no file: "No space left on
@@ -111,9 +121,12 @@ def exit_on_error() -> Iterator[None]:
         raise SystemExit(str(e)) from None
 
 
+NAS = "torchutil.nas"  # how the NAS studies' errors begin
+
+
 def nas_error(message: str) -> ValueError:
     """The error of a bad argument to the NAS studies: `raise nas_error("...")`."""
-    return ValueError(f"torchutil.nas: {message}")
+    return ValueError(f"{NAS}: {message}")
 
 
 NO_MATPLOTLIB = "no plots: matplotlib is not installed (pip install matplotlib: the plot extra)"

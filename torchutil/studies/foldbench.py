@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import torch
 
+from torchutil._ops import OPTION_DEFAULTS
 from torchutil.folding import FoldedModel, fold
 from torchutil.models import FOLD_BENCH_MODELS, build
 from torchutil.profiler import profile
@@ -38,7 +39,7 @@ COUNTER_COLUMNS = ["hw_tensor_flops_per_image", "hw_flops_ratio", "sm_throughput
 
 def run_fold_bench(models: Sequence[str] = tuple(FOLD_BENCH_MODELS), factors: Sequence[int] = (2, 3, 4),
                    *, device: str = "cpu", batch: int = 1024, dtype: str = "float32",
-                   warmup: int = 3, iters: int = 10, channels_last: bool | None = None,
+                   warmup: int = OPTION_DEFAULTS["warmup"], iters: int = OPTION_DEFAULTS["iters"], channels_last: bool | None = None,
                    cuda_graph: bool = False, fuse_bn: bool = False,
                    multiple_of: int = 1, cudnn_benchmark: bool = False,
                    counters: str | Sequence[str] | None = None) -> list[dict[str, Any]]:

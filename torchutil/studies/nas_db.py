@@ -1,7 +1,7 @@
 """The results db of `nas evaluate`: one row per (index, dataset, batch, dtype, device, mode) in
 the SQLite table `results`, its columns, opening it (created, or read-only for readers), reading,
 writing and merging rows, the packaged sweep (`builtin:h200-auto`) and the shard files of ranks.
-torchutil/studies/nas_evaluate.py measures the rows and re-exports these names.
+torchutil/studies/nas_cells.py measures the rows; nas_evaluate.py re-exports these names.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from torchutil.fields import FIELDS
+from torchutil._ops import CHOICES
 from torchutil.studies._common import nas_error
 
 __all__ = [
@@ -40,7 +40,7 @@ __all__ = [
 # A row's identity. `device` is the device type ("cuda", "cpu"): the shards of one sweep run on
 # cuda:0..cuda:7 and are one measurement; the GPU's name is in `device_name`.
 KEY_COLUMNS = ("idx", "dataset", "batch", "dtype", "device", "mode")
-TIMINGS = ("auto", "cuda_graph", "eager")
+TIMINGS = CHOICES["timing"]  # a row's mode
 # One measurement config: a row's key without the arch index.
 CONFIG_COLUMNS = KEY_COLUMNS[1:]
 # Copied from the profile summary (torchutil.FIELDS); kernel figures are NaN (NULL) untraced.
@@ -56,7 +56,6 @@ SUMMARY_COLUMNS = ("utilization", "matrix_utilization", "flops", "matrix_flops",
 # params: trainable parameters of the network; eval_seconds: wall time of the whole
 # evaluation of the arch (construction + profile), what a sweep pays per arch.
 METRIC_COLUMNS = (*SUMMARY_COLUMNS, "params", "build_seconds", "eval_seconds")
-_FIELD_INDEX = {name: FIELDS.index(name) for name in SUMMARY_COLUMNS}
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS results (

@@ -19,7 +19,7 @@ legal beside a capture, and their synchronizations wait for their own streams (C
 device-wide one beside a capture).
 The main thread writes the rows (every `commit_every`) and drives the progress bar, so a kill
 loses at most the cells in flight. The allocator's cache (each destroyed graph leaves its
-private pool there) is emptied every _EMPTY_CACHE_EVERY cells while no thread is inside a cell:
+private pool there) is emptied every EMPTY_CACHE_EVERY cells while no thread is inside a cell:
 emptying it beside another thread's capture is not safe.
 """
 from __future__ import annotations
@@ -41,9 +41,8 @@ from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
 from torchutil.studies._common import Progress, cudnn_autotune, nas_error
 from torchutil.studies.nas_db import connect, db_errors, insert_rows
-from torchutil.studies.nas_evaluate import (_EMPTY_CACHE_EVERY, STAGES, EvalConfig, _diagnostic, _evaluate_cells,
-                                            _device_name, _holding, _make_input, evaluate_arch, gpu_lock_path, merge_workers,
-                                            worker_path)
+from torchutil.studies.nas_cells import (EMPTY_CACHE_EVERY, STAGES, EvalConfig, device_name, diagnostic, evaluate_arch,
+                                         evaluate_cells, gpu_lock_path, holding, make_input, merge_workers, worker_path)
 
 
 class _Gate:
@@ -102,15 +101,15 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
     # The set-up runs kernels (random weights, the input, the peak's measurement), all of it
     # before any thread captures: random numbers drawn beside a capture break PyTorch's CUDA
     # generator (seen: "Offset increment outside graph capture encountered unexpectedly").
-    with _holding(lock):
+    with holding(lock):
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        x = _make_input(config, device)
+        x = make_input(config, device)
         peak = None if device.type == "meta" else torchutil.peak_flops(device, DTYPES[config.dtype])[0]
         pools = [nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
                  for _ in range(threads)]
         if device.type == "cuda":
-            _device_name(device)  # cached: the rows' device_name asks no CUDA call beside a capture
+            device_name(device)  # cached: the rows' device_name asks no CUDA call beside a capture
             torch.cuda.synchronize(device)
     setup = [0.0]  # seconds until the last thread is ready, which every thread waited for
 
@@ -125,12 +124,12 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
             if device.type == "cuda":
                 torch.cuda.set_device(device)  # the current device is per thread
             pool = pools[k]
-            if device.type == "cuda" and not _diagnostic("TORCHUTIL_SWEEP_NO_THREAD_WARMUP"):
+            if device.type == "cuda" and not diagnostic("TORCHUTIL_SWEEP_NO_THREAD_WARMUP"):
                 # One eager forward in this thread before any capture, so that none of its
                 # library handles (cuDNN's and cuBLAS's are per thread, made on first use) is made
                 # inside a capture. A precaution: the failure it was added for (device call 4)
                 # was the device-wide synchronization (csrc/libtorch/Devices.h, ThreadStreams).
-                with _holding(lock), torch.inference_mode():
+                with holding(lock), torch.inference_mode():
                     pool.get(todo[0])(x)
                     torch.cuda.synchronize(device)
             ready.wait()
@@ -141,7 +140,7 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
                     break
                 with count_lock:
                     started[0] += 1
-                    drain = device.type == "cuda" and started[0] % _EMPTY_CACHE_EVERY == 0
+                    drain = device.type == "cuda" and started[0] % EMPTY_CACHE_EVERY == 0
                 t0 = time.perf_counter()  # a drain below counts as "other"
                 if drain:
                     with gate.alone():
@@ -238,9 +237,9 @@ def _worker(k: int, config: dict[str, Any], todo: list[int], db: str, options: d
             torch.cuda.set_device(device)
             # A share of the GPU's memory each, so that one worker's cached graph pools cannot
             # starve another's capture (a full share frees its cache and captures again).
-            if not _diagnostic("TORCHUTIL_SWEEP_NO_MEMORY_FRACTION"):
+            if not diagnostic("TORCHUTIL_SWEEP_NO_MEMORY_FRACTION"):
                 torch.cuda.set_per_process_memory_fraction(0.9 / options["workers"])
-        _evaluate_cells(EvalConfig(**config), todo, worker_path(db, k), options, lock, done, stages)
+        evaluate_cells(EvalConfig(**config), todo, worker_path(db, k), options, lock, done, stages)
         results.put((k, None, stages))
     except BaseException as e:  # reported to the parent, which names the worker
         results.put((k, f"{type(e).__name__}: {e}", stages))

@@ -41,8 +41,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from torchutil._ops import check_choice
 from torchutil.nas import natsbench as nb
-from torchutil.studies._common import atomic_open, figure, nas_error, save_figure, write_json
+from torchutil.studies._common import NAS, atomic_open, figure, nas_error, save_figure, write_json
 from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
 __all__ = [
@@ -102,8 +103,7 @@ class SearchSpace:
         where: key columns that pick one measurement config (batch=256, dtype="float16", ...);
         an error names the configs when the db holds several and none is picked."""
         dataset = accuracy_dataset
-        if dataset not in nb.DATASETS:
-            raise nas_error(f"accuracy dataset must be one of {', '.join(nb.DATASETS)}, got {dataset!r}")
+        check_choice("accuracy dataset", dataset, nb.DATASETS, NAS)
         rows = read_rows(db, **where)
         if not rows:
             raise nas_error(f"no measurements in {db} for {where or 'any config'}; run `nas evaluate` first")
@@ -130,8 +130,7 @@ class SearchSpace:
         return space
 
     def metric(self, name: str) -> np.ndarray:
-        if name not in _METRIC_COLUMN:
-            raise nas_error(f"reward metric must be one of {', '.join(_METRIC_COLUMN)}, got {name!r}")
+        check_choice("reward metric", name, _METRIC_COLUMN, NAS)
         m = {"utilization": self.utilization, "throughput": self.throughput}.get(name, self.images_per_joule)
         if not np.isfinite(m[self.available]).all():
             raise nas_error(f"the measurements hold no {name} for every cell; measure them with nas evaluate --energy")
@@ -157,8 +156,7 @@ class Strategy:
     weight: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.filter not in FILTERS:
-            raise nas_error(f"filter must be one of {', '.join(FILTERS)}, got {self.filter!r}")
+        check_choice("filter", self.filter, FILTERS, NAS)
         if self.reward_metric is not None and self.reward_metric not in _METRIC_COLUMN:
             raise nas_error(f"reward metric must be None or one of {', '.join(_METRIC_COLUMN)}, got {self.reward_metric!r}")
 

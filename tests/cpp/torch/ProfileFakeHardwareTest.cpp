@@ -156,6 +156,96 @@ TEST(ProfileFakeHardwareTest, CountersThroughTheFakesAreMatchedToTheTracedKernel
   EXPECT_EQ(counters.alive, 0);
 }
 
+// torch._scaled_mm of two fp8 matrices: matrix work in float8, the arithmetic GH100 has no
+// tensor-path counter for. (Dtypes by number: TorchScript compiled without Python knows no
+// torch.float32; 6 is float32, 15 bfloat16.)
+c10::IValue fp8Model() {
+  torch::jit::Module m("Fp8Model");
+  m.define(R"(
+    def forward(self, a, b):
+        s = torch.ones([], dtype=6)
+        return torch._scaled_mm(a, b, s, s, out_dtype=15)
+  )");
+  return c10::IValue(m._ivalue());
+}
+
+TEST(ProfileFakeHardwareTest, Fp8MatrixWorkWithNoTensorCounterIsNaNWithAReasonNotZero) {
+  FakeTraceBackend trace;
+  trace.kernelPerOp = true;
+  FakeCounterBackend counters;
+  for (const std::string& name :  // a GH100: no fp8 tensor path
+       hw::rangeMetricDefs()[static_cast<size_t>(RangeMetric::TensorHgmmaFp8)].candidates) {
+    counters.known.erase(name);
+  }
+  // Every kernel reads 0 on the paths the chip has, as the H200's fp8 GEMM kernels do.
+  counters.beforeDecode = [&](FakeCounterBackend& c) {
+    c.ranges.clear();
+    for (size_t i = 0; i < trace.launched.size(); ++i) {
+      c.ranges.push_back({std::to_string(i), rangeValues({{RangeMetric::TensorHgmmaFp16, 0},
+                                                          {RangeMetric::TensorHgmmaBf16, 0},
+                                                          {RangeMetric::TensorHgmmaTf32, 0},
+                                                          {RangeMetric::TensorHmmaFp16, 0},
+                                                          {RangeMetric::TensorHmmaBf16, 0},
+                                                          {RangeMetric::TensorHmmaTf32, 0},
+                                                          {RangeMetric::FmaInstructions, 10}})});
+    }
+  };
+  HardwareBackends backends;
+  backends.trace = &trace;
+  backends.counters = &counters;
+  ProfileOptions o = options(&backends);
+  o.counters = {hw::CounterSet::Flops};
+  o.peakFlops = 1e12;  // no measured fp8 peak on a CPU
+  const at::Tensor a = at::randn({16, 32}).to(at::kFloat8_e4m3fn);
+  const at::Tensor b = at::randn({16, 32}).to(at::kFloat8_e4m3fn).t();
+  const ProfileOutput out = profileModel(fp8Model(), {a, b}, o);
+  ASSERT_EQ(out.traceStatus, "on");
+  EXPECT_EQ(out.countersNotOnGpu, "tensor_hgmma_fp8");
+  EXPECT_EQ(out.countersStatus,
+            "on, partial: flops: this GPU has no tensor-path counter for float8, the dtype of "
+            "16384 counted matrix FLOPs (aten::_scaled_mm): hw_tensor_flops and hw_flops_ratio "
+            "are NaN for those ops and for the forward");
+  EXPECT_TRUE(std::isnan(field(out, Field::hw_tensor_flops)));
+  EXPECT_TRUE(std::isnan(field(out, Field::hw_flops_ratio)));
+  EXPECT_TRUE(std::isnan(field(out, Field::hw_tensor_flops_fp8)));
+  EXPECT_EQ(field(out, Field::hw_tensor_flops_bf16), 0.0);  // read, and zero
+  const NamedResult named = nameResult(out);
+  const auto& ops = named.ops.textColumn("op");
+  const auto row = std::find(ops.begin(), ops.end(), "aten::_scaled_mm") - ops.begin();
+  ASSERT_LT(static_cast<size_t>(row), ops.size());
+  EXPECT_EQ(named.ops.textColumn("dtype")[row], "float8_e4m3fn");
+  EXPECT_TRUE(std::isnan(named.ops.numberColumn("hw_tensor_flops")[row]));
+  EXPECT_TRUE(std::isnan(named.ops.numberColumn("hw_flops_ratio")[row]));
+  EXPECT_EQ(counters.alive, 0);
+}
+
+TEST(ProfileFakeHardwareTest, ACpuProfileTimesEveryCountedOpAndTracesThem) {
+  ProfileOptions o = options(nullptr);
+  o.chromeTrace = true;
+  const ProfileOutput out = profileModel(model(), {at::randn({64, 64})}, o);
+  EXPECT_FALSE(out.traced);
+  const auto& rows = out.table.rows();
+  ASSERT_EQ(out.cpuOpTimes.size(), rows.size());
+  double total = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    EXPECT_GT(out.cpuOpTimes[r].seconds, 0.0) << rows[r].op;
+    total += out.cpuOpTimes[r].seconds;
+  }
+  EXPECT_LE(total, out.phases.count);  // counted ops never nest: at most the counted forward
+  const NamedResult named = nameResult(out);
+  EXPECT_EQ(named.text("kernel_attribution"), "cpu");
+  EXPECT_DOUBLE_EQ(named.ops.numberColumn("kernel_seconds")[0], out.cpuOpTimes[0].seconds);
+  EXPECT_TRUE(std::isnan(named.ops.numberColumn("kernels")[0]));
+  // One trace event per counted op call, and no GPU process.
+  size_t counted = 0;
+  for (size_t at = out.chromeTrace.find("\"counted\""); at != std::string::npos;
+       at = out.chromeTrace.find("\"counted\"", at + 1)) {
+    ++counted;
+  }
+  EXPECT_EQ(counted, 2u);  // aten::mm, aten::relu
+  EXPECT_EQ(out.chromeTrace.find("GPU:"), std::string::npos);
+}
+
 TEST(ProfileFakeHardwareTest, WithoutBackendsACpuProfileSaysWhatItAlwaysSaid) {
   ProfileOptions o = options(nullptr);
   o.counters = {hw::CounterSet::Flops};

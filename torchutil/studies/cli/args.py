@@ -10,7 +10,10 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_timing_arguments", "default_dtype",
+from torchutil._ops import CHOICES, OPTION_DEFAULTS as _D
+
+__all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_peak_argument", "add_repeat_arguments",
+           "add_timing_arguments", "default_dtype",
            "existing_dir", "existing_file", "finite", "fraction", "indices", "known_device", "nonnegative",
            "nonnegative_float", "number", "output_dir", "output_file", "pick_device",
            "positive", "positive_float", "probability", "results_db", "seeds", "timing"]
@@ -167,8 +170,27 @@ def default_dtype(dev: torch.device) -> str:
     return "float16" if dev.type == "cuda" else "float32"
 
 
+def add_repeat_arguments(p: argparse.ArgumentParser, what: str = "forwards", target_ci: bool = False) -> None:
+    """--warmup and --iters (and with target_ci, --target-ci and --max-time), their defaults
+    those of torchutil.profile (the options table, csrc/ops/ProfileArgs.h)."""
+    p.add_argument("--warmup", type=nonnegative, default=_D["warmup"],
+                   help=f"untimed {what} first (default {_D['warmup']})")
+    p.add_argument("--iters", type=positive, default=_D["iters"],
+                   help=f"timed {what} (default {_D['iters']}{'; with --target-ci: at least that many' if target_ci else ''})")
+    if target_ci:
+        p.add_argument("--target-ci", type=fraction, default=_D["target_ci"],
+                       help="repeat until the median time is known to +-this fraction (0.005: +-0.5 %%)")
+        p.add_argument("--max-time", type=positive_float, default=_D["max_time"],
+                       help=f"seconds of timing at most, with --target-ci (default {_D['max_time']:g})")
+
+
+def add_peak_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--peak", default=_D["peak"], choices=CHOICES["peak"],
+                   help=f"where the peak FLOP/s comes from (default {_D['peak']})")
+
+
 def add_timing_arguments(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("--timing", choices=["eager", "cuda_graph", "auto"], default=None,
+    p.add_argument("--timing", choices=CHOICES["timing"], default=None,
                    help=f"how forwards are timed: eager, CUDA-graph replays, or auto (replays where the "
                         f"forward captures, else eager); default {default}")
     p.add_argument("--cuda-graph", action="store_true", help="same as --timing cuda_graph")
@@ -182,7 +204,7 @@ def timing(args: argparse.Namespace, default: str | None = None) -> str | None:
 
 
 def add_counters_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--counters", nargs="+", choices=["flops", "throughput", "timeline", "all"], default=None,
+    p.add_argument("--counters", nargs="+", choices=CHOICES["counters"], default=None,
                    help="also read the GPU's hardware counters (CUDA; docs/counters.md): hardware FLOPs "
                         "beside the counted ones, throughputs, the PM timeline")
 

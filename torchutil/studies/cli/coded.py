@@ -11,7 +11,7 @@ from typing import Any
 
 from torchutil.models import DTYPES
 from torchutil.studies._common import fail, plots_available
-from torchutil.studies.cli.args import (UsageError, existing_dir, existing_file, fraction, known_device,
+from torchutil.studies.cli.args import (UsageError, add_repeat_arguments, existing_dir, existing_file, fraction, known_device,
                                         nonnegative, nonnegative_float, number, output_dir, output_file,
                                         pick_device, positive, positive_float,
                                         probability)
@@ -76,10 +76,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     c.add_argument("--batch", type=positive, default=1,
                    help="queries per call of F (groups per call of the others); 1 for the simulation")
-    c.add_argument("--warmup", type=nonnegative, default=3)
-    c.add_argument("--iters", type=positive, default=10, help="timed calls (with --target-ci: at least)")
-    c.add_argument("--target-ci", type=fraction, default=None, help="repeat until the median is known to +-this")
-    c.add_argument("--max-time", type=positive_float, default=2.0, help="seconds of timing at most, with --target-ci")
+    add_repeat_arguments(c, what="calls", target_ci=True)
     common(c, "coded-cost")
     c.set_defaults(func=run_cost)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from torchutil.studies._common import TORCH_DTYPES, exit_on_error
-from torchutil.studies.cli.args import (add_counters_argument, default_dtype, known_device, nonnegative,
+from torchutil.studies.cli.args import (add_counters_argument, add_repeat_arguments, default_dtype, known_device,
                                         output_dir, pick_device, positive)
 
 
@@ -18,8 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default=None,
                    help="default float16 on CUDA, float32 on CPU")
     b.add_argument("--device", type=known_device, default="auto", help="auto (CUDA if present), cpu, cuda, ...")
-    b.add_argument("--warmup", type=nonnegative, default=3)
-    b.add_argument("--iters", type=positive, default=10)
+    add_repeat_arguments(b)
     b.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
     b.add_argument("--fuse-bn", action="store_true",
                    help="fuse each BatchNorm into the conv before it (original and folded alike)")

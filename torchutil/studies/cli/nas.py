@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from torchutil._ops import CHOICES
 from torchutil.models import DTYPES
 from torchutil.studies._common import fail, plots_available, write_json
 from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_energy_arguments, add_timing_arguments,
@@ -77,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=positive, default=None, help="... batch")
     p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="... dtype")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="... device type")
-    p.add_argument("--mode", choices=["auto", "cuda_graph", "eager"], default=None, help="... mode")
+    p.add_argument("--mode", choices=CHOICES["timing"], default=None, help="... mode")
     p.add_argument("--seeds", type=seeds, default="10", help="N (seeds 0..N-1) or a list '3,5,8'")
     p.add_argument("--iterations", type=positive, default=200, help="policy samples per search")
     p.add_argument("--time-budget", type=positive_float, default=None, help="simulated seconds per search")

@@ -7,8 +7,8 @@ import os
 import sys
 
 from torchutil.studies._common import fail, plots_available
-from torchutil.studies.cli.args import (add_counters_argument, add_energy_arguments, known_device, nonnegative,
-                                        output_dir, pick_device, positive)
+from torchutil.studies.cli.args import (add_counters_argument, add_energy_arguments, add_peak_argument,
+                                        add_repeat_arguments, known_device, output_dir, pick_device, positive)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,9 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--image-size", type=positive, default=None, help="default 224 (299 for inception_v3)")
     s.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
                    help="channels_last memory format (default on for CUDA)")
-    s.add_argument("--warmup", type=nonnegative, default=3)
-    s.add_argument("--iters", type=positive, default=10)
-    s.add_argument("--peak", default="auto", choices=["auto", "datasheet", "computed", "measured"])
+    add_repeat_arguments(s)
+    add_peak_argument(s)
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--report-only", action="store_true",
                    help="measure nothing: write the CSV, JSON, plots and report from OUT/survey.jsonl")

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from torchutil._json import json_safe
+from torchutil._ops import CHOICES, OPTION_DEFAULTS
 from torchutil._version import __version__
 from torchutil.fields import FIELDS
 from torchutil.models import build_classifier, classifier_image_size
@@ -23,7 +24,7 @@ from torchutil.studies.survey.store import OP_KEYS, ResultsFile, key, load_resul
 __all__ = ["DTYPES", "MODES", "SurveyConfig", "default_models", "imagenet_top1", "run_survey"]
 
 DTYPES = tuple(TORCH_DTYPES)  # float32, tf32 (float32 with TF32 allowed), float16, bfloat16
-MODES = ("eager", "cuda_graph", "auto")
+MODES = CHOICES["timing"]
 
 
 @dataclass
@@ -39,9 +40,9 @@ class SurveyConfig:
     out: str = "survey"
     image_size: int | None = None
     channels_last: bool | None = None
-    warmup: int = 3
-    iters: int = 10
-    peak: str = "auto"
+    warmup: int = OPTION_DEFAULTS["warmup"]
+    iters: int = OPTION_DEFAULTS["iters"]
+    peak: str = OPTION_DEFAULTS["peak"]
     progress: bool = True
     retry_failed: bool = False  # run the configurations recorded as failed again
     # Hardware counters per configuration (torchutil.profile's counters=; None: none). The

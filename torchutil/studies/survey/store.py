@@ -96,7 +96,7 @@ def load_results(out: str) -> list[dict[str, Any]]:
     if old:
         warnings.warn(f"torchutil: {old} row(s) of {path} store each op as a positional list (surveys "
                       f"written before ops were stored by name); read as {', '.join(OP_KEYS)}. "
-                      "benchmarks/survey_ops_by_name.py rewrites the file by name.", stacklevel=2)
+                      "benchmarks/results/survey_ops_by_name.py rewrites the file by name.", stacklevel=2)
     return rows
 
 

@@ -1,0 +1,230 @@
+"""torch.compile'd models, counted as their eager selves (docs/counting.md, "Compiled models").
+
+Compiling on this CPU uses Inductor's C++ backend (g++): the models are tiny so that a compile
+takes seconds.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import torchutil
+from nets import SmallNet
+
+
+def test_an_eager_model_never_imports_dynamo():
+    # Whether a model is compiled is asked of every Python model; nothing can be compiled before
+    # torch._dynamo is imported, so asking must not import it (seconds on a first call).
+    script = textwrap.dedent("""
+        import sys, torch, torchutil
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+        x = torch.randn(2, 8)
+        torchutil.profile(m, x, warmup=1, iters=1, peak_flops=1e12)
+        torchutil.profile(lambda t: m(t), x, warmup=1, iters=1, peak_flops=1e12)
+        torch.ops.util.profile(m, x, warmup=1, iters=1)
+        with torchutil.Profiler(m, peak_flops=1e12):
+            m(x)
+        print("torch._dynamo" in sys.modules)
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(torchutil.__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+# ---- compiled models count as their eager selves (Inductor's C++ backend on this CPU) -----------
+
+PEAK = 1e12  # a given peak keeps the timed CPU GEMM out of the tests
+
+
+def small_net_flops(n, h, w):
+    """(matrix, vector) FLOPs of SmallNet on [n, 3, h, w], the closed form of the convention:
+    the 3x3 convolution's and the Linear's 2·MACs; conv bias 1, batch norm (inference) 2, relu 1,
+    adaptive pool 1 per element of the conv's output, the Linear's bias 1 per output."""
+    positions = n * 8 * h * w
+    return 2 * positions * 3 * 9 + 2 * n * 8 * 10, 5 * positions + n * 10
+
+
+def rows(result):
+    return sorted((o.op, o.module, o.calls, o.matrix_flops, o.vector_flops, o.bytes) for o in result.ops)
+
+
+def compiles():
+    """Graphs Dynamo has compiled in this process (torch._dynamo.utils.counters)."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"], counters["frames"]["total"]
+
+
+@pytest.mark.slow
+def test_compiled_cnn_counts_as_its_eager_self_against_the_closed_form():
+    torch.manual_seed(0)
+    net = SmallNet().eval()
+    x = torch.randn(2, 3, 10, 12)
+    eager = torchutil.profile(net, x, warmup=1, iters=1, peak_flops=PEAK)
+    compiled = torch.compile(net)
+    first = torchutil.profile(compiled, x, warmup=1, iters=2, peak_flops=PEAK)
+    matrix, vector = small_net_flops(2, 10, 12)
+    assert (first.matrix_flops, first.vector_flops) == (matrix, vector)
+    assert (eager.matrix_flops, eager.vector_flops) == (matrix, vector)
+    # The same op table as the eager module's: ops, modules (the eager module's paths), calls,
+    # FLOPs and nominal bytes.
+    assert rows(first) == rows(eager)
+    assert first.bytes == eager.bytes and first.unknown_ops == {}
+    # The eager count under force_eager leaves the compiled code as it was: a second profile
+    # (and its timed forwards) compiles nothing more.
+    before = compiles()
+    again = torchutil.profile(compiled, x, warmup=2, iters=3, peak_flops=PEAK)
+    assert compiles() == before
+    assert rows(again) == rows(eager)
+
+
+def test_the_timed_forwards_run_the_compiled_code():
+    # A backend that counts the calls of the code it compiled (aot_eager: no code generation, so
+    # this runs in a second): every forward but the eager count runs the compiled code.
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    calls = []
+
+    def counting(gm, example_inputs):
+        def run(*args):
+            calls.append(1)
+            return gm(*args)
+
+        return make_boxed_func(run)
+
+    torch.manual_seed(0)
+    net = SmallNet().eval()
+    compiled = torch.compile(net, backend=aot_autograd(fw_compiler=counting))
+    x = torch.randn(2, 3, 10, 12)
+    result = torchutil.profile(compiled, x, warmup=3, iters=4, timing="eager", peak_flops=PEAK)
+    assert (result.matrix_flops, result.vector_flops) == small_net_flops(2, 10, 12)
+    assert len(calls) == 3 + 4  # the warm-ups (one of them counted as compiled code) and the timed
+
+
+
+# ---- compiled flex_attention ------------------------------------------------------------------
+
+B, H, T, D = 1, 2, 512, 16  # four 128-blocks a side
+
+
+def causal(b, h, q, k):
+    return q >= k
+
+
+def documents(b, h, q, k):
+    """Three documents, of 128, 256 and 128 tokens: a query sees its own document only."""
+    return ((q >= 128).int() + (q >= 384).int()) == ((k >= 128).int() + (k >= 384).int())
+
+
+def computed_blocks(mask, block=128):
+    """(query block, key block) pairs in which mask keeps any score, by evaluating it on every
+    pair of positions: the blocks a BlockMask computes (full and partial)."""
+    q = torch.arange(T).view(T, 1)
+    k = torch.arange(T).view(1, T)
+    kept = mask(0, 0, q, k).view(T // block, block, T // block, block)
+    return int(kept.any(dim=3).any(dim=1).sum()), (T // block) ** 2
+
+
+class FlexBlock(torch.nn.Module):
+    """Projections around a compiled flex_attention: a module that calls a compiled function."""
+
+    def __init__(self, attend):
+        super().__init__()
+        self.qkv = torch.nn.Linear(H * D, 3 * H * D)
+        self.out = torch.nn.Linear(H * D, H * D)
+        self.attend = attend
+
+    def forward(self, x, block_mask):
+        q, k, v = self.qkv(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
+        y = self.attend(q, k, v, block_mask=block_mask)
+        return self.out(y.transpose(1, 2).reshape(B, T, H * D))
+
+
+def attention_matrix_flops():
+    """The full score matrix, as the eager flex_attention computes it: Q·Kᵀ and P·V."""
+    return 2 * B * H * T * T * D + 2 * B * H * T * T * D
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mask", [causal, documents], ids=["causal", "documents"])
+def test_compiled_flex_attention_counts_as_eager_against_the_closed_form(mask):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    torch.manual_seed(0)
+    block_mask = create_block_mask(mask, B, H, T, T, device="cpu")
+    block = FlexBlock(flex_attention).eval()
+    x = torch.randn(B, T, H * D)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+        eager = torchutil.profile(block, args=(x, block_mask), warmup=1, iters=1, peak_flops=PEAK)
+    block.attend = torch.compile(flex_attention)
+    compiled = torchutil.profile(block, args=(x, block_mask), warmup=1, iters=1, peak_flops=PEAK)
+    projections = 2 * B * T * (H * D) * (3 * H * D) + 2 * B * T * (H * D) * (H * D)
+    assert eager.matrix_flops == projections + attention_matrix_flops()
+    assert compiled.matrix_flops == eager.matrix_flops
+    assert (compiled.vector_flops, compiled.bytes) == (eager.vector_flops, eager.bytes)
+    assert rows(compiled) == rows(eager)
+    # useful FLOPs: the attention's nominal FLOPs (its two products and 5 softmax FLOPs per
+    # score) on the blocks the mask computes; the projections are all useful.
+    computed, total = computed_blocks(mask)
+    assert (computed, total) == ((10, 16) if mask is causal else (6, 16))
+    attention = attention_matrix_flops() + 5 * B * H * T * T
+    for result in (eager, compiled):
+        assert result.flops - result.useful_flops == attention * (total - computed) // total
+    flex = [o for o in compiled.ops if o.op == "torchutil::flex_attention"]
+    assert len(flex) == 1 and flex[0].matrix_flops == attention_matrix_flops()
+
+
+# ---- on the GPU: Triton templates and FlexAttention's kernels ------------------------------------
+
+class MLP(torch.nn.Module):
+    def __init__(self, d_in, d_hidden):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(d_in, d_hidden), torch.nn.Linear(d_hidden, d_in)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["max-autotune MLP", "compiled flex_attention"])
+def test_compiled_on_cuda_counts_as_eager_and_accounts_for_every_kernel(model):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    torch.manual_seed(0)
+    if model == "max-autotune MLP":
+        # Inductor runs Triton templates (triton_tem_fused_addmm_relu_...): no dispatcher op.
+        eager_model = MLP(1024, 1024).cuda().half().eval()
+        compiled_model = torch.compile(eager_model, mode="max-autotune-no-cudagraphs")
+        inputs = dict(x=torch.randn(64, 1024, device="cuda", dtype=torch.half))
+    else:
+        bm = create_block_mask(causal, None, None, T, T, device="cuda")
+        eager_model = FlexBlock(flex_attention).cuda().half().eval()
+        compiled_model = FlexBlock(torch.compile(flex_attention)).cuda().half().eval()
+        compiled_model.load_state_dict(eager_model.state_dict())
+        inputs = dict(args=(torch.randn(B, T, H * D, device="cuda", dtype=torch.half), bm))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+        eager = torchutil.profile(eager_model, **inputs, warmup=2, iters=5)
+        compiled = torchutil.profile(compiled_model, **inputs, warmup=2, iters=5)
+    assert compiled.matrix_flops > 0
+    assert (compiled.matrix_flops, compiled.vector_flops, compiled.useful_flops, compiled.bytes) == (
+        eager.matrix_flops, eager.vector_flops, eager.useful_flops, eager.bytes)
+    assert rows(compiled) == rows(eager)
+    assert compiled.trace_status.startswith("on"), compiled.trace_status
+    per_op = sum(o.kernel_seconds for o in compiled.ops if o.kernel_seconds == o.kernel_seconds)
+    assert per_op + compiled.unattributed_kernel_seconds == pytest.approx(compiled.kernel_seconds, rel=1e-6)
+    print(f"{model}: matrix {compiled.matrix_flops:.4g} (eager {eager.matrix_flops:.4g}), unattributed "
+          f"{100 * compiled.unattributed_kernel_seconds / compiled.kernel_seconds:.1f} % of kernel time, "
+          f"timing {compiled.timing_mode}")
