@@ -31,8 +31,9 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 # One build folder for every build of this tree (pip's editable install would take a new
 # temporary one each time, and recompile everything), so ninja reuses what is up to date.
 BUILD_TEMP = os.path.join(ROOT, "build", "ext")
-# csrc's folders; cuda and cupti are compiled only where the build has CUDA/CUPTI.
-CSRC_DIRS = ("core", "libtorch", "ops", "python", "cuda", "cupti")
+# csrc's folders; cuda and cupti are compiled only where the build has CUDA/CUPTI (energy loads
+# NVML at run time, so it needs neither).
+CSRC_DIRS = ("core", "libtorch", "ops", "python", "energy", "cuda", "cupti")
 # The commands that build the extension or write a wheel's metadata (its torch pin).
 BUILDING_COMMANDS = {"build", "build_ext", "bdist", "bdist_wheel", "bdist_egg", "dist_info", "editable_wheel",
                      "install", "develop"}
@@ -179,6 +180,8 @@ def _extension():
         include_dirs=[os.path.join(ROOT, "csrc")],
         define_macros=define_macros,
         extra_compile_args={"cxx": cxx_flags},
+        # libdl: NVML is loaded at run time (csrc/energy).
+        extra_link_args=["-ldl"],
     )
     if with_cuda:
         define_macros.append(("TORCHUTIL_WITH_CUDA", None))
@@ -186,8 +189,9 @@ def _extension():
         if cupti:
             define_macros.append(("TORCHUTIL_WITH_CUPTI", None))
             kwargs["include_dirs"].append(cupti[0])
-            # libdl: the counter reader finds cuCtxGetCurrent in the driver torch loaded.
-            kwargs["extra_link_args"] = cupti[1] + ["-ldl"]
+            # libdl also serves the counter reader, which finds cuCtxGetCurrent in the driver
+            # torch loaded.
+            kwargs["extra_link_args"] = cupti[1] + kwargs["extra_link_args"]
         return cpp_extension.CUDAExtension(**kwargs)
     return cpp_extension.CppExtension(**kwargs)
 

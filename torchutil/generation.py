@@ -50,7 +50,9 @@ class GenerationRow:
     kv_read_bytes: the cache's K and V at `context`; kv_write_bytes: K and V of `tokens` new
     tokens. mfu = flops / seconds / peak FLOP/s (torchutil's utilization), useful_mfu the same
     with useful_flops, mbu = bytes / seconds / peak bandwidth. analytic_*: as serving engines
-    compute them, 2 x parameters per token and weights plus KV bytes.
+    compute them, 2 x parameters per token and weights plus KV bytes. With energy=True (an
+    option of torchutil.profile): joules per forward, the device's whole draw (docs/energy.md),
+    and joules_per_token = joules / (batch x tokens); NaN without it.
     """
 
     phase: str
@@ -76,6 +78,8 @@ class GenerationRow:
     analytic_bytes: float
     analytic_mfu: float
     analytic_mbu: float
+    joules: float
+    joules_per_token: float
 
 
 @dataclass
@@ -168,7 +172,7 @@ class GenerationResult:
 
     def format(self) -> str:
         names = ("context", "GFLOP", "MB", "weight MB", "KV read MB", "ms", "MFU %", "MBU %", "analytic MFU %",
-                 "analytic MBU %", "tokens/s")
+                 "analytic MBU %", "tokens/s", "J/token")
         lines = [f"batch {self.batch}, prompt {self.prompt_length}, {self.max_new_tokens} new tokens, "
                  f"{self.cache} cache, {self.parameters / 1e6:.1f} M parameters; peaks "
                  f"{self.peak_flops_per_second / 1e12:.4g} TFLOP/s, {self.peak_bytes_per_second / 1e12:.4g} TB/s",
@@ -176,7 +180,7 @@ class GenerationResult:
         for r in self.rows:
             values = (r.context, r.flops / 1e9, r.bytes / 1e6, r.weight_bytes / 1e6, r.kv_read_bytes / 1e6,
                       1e3 * r.seconds, 100 * r.mfu, 100 * r.mbu, 100 * r.analytic_mfu, 100 * r.analytic_mbu,
-                      r.tokens_per_second)
+                      r.tokens_per_second, r.joules_per_token)
             lines.append(f"{r.phase:<8}" + "".join(f"{v:>15.4g}" for v in values) + f"  {r.timing_mode}")
         est = " (decode steps between measured ones interpolated)" if self.decode_estimated else ""
         lines.append(f"profiled forwards {self.profiled_seconds * 1e3:.4g} ms{est} = "
@@ -249,7 +253,8 @@ def _row(phase: str, r: ProfileResult, *, batch: int, context: int, tokens: int,
         seconds_relative_ci=r.seconds_relative_ci, timing_mode=r.timing_mode, mfu=r.utilization,
         useful_mfu=useful / seconds / peak, mbu=r.bandwidth_utilization,
         tokens_per_second=batch * tokens / seconds, analytic_flops=analytic_flops, analytic_bytes=analytic_bytes,
-        analytic_mfu=analytic_flops / seconds / peak, analytic_mbu=analytic_bytes / seconds / bandwidth)
+        analytic_mfu=analytic_flops / seconds / peak, analytic_mbu=analytic_bytes / seconds / bandwidth,
+        joules=r.joules, joules_per_token=r.joules / (batch * tokens))
 
 
 def profile_generate(

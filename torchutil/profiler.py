@@ -45,6 +45,8 @@ def profile(
     counters: str | Sequence[str] | None = _D["counters"],
     counter_replay: str = _D["counter_replay"],
     gpu_lock: str | None = _D["gpu_lock"],
+    energy: bool = _D["energy"],
+    energy_window: float = _D["energy_window"],
 ) -> ProfileResult:
     """Profiles model(*x), or model(*args, **kwargs): utilization, FLOPs, bytes, time and the
     per-op table.
@@ -106,6 +108,13 @@ def profile(
     gpu_lock: a file path: every phase that runs work on the GPU holds an exclusive lock on it
         (flock), so that processes sharing one GPU time their forwards one at a time (the
         host-only capture of an untraced graph profile runs without it).
+    energy: also measure joules per forward (joules, its interval joules_ci_low/high, watts,
+        flops_per_joule, inputs_per_joule): after the timed forwards, the same kind of forward
+        (graph replays or eager) runs back to back for energy_window seconds (0.5: five windows
+        aligned to the counter's updates) while the device's cumulative energy counter is read:
+        NVML's total energy on a CUDA GPU, RAPL on a CPU. The figure is the whole device's
+        draw; result.energy_source names the source and windows, and says why where nothing
+        was measured (the fields are then NaN). See docs/energy.md.
     """
     options = {name: value for name, value in locals().items() if name in _ops.OPTION_TYPES}
     output = torch.ops.util._profile(model, x, args=args, kwargs=kwargs, **options)

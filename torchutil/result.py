@@ -399,6 +399,15 @@ def _other_threads(r: ProfileResult, per: str) -> str | None:
             "(forked work while several counts ran)")
 
 
+def _energy(r: ProfileResult, per: str) -> str | None:
+    if r.energy_source == "off: energy=False":
+        return None
+    if not r.joules > 0:
+        return r.energy_source
+    return (f"{r.joules:.4g} J ({r.joules_ci_low:.4g}-{r.joules_ci_high:.4g}), {r.watts:.4g} W, "
+            f"{r.inputs_per_joule:.4g} inputs/J, {r.flops_per_joule / 1e9:.4g} GFLOP/J")
+
+
 SUMMARY: tuple[SummaryLine, ...] = (
     SummaryLine("device", "device", _device),
     SummaryLine("utilization", "utilization", _utilization),
@@ -409,6 +418,7 @@ SUMMARY: tuple[SummaryLine, ...] = (
     SummaryLine("ops", "counted_op_calls", _ops),
     SummaryLine("GPU kernels", "kernels_per_forward", _kernels),
     SummaryLine("hardware counters", "counters_status", _counters),
+    SummaryLine("energy / {per}", "joules", _energy),
     SummaryLine("peak exceeded", "peak_exceeded", _peak_exceeded),
     SummaryLine("count saturated", "count_saturated", _saturated),
     SummaryLine("other threads", "other_thread_op_calls", _other_threads),

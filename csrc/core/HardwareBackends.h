@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/EnergyWindows.h"
 #include "core/HwCounters.h"
 #include "core/KernelTrace.h"
 
@@ -203,11 +204,22 @@ class CounterBackend {
 
 }  // namespace hw
 
+// ---- Energy ----
+
+// Where a device's cumulative energy counter comes from (core/EnergyWindows.h).
+class EnergyBackend {
+ public:
+  virtual ~EnergyBackend() = default;
+  // The device's counter (NVML's for a GPU, RAPL's for the CPU), or null with *why.
+  virtual std::unique_ptr<EnergyCounter> open(const HwDevice& device, std::string* why) = 0;
+};
+
 // The backends a profile uses (ProfileOptions::backends); a null member is the default one
-// (CUPTI, or what a build without it says).
+// (CUPTI, NVML and RAPL, or what a build without them says).
 struct HardwareBackends {
   TraceBackend* trace = nullptr;
   hw::CounterBackend* counters = nullptr;
+  EnergyBackend* energy = nullptr;
 };
 
 }  // namespace torchutil

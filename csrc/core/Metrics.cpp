@@ -58,6 +58,16 @@ std::vector<double> summarize(const SummaryInputs& in) {
     set(Field::traced_forwards, static_cast<double>(in.tracedForwards));
     set(Field::unattributed_kernel_seconds, t.unattributedSeconds);
   }
+  if (in.energy != nullptr && in.energy->measured()) {
+    const double joules = in.energy->perForward.median;
+    set(Field::joules, joules);
+    set(Field::joules_ci_low, in.energy->perForward.low);
+    set(Field::joules_ci_high, in.energy->perForward.high);
+    set(Field::watts, in.energy->watts);
+    set(Field::flops_per_joule, ratio(flops, joules));
+    set(Field::inputs_per_joule, ratio(static_cast<double>(in.batchSize), joules));
+    set(Field::energy_seconds, in.energy->seconds);
+  }
   set(Field::other_thread_op_calls, static_cast<double>(in.totals.otherThreadCalls));
   set(Field::count_saturated, in.totals.saturated ? 1.0 : 0.0);
   // A peak must bound what the device does; a measured one (a timed GEMM on a CPU) can fall

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/CountSession.h"
+#include "core/EnergyWindows.h"
 #include "core/KernelTrace.h"
 #include "core/PeakTable.h"
 #include "core/Repetition.h"
@@ -26,6 +27,7 @@ struct SummaryInputs {
   bool cudaGraph = false;
   const TraceStats* trace = nullptr;  // null when kernels were not traced
   int64_t tracedForwards = 0;
+  const EnergyResult* energy = nullptr;  // null when energy was not asked for
 };
 
 // Values in Field order.

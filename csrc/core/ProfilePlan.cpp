@@ -37,6 +37,7 @@ const EnumNames<Step> kSteps{{Step::WarmUp, "warm-up"},
                              {Step::CaptureForTiming, "capture for timing"},
                              {Step::TraceForwards, "trace forwards"},
                              {Step::TimeForwards, "time forwards"},
+                             {Step::MeasureEnergy, "measure energy"},
                              {Step::ReadCounters, "read counters"},
                              {Step::Assemble, "assemble"}};
 
@@ -186,7 +187,11 @@ std::vector<Step> ProfilePlan::steps() const {
     s.push_back(Step::CaptureForTiming);
   }
   if (in.device != DeviceKind::Meta) {
-    s.insert(s.end(), {Step::TraceForwards, Step::TimeForwards, Step::ReadCounters});
+    s.insert(s.end(), {Step::TraceForwards, Step::TimeForwards});
+    if (in.energy) {
+      s.push_back(Step::MeasureEnergy);
+    }
+    s.push_back(Step::ReadCounters);
   }
   s.push_back(Step::Assemble);
   return s;

@@ -55,6 +55,7 @@ struct PlanInputs {
   int64_t warmup = 3;
   bool counters = false;  // counters= asked for a set
   bool timeline = false;  // counters= asked for the timeline (PM sampling)
+  bool energy = false;    // energy=True: windows of the timed forwards on the energy counter
   bool mayFork = false;   // Forward::mayFork: its ops may run on other threads (TorchScript)
   bool compiled = false;  // Forward::compiled: compiled code, its ops out of sight of modules
   // A compiled forward that can run as its eager self (torch.compiler.set_stance("force_eager"))
@@ -74,6 +75,7 @@ enum class Step : uint8_t {
   CaptureForTiming,  // graph timing: the capture of a forward that does not count
   TraceForwards,     // graph warm-up replays, then the traced forwards (eager or replays)
   TimeForwards,      // the timed forwards; then the timeline's forwards if sampled after them
+  MeasureEnergy,     // energy=True: the timed forwards again, in windows of the energy counter
   ReadCounters,      // the range profiler's passes (nothing when no counters were asked for)
   Assemble,          // the result; always last
 };

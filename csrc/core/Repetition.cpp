@@ -11,18 +11,18 @@ namespace {
 
 constexpr double kZ95 = 1.959963984540054;
 
-std::string number(double x) {
+std::string percent(double fraction) {
+  return threeDigits(100.0 * fraction) + " %";
+}
+
+}  // namespace
+
+std::string threeDigits(double x) {
   std::ostringstream o;
   o.precision(3);
   o << x;
   return o.str();
 }
-
-std::string percent(double fraction) {
-  return number(100.0 * fraction) + " %";
-}
-
-}  // namespace
 
 double MedianInterval::relativeHalfWidth() const {
   return median > 0.0 ? 0.5 * (high - low) / median : std::numeric_limits<double>::quiet_NaN();
@@ -62,12 +62,12 @@ void checkRepeatPolicy(const RepeatPolicy& p) {
   if (!(p.targetRelativeCi >= 0.0 && p.targetRelativeCi < 1.0)) {
     throw std::invalid_argument(
         "torchutil: target_ci is a relative half-width in [0, 1) (0.005 means +-0.5 %), got " +
-        number(p.targetRelativeCi));
+        threeDigits(p.targetRelativeCi));
   }
   if (!(p.budgetSeconds >= 0.0 && std::isfinite(p.budgetSeconds))) {
     throw std::invalid_argument(
         "torchutil: max_time must be a finite number of seconds >= 0, got " +
-        number(p.budgetSeconds));
+        threeDigits(p.budgetSeconds));
   }
 }
 
@@ -98,8 +98,8 @@ RepeatResult repeatTimed(const std::function<std::vector<double>(int64_t)>& runB
       break;
     }
     if (p.budgetSeconds > 0.0 && clock() - start >= p.budgetSeconds) {
-      r.stop = "time budget of " + number(p.budgetSeconds) + " s reached at +-" + percent(width) +
-               " after " + std::to_string(n) + " forwards";
+      r.stop = "time budget of " + threeDigits(p.budgetSeconds) + " s reached at +-" +
+               percent(width) + " after " + std::to_string(n) + " forwards";
       break;
     }
     next = std::clamp<int64_t>(n / 2, 1, p.maxIters - n);

@@ -23,6 +23,9 @@ struct MedianInterval {
 };
 MedianInterval medianInterval(std::vector<double> samples);
 
+// x to three significant digits ("0.52", "2.47", "1.23e+03"), as the result's texts write numbers.
+std::string threeDigits(double x);
+
 // More timed forwards than anyone waits for; the check runs before anything does.
 constexpr int64_t kMaxIters = 10'000'000;
 

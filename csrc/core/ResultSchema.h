@@ -108,6 +108,14 @@ struct FieldSpec {
     "the sampler's buffer (forwards over 24 ms)")                                                                     \
   X(pm_clock_offset_us, Real,                                                                 \
     "microseconds added to PM sample times to line them up with the kernel records")          \
+  X(joules, Real,                                                                             \
+    "median joules per forward over the energy windows (energy=True): the device's whole draw") \
+  X(joules_ci_low, Real, "95 % confidence interval of the median joules: low end")           \
+  X(joules_ci_high, Real, "95 % confidence interval of the median joules: high end")         \
+  X(watts, Real, "the device's mean power over the energy windows")                          \
+  X(flops_per_joule, Real, "flops / joules")                                                 \
+  X(inputs_per_joule, Real, "batch size / joules")                                           \
+  X(energy_seconds, Real, "seconds of forwards the energy windows span")                     \
   X(call_seconds, Real, "wall time of the profile call in C++; the phase_* fields add up to it") \
   X(phase_warmup_seconds, Real, "of call_seconds: the plain warm-up forwards")               \
   X(phase_count_seconds, Real,                                                                \
@@ -116,6 +124,7 @@ struct FieldSpec {
   X(phase_trace_seconds, Real, "CUPTI's set-up and the traced forwards, with its tear-down")  \
   X(phase_time_seconds, Real, "graph warm-up replays and the timed forwards")                 \
   X(phase_counters_seconds, Real, "hardware-counter passes and sampled forwards")             \
+  X(phase_energy_seconds, Real, "the energy windows' forwards (energy=True)")                 \
   X(phase_wait_seconds, Real, "waiting for gpu_lock (processes sharing one GPU)")             \
   X(phase_assemble_seconds, Real, "matching kernels to ops, the peak and the summary")
 
@@ -227,7 +236,10 @@ struct FieldSpec {
     "hardware counters: \"off\" (not asked for), \"off: <why>\", \"on\" or \"on, partial: <what is missing>\"") \
   X(counters_not_on_gpu, Text,                                                                \
     "metrics of the counter sets asked for that this GPU has no counter for (comma-separated, "  \
-    "\"\" when none); they do not make counters_status partial")
+    "\"\" when none); they do not make counters_status partial")                             \
+  X(energy_source, Text,                                                                      \
+    "where joules came from: the counter, how often it changed, the windows' seconds and "     \
+    "forwards, other processes seen on the GPU; \"off: <why>\" when not measured")
 
 // clang-format on
 

@@ -52,6 +52,9 @@ DeviceInfo deviceInfo(c10::DeviceIndex index) {
   const double memoryClockHz = attribute(cudaDevAttrMemoryClockRate, index) * 1e3;
   const double busBytes = attribute(cudaDevAttrGlobalMemoryBusWidth, index) / 8.0;
   info.memoryBytesPerSecond = 2.0 * memoryClockHz * busBytes;
+  char busId[32] = {};
+  C10_CUDA_CHECK(cudaDeviceGetPCIBusId(busId, sizeof(busId), index));
+  info.pciBusId = busId;
   known.emplace(index, info);
   return info;
 }

@@ -23,6 +23,7 @@ struct DeviceInfo {
   int multiprocessors = 0;
   double clockHz = 0.0;               // maximum SM clock
   double memoryBytesPerSecond = 0.0;  // 2 x memory clock x bus width
+  std::string pciBusId;               // "0000:19:00.0": names the device to NVML too
 };
 
 DeviceInfo deviceInfo(c10::DeviceIndex index);

@@ -63,6 +63,7 @@ class ProfileRun {
       : start_(Clock::now()), inputs_(inputs), o_(options), device_(checkInputs(inputs)) {
     shared_ = shareCapturesWithThreads(sharedGpu());
     valueErrors([&] { checkRepeatPolicy(o_.repeat); });
+    valueErrors([&] { checkEnergyPlan(o_.energyPlan); });
     checkForwardCount("warmup", o_.warmup);
     checkForwardCount("trace_forwards", o_.traceForwards);
     TORCH_CHECK(!OpCounter::active(),
@@ -107,6 +108,7 @@ class ProfileRun {
         case Step::CaptureForTiming: captureForTiming(); break;
         case Step::TraceForwards: traceForwards(); break;
         case Step::TimeForwards: timeForwards(); break;
+        case Step::MeasureEnergy: measureEnergy(); break;
         case Step::ReadCounters: readCounters(); break;
         case Step::Assemble: break;
       }
@@ -135,6 +137,7 @@ class ProfileRun {
     in.warmup = o_.warmup;
     in.counters = !o_.counters.empty();
     in.timeline = hw::hasSet(o_.counters, hw::CounterSet::Timeline);
+    in.energy = o_.energy;
     in.mayFork = forward_->mayFork();
     in.compiled = forward_->compiled();
     in.modulePaths = o_.modulePaths;
@@ -413,6 +416,15 @@ class ProfileRun {
     }
   }
 
+  // Energy per forward (energy=True): windows of the forwards as they were timed, after them and
+  // before the counters' passes, under the same gpu_lock.
+  void measureEnergy() {
+    PhaseTimer t(&out_.phases.energy);
+    out_.energy = torchutil::measureEnergy(*runner_, device_, o_.energyPlan,
+                                           plan_.replays ? "graph replays" : "eager forwards",
+                                           energyBackend(o_.backends));
+  }
+
   // The range profiler's passes: each user-replay pass is one more eager forward, waited for
   // (kernel replay: one in all).
   void readCounters() {
@@ -476,6 +488,10 @@ class ProfileRun {
     s.cudaGraph = plan_.replays;
     s.trace = out_.traced ? &out_.trace : nullptr;
     s.tracedForwards = out_.traced ? o_.traceForwards : 0;
+    if (o_.energy && onMeta) {
+      out_.energy.text = "off: nothing runs on the meta device";
+    }
+    s.energy = o_.energy ? &out_.energy.result : nullptr;
     out_.summary = summarize(s);
     hw::fillSummary(out_.summary, out_.hw, static_cast<double>(s.totals.matrixFlops));
     hw::markUncountedTensorWork(out_.summary, &out_.countersStatus, out_.hw, table.rows());

@@ -17,6 +17,7 @@
 #include "core/ResultSchema.h"
 #include "libtorch/DeviceBandwidth.h"
 #include "libtorch/DevicePeak.h"
+#include "libtorch/EnergyReading.h"
 #include "libtorch/Timing.h"
 
 namespace torchutil {
@@ -54,15 +55,21 @@ struct ProfileOptions {
   // threads of one, sharing one GPU time their forwards one at a time; the host-only capture of
   // an untraced graph profile runs without it, in thread-local capture mode.
   std::optional<std::string> gpuLock;
-  // The tracer and counter profilers (null, or a null member: CUPTI's, or what a build without
-  // it says). Tests pass fakes (tests/cpp/FakeTraceBackend.h, tests/cpp/FakeCounterBackend.h).
+  // Energy per forward (energy=True): windows of the forwards as they were timed (graph replays
+  // or eager), run after the timed ones and aligned to the counter's updates, energy_window
+  // seconds in all (libtorch/EnergyReading.h).
+  bool energy = false;
+  EnergyPlan energyPlan;
+  // The tracer, counter profilers and energy counter (null, or a null member: CUPTI's, NVML's
+  // and RAPL's, or what a build without them says). Tests pass fakes
+  // (tests/cpp/FakeTraceBackend.h, tests/cpp/FakeCounterBackend.h).
   const HardwareBackends* backends = nullptr;
 };
 
 // Steady-clock seconds of each phase of one call (the phase_* summary fields).
 struct PhaseSeconds {
-  double warmup = 0, count = 0, capture = 0, trace = 0, time = 0, counters = 0, wait = 0,
-         assemble = 0, call = 0;
+  double warmup = 0, count = 0, capture = 0, trace = 0, time = 0, counters = 0, energy = 0,
+         wait = 0, assemble = 0, call = 0;
 };
 
 struct ProfileOutput {
@@ -89,6 +96,7 @@ struct ProfileOutput {
   hw::HwResult hw;
   std::string countersStatus = "off";
   std::string countersNotOnGpu;  // metrics asked for that this GPU has no counter for
+  EnergyOutput energy;           // energy=True: joules per forward and where they came from
   PhaseSeconds phases;
 };
 

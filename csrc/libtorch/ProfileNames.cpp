@@ -49,6 +49,7 @@ NamedResult nameResult(const ProfileOutput& out, bool tables) {
   r.setText(TextField::chrome_trace, out.chromeTrace);
   r.setText(TextField::counters_status, out.countersStatus);
   r.setText(TextField::counters_not_on_gpu, out.countersNotOnGpu);
+  r.setText(TextField::energy_source, out.energy.text);
   return r;
 }
 

@@ -13,6 +13,7 @@ void setPhases(std::vector<double>& summary, const PhaseSeconds& p) {
   set(Field::phase_trace_seconds, p.trace);
   set(Field::phase_time_seconds, p.time);
   set(Field::phase_counters_seconds, p.counters);
+  set(Field::phase_energy_seconds, p.energy);
   set(Field::phase_wait_seconds, p.wait);
   set(Field::phase_assemble_seconds, p.assemble);
 }

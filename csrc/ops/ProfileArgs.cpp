@@ -99,6 +99,8 @@ ProfileOptions profileOptions(const OptionValues& values, bool summaryOp) {
   o.counterReplay =
       valueErrors([&] { return hw::parseReplay(get("counter_replay").toStringRef()); });
   o.gpuLock = optional<std::string>(values, "gpu_lock");
+  o.energy = get("energy").toBool();
+  o.energyPlan.windowSeconds = get("energy_window").toDouble();
   return o;
 }
 

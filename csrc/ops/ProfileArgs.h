@@ -36,6 +36,8 @@ inline constexpr OptionSpec kProfileOptions[] = {
     {"counters", "str[]?", "None", true},
     {"counter_replay", "str", "\"user\"", true},
     {"gpu_lock", "str?", "None", true},
+    {"energy", "bool", "False", true},
+    {"energy_window", "float", "0.5", true},
     {"chrome_trace", "bool", "False", false},
     {"module_paths", "bool", "True", false},
 };

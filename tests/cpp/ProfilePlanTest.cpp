@@ -120,6 +120,13 @@ std::vector<Route> routes() {
        kCaptured + " | counted in the timed capture | capture nodes -> captured sequence | "
                    "2 plain | replays after 2 warm-up replays | 1 traced | timeline none",
        ""},
+      {"energy: the timed forwards again, in windows of the energy counter, before the counters",
+       cuda([](PlanInputs& in) { in.energy = true; }),
+       {},
+       "warm-up > count in capture > trace forwards > time forwards > measure energy > read "
+       "counters | counted in the timed capture | capture nodes -> captured sequence | 2 plain | "
+       "replays after 2 warm-up replays | 1 traced | timeline none",
+       ""},
       {"cuda auto, graph nodes (opt-in)",
        cuda(correlation(CorrelationSwitch::Graph)),
        {},

@@ -60,6 +60,8 @@ class EvalConfig:
     timing: str = "auto"
     trace: bool = False
     channels_last: bool = False
+    energy: bool = False  # joules per forward of every cell (torchutil.profile's energy=)
+    energy_window: float = 0.5
 
     def __post_init__(self) -> None:
         nb.input_shape(self.dataset)  # checks the name
@@ -116,9 +118,13 @@ def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: f
     model = pool.get(index) if pool is not None else _build(index, config, device)
     params = pool.params(index) if pool is not None else sum(p.numel() for p in model.parameters())
     t1 = time.perf_counter()
-    summary = torch.ops.util.profile(model, x, warmup=config.warmup, iters=config.iters,
-                                     timing=config.timing, peak_flops=peak_flops,
-                                     trace=config.trace, gpu_lock=gpu_lock).tolist()
+    options = dict(warmup=config.warmup, iters=config.iters, timing=config.timing, peak_flops=peak_flops,
+                   trace=config.trace, gpu_lock=gpu_lock, energy=config.energy, energy_window=config.energy_window)
+    # With energy, the full result: where none was measured, its text says why.
+    result = torchutil.profile(model, x, module_paths=False, **options) if config.energy else None
+    if result is not None and not result.joules > 0:
+        raise nas_error(f"nas evaluate --energy: cell {index} measured no energy: {result.energy_source}")
+    summary = (result.summary if result is not None else torch.ops.util.profile(model, x, **options)).tolist()
     t2 = time.perf_counter()
     row: dict[str, Any] = dict(zip(KEY_COLUMNS, config.key(index)))
     row["arch"] = str(nb.arch_of_index(index))

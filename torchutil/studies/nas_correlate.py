@@ -1,5 +1,7 @@
-"""RQ3: how measured utilization (and, for comparison, bandwidth utilization, throughput, FLOPs
-and parameters) ranks the NATS-Bench cells against their accuracy.
+"""RQ3: how measured utilization (and, for comparison, bandwidth utilization, throughput, FLOPs,
+parameters and, from `nas evaluate --energy`, images per joule) ranks the NATS-Bench cells
+against their accuracy, and how utilization, throughput and images per joule rank the same
+cells against each other (rank_agreement).
 
 For every measurement config in a `nas evaluate` db (dataset of the measured network, batch,
 dtype, device, mode), every accuracy dataset of the table (cifar10, cifar100, ImageNet16-120)
@@ -19,17 +21,21 @@ from typing import Any, Sequence
 import numpy as np
 
 from torchutil.nas import natsbench as nb
-from torchutil.nas.stats import kendall_test, spearman_test
+from torchutil.nas.stats import kendall_test, rankdata, spearman_test
 from torchutil.studies._common import atomic_open, figure, nas_error, save_figure, write_json
 from torchutil.studies.nas_evaluate import CONFIG_COLUMNS, read_rows
 
-__all__ = ["ACCURACY_DATASETS", "METRICS", "correlate", "format_table", "write_outputs"]
+__all__ = ["ACCURACY_DATASETS", "METRICS", "RANKED", "correlate", "format_agreement", "format_table", "rank_agreement",
+           "write_outputs"]
 
 # The datasets of the accuracy table (natsbench.AccuracyRow.test_accuracy).
 ACCURACY_DATASETS = tuple(nb.DATASETS)
 # Metric name -> db column.
 METRICS = {"utilization": "utilization", "bandwidth_utilization": "bandwidth_utilization",
-           "throughput": "inputs_per_second", "flops": "flops", "params": "params"}
+           "throughput": "inputs_per_second", "flops": "flops", "params": "params",
+           "images_per_joule": "inputs_per_joule"}  # NULL (left out) without nas evaluate --energy
+# The measured figures a search could reward, compared with each other by rank_agreement.
+RANKED = ("utilization", "throughput", "images_per_joule")
 PERCENT = ("utilization", "bandwidth_utilization")  # plotted in %
 
 
@@ -90,6 +96,39 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
         raise nas_error(f"{db}: none of its {len(rows):,} rows has a value of "
                         f"{', '.join(METRICS[m] for m in metrics)} (all NULL); nothing to correlate")
     return results, joined
+
+
+def rank_agreement(joined: dict[tuple, dict[str, np.ndarray]], worst: int = 5) -> list[dict[str, Any]]:
+    """Per config and pair of RANKED metrics the db holds: Spearman's rho over the cells that
+    have both, and the `worst` cells that break the pair's trend most: rank_gap is a's rank less
+    b's (b's reversed where rho < 0), as a fraction of the cells, so +0.9 is a cell a puts near
+    the top and b, against the trend, near the bottom."""
+    out = []
+    for config, data in joined.items():
+        have = [m for m in RANKED if m in data]
+        for k, a in enumerate(have):
+            for b in have[k + 1:]:
+                ok = np.isfinite(data[a]) & np.isfinite(data[b])
+                if ok.sum() < 3:
+                    continue
+                rho, p = spearman_test(data[a][ok], data[b][ok])
+                rank_b = rankdata(data[b][ok]) if not rho < 0 else ok.sum() + 1 - rankdata(data[b][ok])
+                gap = (rankdata(data[a][ok]) - rank_b) / ok.sum()
+                order = np.argsort(-np.abs(gap), kind="stable")[:worst]
+                cells = [{"index": int(data["index"][ok][i]), a: float(data[a][ok][i]), b: float(data[b][ok][i]),
+                          "rank_gap": float(gap[i])} for i in order]
+                out.append({"config": _config_name(config), "a": a, "b": b, "n": int(ok.sum()), "spearman": rho,
+                            "spearman_p": p, "disagree": cells})
+    return out
+
+
+def format_agreement(rows: Sequence[dict[str, Any]]) -> str:
+    lines = []
+    for r in rows:
+        worst = ", ".join(f"{c['index']} ({c['rank_gap']:+.2f})" for c in r["disagree"])
+        lines.append(f"{r['config']}: {r['a']} vs {r['b']}: Spearman {r['spearman']:+.3f} over {r['n']} cells; "
+                     f"ranks differ most at cells {worst}")
+    return "\n".join(lines)
 
 
 def format_table(results: Sequence[dict[str, Any]]) -> str:

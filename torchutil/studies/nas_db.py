@@ -53,7 +53,9 @@ SUMMARY_COLUMNS = ("utilization", "matrix_utilization", "flops", "matrix_flops",
                    "seconds", "inputs_per_second", "achieved_flops_per_second",
                    "peak_flops_per_second", "kernels_per_forward", "kernel_seconds",
                    "gpu_busy_fraction", "kernel_utilization", "bandwidth_utilization",
-                   "peak_bytes_per_second", "seconds_relative_ci", "cuda_graph")
+                   "peak_bytes_per_second", "seconds_relative_ci", "cuda_graph",
+                   # nas evaluate --energy (docs/energy.md); NULL without it.
+                   "joules", "joules_ci_low", "joules_ci_high", "watts", "flops_per_joule", "inputs_per_joule")
 # params: trainable parameters of the network; eval_seconds: wall time of the whole
 # evaluation of the arch (construction + profile), what a sweep pays per arch.
 METRIC_COLUMNS = (*SUMMARY_COLUMNS, "params", "build_seconds", "eval_seconds")
@@ -291,8 +293,11 @@ def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]
             with db_errors(src):
                 con.execute(f"ATTACH DATABASE ? AS {alias}", (str(src),))
                 try:
+                    # A source written before a metric column existed gives NULL for it.
+                    have = {row[1] for row in con.execute(f"PRAGMA {alias}.table_info(results)")}
+                    picked = ", ".join(c if c in have else f"NULL AS {c}" for c in _COLUMNS)
                     cols = ", ".join(_COLUMNS)
-                    con.execute(f"INSERT OR REPLACE INTO results ({cols}) SELECT {cols} FROM {alias}.results")
+                    con.execute(f"INSERT OR REPLACE INTO results ({cols}) SELECT {picked} FROM {alias}.results")
                     con.commit()
                 finally:
                     con.execute(f"DETACH DATABASE {alias}")

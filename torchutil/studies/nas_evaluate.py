@@ -119,10 +119,11 @@ def shard_indices(indices: Sequence[int], rank: int, world_size: int) -> list[in
 
 
 def finished_indices(con: sqlite3.Connection, config: EvalConfig) -> set[int]:
-    """Indices already measured with this config."""
+    """Indices already measured with this config (with energy, those with joules)."""
     _, *key = config.key(0)
     rows = con.execute(
-        "SELECT idx FROM results WHERE dataset=? AND batch=? AND dtype=? AND device=? AND mode=?", key)
+        "SELECT idx FROM results WHERE dataset=? AND batch=? AND dtype=? AND device=? AND mode=?"
+        + (" AND joules IS NOT NULL" if config.energy else ""), key)
     return {r[0] for r in rows}
 
 

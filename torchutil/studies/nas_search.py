@@ -62,7 +62,8 @@ __all__ = [
 ]
 
 FILTERS = ("none", "threshold", "quantile")
-_METRIC_COLUMN = {"utilization": "utilization", "throughput": "inputs_per_second"}
+_METRIC_COLUMN = {"utilization": "utilization", "throughput": "inputs_per_second",
+                  "images_per_joule": "inputs_per_joule"}  # nas evaluate --energy
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,11 @@ class SearchSpace:
     measure_seconds: np.ndarray
     available: np.ndarray
     dataset: str = "cifar10"
+    images_per_joule: np.ndarray | None = None  # NaN without nas evaluate --energy
+
+    def __post_init__(self) -> None:
+        if self.images_per_joule is None:
+            self.images_per_joule = np.full(self.accuracy.shape, np.nan)
 
     @classmethod
     def from_db(cls, db: str | os.PathLike[str], accuracy_dataset: str = "cifar10",
@@ -111,11 +117,12 @@ class SearchSpace:
             accuracy=np.array([r.test_accuracy(dataset) for r in table]),
             utilization=np.full(n, np.nan), throughput=np.full(n, np.nan),
             macs_m=np.array([r.flops_m for r in table]), measure_seconds=np.full(n, np.nan),
-            available=np.zeros(n, dtype=bool), dataset=dataset)
+            available=np.zeros(n, dtype=bool), dataset=dataset, images_per_joule=np.full(n, np.nan))
         for r in rows:
             i = r["idx"]
             space.utilization[i] = r["utilization"]
             space.throughput[i] = r["inputs_per_second"]
+            space.images_per_joule[i] = r.get("inputs_per_joule", math.nan)
             space.measure_seconds[i] = r["eval_seconds"]
             space.available[i] = math.isfinite(r["utilization"]) and math.isfinite(r["inputs_per_second"])
         if not space.available.any():
@@ -124,7 +131,13 @@ class SearchSpace:
 
     def metric(self, name: str) -> np.ndarray:
         check_choice("reward metric", name, _METRIC_COLUMN, NAS)
-        return self.utilization if name == "utilization" else self.throughput
+        m = {"utilization": self.utilization, "throughput": self.throughput}.get(name, self.images_per_joule)
+        if not np.isfinite(m[self.available]).all():
+            raise nas_error(f"the measurements hold no {name} for every cell; measure them with nas evaluate --energy")
+        return m
+
+    def has_energy(self) -> bool:
+        return bool(np.isfinite(self.images_per_joule[self.available]).all())
 
     def normalized(self, name: str) -> np.ndarray:
         """The metric min-max scaled to [0, 1] over the available archs (NaN elsewhere)."""
@@ -308,12 +321,15 @@ def pareto_front(accuracy: Sequence[float], throughput: Sequence[float]) -> list
 
 def summarize(runs: Sequence[SearchRun], space: SearchSpace) -> list[dict[str, Any]]:
     """One row per strategy: means (and std of the found accuracy) over seeds, and the
-    accuracy/throughput Pareto front of every arch the strategy's runs evaluated fully."""
+    accuracy/throughput Pareto front of every arch the strategy's runs evaluated fully (with
+    energy measured, also the accuracy/images-per-joule front: energy_front)."""
     out = []
     for name in dict.fromkeys(r.strategy for r in runs):
         mine = [r for r in runs if r.strategy == name]
         evaluated = sorted({i for r in mine for i in r.evaluated})
         front = [evaluated[p] for p in pareto_front(space.accuracy[evaluated], space.throughput[evaluated])] if evaluated else []
+        energy = [evaluated[p] for p in pareto_front(space.accuracy[evaluated], space.images_per_joule[evaluated])] \
+            if evaluated and space.has_energy() else []
         acc = np.array([r.found_accuracy for r in mine])
         out.append({
             "strategy": name,
@@ -326,6 +342,7 @@ def summarize(runs: Sequence[SearchRun], space: SearchSpace) -> list[dict[str, A
             "avoided_evaluations_mean": float(np.mean([r.avoided_evaluations for r in mine])),
             "simulated_hours_mean": float(np.mean([r.simulated_seconds for r in mine]) / 3600),
             "pareto_front": front,
+            "energy_front": energy,
         })
     return out
 
@@ -344,17 +361,20 @@ def write_outputs(out: str | os.PathLike[str], runs: Sequence[SearchRun], space:
         w.writeheader()
         w.writerows(rows)
     with atomic_open(written[1], "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[k for k in summary[0] if k != "pareto_front"])
+        fronts = ("pareto_front", "energy_front")
+        w = csv.DictWriter(f, fieldnames=[k for k in summary[0] if k not in fronts])
         w.writeheader()
-        w.writerows({k: v for k, v in s.items() if k != "pareto_front"} for s in summary)
+        w.writerows({k: v for k, v in s.items() if k not in fronts} for s in summary)
     write_json(written[2], {"dataset": space.dataset, "strategies": summary}, indent=2)
     with atomic_open(written[3], "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["strategy", "index", "arch", "accuracy", "throughput", "utilization"])
+        w.writerow(["strategy", "front", "index", "arch", "accuracy", "throughput", "utilization",
+                    "images_per_joule"])
         for s in summary:
-            for i in s["pareto_front"]:
-                w.writerow([s["strategy"], i, str(nb.arch_of_index(i)), space.accuracy[i],
-                            space.throughput[i], space.utilization[i]])
+            for front, key in (("throughput", "pareto_front"), ("images_per_joule", "energy_front")):
+                for i in s[key]:
+                    w.writerow([s["strategy"], front, i, str(nb.arch_of_index(i)), space.accuracy[i],
+                                space.throughput[i], space.utilization[i], space.images_per_joule[i]])
     if plots:
         # One panel per strategy: its front in colour over the space and, in grey, the other
         # strategies' fronts (drawn on one axes they hide each other where they coincide).

@@ -137,7 +137,11 @@ TEST(ProfileOpsTest, OptionsAreParsedByNameAndBadValuesNamed) {
   values["chrome_trace"] = true;
   values["module_paths"] = true;
   values["batch_size"] = 3;
+  values["energy"] = true;
+  values["energy_window"] = 0.75;
   ProfileOptions o = profileOptions(values, /*summaryOp=*/false);
+  EXPECT_TRUE(o.energy);
+  EXPECT_EQ(o.energyPlan.windowSeconds, 0.75);
   EXPECT_EQ(o.warmup, 5);
   EXPECT_EQ(o.repeat.minIters, 7);
   EXPECT_EQ(o.repeat.maxIters, 7);

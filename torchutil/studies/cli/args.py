@@ -220,3 +220,11 @@ def add_counters_argument(p: argparse.ArgumentParser) -> None:
                    help="also read the GPU's hardware counters (CUDA; docs/counters.md): hardware FLOPs "
                         "beside the counted ones, throughputs, the PM timeline")
 
+
+
+def add_energy_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--energy", action="store_true",
+                   help="also measure joules per forward, watts, FLOPs and inputs per joule (NVML on a GPU, "
+                        "RAPL on a CPU; docs/energy.md)")
+    p.add_argument("--energy-window", type=positive_float, default=0.5,
+                   help="seconds of forwards the energy windows span, with --energy (default 0.5)")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from torchutil._ops import CHOICES
 from torchutil.models import DTYPES
-from torchutil.studies._common import fail, plots_available
-from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_timing_arguments, cuda_only, default_dtype,
-                                        existing_file, finite, number,
-                                        fraction, indices, known_device, nonnegative, nonnegative_float,
-                                        output_dir, output_file, pick_device, positive,
+from torchutil.studies._common import fail, plots_available, write_json
+from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_energy_arguments, add_timing_arguments, cuda_only,
+                                        default_dtype, existing_file, finite, fraction, indices, known_device, nonnegative,
+                                        nonnegative_float, number, output_dir, output_file, pick_device, positive,
                                         positive_float, results_db, seeds, timing)
 
 
@@ -51,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "new local one), "
                         "one actor per GPU Ray reports (docs/engines.md)")
     p.add_argument("--ray-gpus", type=_gpu_share, default=1.0, help="GPUs per Ray actor (default 1: a context per GPU)")
+    add_energy_arguments(p)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_evaluate)
 
@@ -85,7 +86,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-budget", type=positive_float, default=None, help="simulated seconds per search")
     p.add_argument("--lr", type=positive_float, default=0.01)
     p.add_argument("--momentum", type=nonnegative_float, default=0.9, help="of the baseline's moving average")
-    p.add_argument("--reward-metric", default="utilization", choices=["utilization", "throughput"])
+    p.add_argument("--reward-metric", default="utilization", choices=["utilization", "throughput", "images_per_joule"],
+                   help="the measured figure added to the reward (images_per_joule: a db of nas evaluate --energy)")
     p.add_argument("--weight", type=finite, default=0.1, help="of the normalized metric in the reward")
     p.add_argument("--strategies", default=None, help="comma list of names (default: all 6)")
     p.add_argument("--threshold", type=number(float, 0.0, "a utilization in [0, 1] (0.05 is 5 %%)", high=1.0),
@@ -138,7 +140,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         dataset=args.dataset, batch=args.batch or (256 if on_cuda else 8),
         dtype=args.dtype or default_dtype(device), device=str(device),
         warmup=args.warmup, iters=args.iters, timing=timing(args, default="auto"), trace=args.trace,
-        channels_last=on_cuda if args.channels_last is None else args.channels_last)
+        channels_last=on_cuda if args.channels_last is None else args.channels_last,
+        energy=args.energy, energy_window=args.energy_window)
     indices = args.indices if args.indices is not None else ev.parse_indices(None)
     # Default: on CUDA threads over half the host's cores shared by the ranks of this host, at most
     # 4 a GPU; one thread where what is asked for does not combine with threads (sweep() refuses
@@ -169,7 +172,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     who = (f"rank {stats.rank}/{stats.world_size}{f' (restart {restart})' if restart else ''}: "
            if stats.world_size > 1 else "")
     print(f"{who}{config.dataset} batch {config.batch} {config.dtype} on {config.device} ({config.mode}"
-          f"{', traced' if config.trace else ''}): evaluated {stats.evaluated} archs, skipped "
+          f"{', traced' if config.trace else ''}{', energy' if config.energy else ''}): evaluated {stats.evaluated} archs, skipped "
           f"{stats.skipped} already in the db, in {stats.seconds:.1f} s")
     if stats.evaluated:
         over = f"{stats.threads} thread(s)"
@@ -208,7 +211,12 @@ def run_correlate(args: argparse.Namespace) -> int:
 
     results, joined = co.correlate(args.db, _csv_path(args.csv))
     print(co.format_table(results))
+    agreement = co.rank_agreement(joined)
+    print(co.format_agreement(agreement))
     written = co.write_outputs(args.out, results, joined, plots=plots_available(not args.no_plots))
+    if agreement:
+        written.append(Path(args.out) / "agreement.json")
+        write_json(written[-1], agreement, indent=2)
     for path in written:
         print(f"wrote {path}")
     return 0

@@ -9,9 +9,9 @@ import torch
 from torchutil.models import DTYPES, FOLD_BENCH_MODELS, build, build_classifier, classifier_image_size
 from torchutil.profiler import profile
 from torchutil.studies._common import Setup, atomic_open, device_memory, exit_on_error
-from torchutil.studies.cli.args import (UsageError, add_peak_argument, add_repeat_arguments, add_timing_arguments,
-                                        default_dtype, known_device, nonnegative, output_file, pick_device,
-                                        positive, timing)
+from torchutil.studies.cli.args import (UsageError, add_energy_arguments, add_peak_argument, add_repeat_arguments,
+                                        add_timing_arguments, default_dtype, known_device, nonnegative, output_file,
+                                        pick_device, positive, timing)
 
 DEFAULT_MODEL = "resnet50"
 # The default where torchvision is not installed, as with the CPU wheel of torch (which has no
@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_repeat_arguments(p, target_ci=True)
     add_timing_arguments(p, default="auto on CUDA (graph replays where the forward captures), eager elsewhere")
     add_peak_argument(p)
+    add_energy_arguments(p)
     p.add_argument("--top", type=nonnegative, default=10, help="how many ops to list")
     p.add_argument("--json", type=output_file, default=None,
                    help="also write the full result as JSON here ('-': stdout, the text then goes to stderr)")
@@ -111,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"torchutil: {name}, batch {batch}, {dtype_name}, "
           f"{'channels_last' if setup.channels_last else 'contiguous'}, on {dev} ({where})", file=text)
     result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=mode,
-                     target_ci=args.target_ci, max_time=args.max_time, peak=args.peak)
+                     target_ci=args.target_ci, max_time=args.max_time, peak=args.peak, energy=args.energy,
+                     energy_window=args.energy_window)
     print(result.format(top=args.top), file=text)
     if dev.type == "cpu":
         print("note: on a CPU the peak is a timed GEMM of this machine, so utilization says how "

@@ -7,8 +7,8 @@ import os
 import sys
 
 from torchutil.studies._common import fail, plots_available
-from torchutil.studies.cli.args import (add_counters_argument, add_peak_argument, add_repeat_arguments, known_device,
-                                        output_dir, pick_device, positive)
+from torchutil.studies.cli.args import (add_counters_argument, add_energy_arguments, add_peak_argument,
+                                        add_repeat_arguments, known_device, output_dir, pick_device, positive)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--retry-failed", action="store_true",
                    help="run again the configurations that failed in an earlier run of OUT")
     add_counters_argument(s)
+    add_energy_arguments(s)
     s.set_defaults(func=run)
 
 
@@ -51,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         modes=args.modes or (list(survey.MODES) if on_cuda else ["eager"]),
         device=str(device), out=args.out, image_size=args.image_size,
         channels_last=args.channels_last, warmup=args.warmup, iters=args.iters, peak=args.peak,
-        progress=not args.no_progress, retry_failed=args.retry_failed, counters=args.counters)
+        progress=not args.no_progress, retry_failed=args.retry_failed, counters=args.counters,
+        energy=args.energy, energy_window=args.energy_window)
     if args.report_only:
         rows = survey.load_results(args.out)
         path = os.path.join(args.out, survey.RESULTS)

@@ -48,6 +48,10 @@ class SurveyConfig:
     # Hardware counters per configuration (torchutil.profile's counters=; None: none). The
     # summary then holds the hw_* / pm_* fields, and the row its counters_status.
     counters: list[str] | None = None
+    # Joules per forward per configuration (torchutil.profile's energy=): the summary's joules,
+    # watts, flops_per_joule, inputs_per_joule, and the row's energy_source.
+    energy: bool = False
+    energy_window: float = 0.5
 
     def check(self) -> None:
         """ValueError naming what this device cannot run: tf32 and the timing modes but eager
@@ -103,7 +107,8 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
     x = setup.input(batch, 3, size, size)
     with tf32_flags(dtype):
         result = profile(model, x, warmup=config.warmup, iters=config.iters,
-                         timing=mode, peak=config.peak, counters=config.counters)
+                         timing=mode, peak=config.peak, counters=config.counters, energy=config.energy,
+                         energy_window=config.energy_window)
     roof = roofline(result, bandwidth=bandwidth)
     return {
         "image_size": size,
@@ -114,6 +119,7 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
         "timing_note": result.timing_note,
         "peak_dtype": result.peak_dtype,
         "counters_status": result.counters_status,
+        "energy_source": result.energy_source,
         "ridge_intensity": roof.ridge_intensity,
         "bounds": roof.counts(),
         "ops": [{k: getattr(r, k) for k in OP_KEYS} for r in roof.rows],

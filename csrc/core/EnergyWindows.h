@@ -1,0 +1,98 @@
+#pragma once
+// Joules per forward from a cumulative energy counter (NVML's total energy of a GPU, RAPL's
+// powercap files of a CPU), torch-free. Such counters move in steps (NVML's every 100 ms on an
+// H200, docs/energy.md), so a window read at arbitrary times is off by up to a step at each end.
+// The windows here are aligned to the counter's own updates: each starts and ends at a change of
+// the counter, and the forwards it holds are counted at those instants, interpolated between the
+// forwards' completions (the poll loop sees both). The counter and the forwards are interfaces,
+// so the logic is tested with a fake counter and fake time (tests/cpp/FakeEnergy.h).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/Repetition.h"
+
+namespace torchutil {
+
+// One reading of a cumulative energy counter.
+struct EnergyReading {
+  double joules = 0.0;   // since the counter's origin; wraps at EnergyCounter::wrapJoules()
+  double seconds = 0.0;  // when it was read: a steady clock, any origin
+};
+
+// The clock real counters stamp their readings with (steady, seconds).
+double steadyClockSeconds();
+
+// How far a cumulative counter moved from `before` to `after` with at most one wrap at `wrap`
+// (0: it does not wrap) between them; negative where it went backwards without wrapping.
+double counterDelta(double before, double after, double wrap);
+
+// A cumulative energy counter (csrc/energy: NVML, RAPL).
+class EnergyCounter {
+ public:
+  virtual ~EnergyCounter() = default;
+  // What it measures, for people: "NVML total energy of cuda:0 (PCI 00000000:19:00.0)".
+  virtual std::string source() const = 0;
+  // Where it wraps to 0 (RAPL's max_energy_range_uj); 0 when it does not wrap, and a decrease
+  // is a reset.
+  virtual double wrapJoules() const = 0;
+  // Reads it now; false with *why (a sentence) when the read fails.
+  virtual bool read(EnergyReading* out, std::string* why) = 0;
+  // What the source adds after the windows ("1 other process on the GPU"), "" for nothing.
+  virtual std::string notes() { return ""; }
+};
+
+// The forwards whose energy is measured. launch() queues one forward (it may return before the
+// device ran it); finished() says, without waiting, how many launched forwards the device has
+// finished.
+class ForwardQueue {
+ public:
+  virtual ~ForwardQueue() = default;
+  virtual void launch() = 0;
+  virtual int64_t finished() = 0;
+};
+
+struct EnergyPlan {
+  // The windows together, in seconds (energy_window); each is windowSeconds / windows, rounded
+  // to the counter's updates.
+  double windowSeconds = 0.5;
+  int64_t windows = 5;
+  // Forwards queued ahead of the device, so that it never idles while the host polls.
+  int64_t inFlight = 2;
+  // A counter that does not move for this long while forwards run is refused as frozen.
+  double stallSeconds = 2.0;
+};
+
+// Throws std::invalid_argument naming the value when the plan cannot be run.
+void checkEnergyPlan(const EnergyPlan& plan);
+
+struct EnergyResult {
+  // Empty when measured; else why not (the fields below are then NaN, never 0).
+  std::string refusal;
+  std::vector<double> joulesPerForward;  // one per window
+  MedianInterval perForward;             // their median and its 95 % interval
+  double watts;                          // the windows' joules / their seconds
+  double seconds;                        // the windows' span
+  double forwards;                       // forwards in it (fractions at the ends)
+  // The median time between the counter's changes as the polls saw them: its update period, or
+  // the time between polls where that is longer (a CPU's eager forward).
+  double updateSeconds;
+  std::string notes;  // EnergyCounter::notes()
+  EnergyResult();
+  bool measured() const { return refusal.empty(); }
+};
+
+// Runs forwards from `queue` back to back (inFlight queued) while polling `counter`, until
+// plan.windows aligned windows are full, then waits for the queued forwards by polling. Every
+// failure (a read that fails, a frozen counter, a counter that goes backwards, windows shorter
+// than the counter's updates, a window that holds less than one forward) is a refusal, not an
+// exception.
+EnergyResult measureEnergy(EnergyCounter& counter, ForwardQueue& queue, const EnergyPlan& plan);
+
+// The result's text: "<source>, changes every 100 ms, 0.52 s of <what> in 5 windows (148
+// forwards)[; <notes>]", or
+// "off: <source>: <refusal>".
+std::string describeEnergy(const EnergyResult& r, const std::string& source,
+                           const std::string& what);
+
+}  // namespace torchutil

@@ -1,0 +1,180 @@
+// The energy windows (core/EnergyWindows.h) on a simulated device whose counter steps every
+// 100 ms (tests/cpp/FakeEnergy.h). Oracle: the simulation's own power model, busyWatts x
+// forwardSeconds joules per forward, which a window read at arbitrary times misses by up to a
+// counter step at each end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "FakeEnergy.h"
+#include "core/EnergyWindows.h"
+
+namespace torchutil {
+namespace {
+
+using testing::FakeCounter;
+using testing::FakeEnergyDevice;
+using testing::FakeQueue;
+
+EnergyResult measure(FakeEnergyDevice& d, const EnergyPlan& plan = {}, std::string notes = "") {
+  FakeCounter counter(d, std::move(notes));
+  FakeQueue queue(d);
+  return measureEnergy(counter, queue, plan);
+}
+
+TEST(EnergyWindowsTest, JoulesPerForwardWhateverThePhaseOfTheCounter) {
+  for (const double phase : {0.0, 0.013, 0.05, 0.0999}) {
+    FakeEnergyDevice d;
+    d.firstUpdate = phase;
+    const EnergyResult r = measure(d);
+    ASSERT_TRUE(r.measured()) << r.refusal;
+    const double truth = d.busyWatts * d.forwardSeconds;  // 1.6 J
+    EXPECT_NEAR(r.perForward.median, truth, 1e-3 * truth) << "phase " << phase;
+    EXPECT_NEAR(r.watts, d.busyWatts, 1e-3 * d.busyWatts);
+    ASSERT_EQ(r.joulesPerForward.size(), 5u);
+    for (double j : r.joulesPerForward) {
+      EXPECT_NEAR(j, truth, 2e-3 * truth);
+    }
+    // Five windows of one 100 ms update each, 125 forwards of 4 ms in them.
+    EXPECT_NEAR(r.seconds, 0.5, 1e-3);
+    EXPECT_NEAR(r.updateSeconds, 0.1, 1e-3);
+    EXPECT_NEAR(r.forwards, 125.0, 0.2);
+    // The interval of five windows is their range (order statistics 1 and 5).
+    EXPECT_LE(r.perForward.low, r.perForward.median);
+    EXPECT_GE(r.perForward.high, r.perForward.median);
+    EXPECT_DOUBLE_EQ(r.perForward.low,
+                     *std::min_element(r.joulesPerForward.begin(), r.joulesPerForward.end()));
+    EXPECT_DOUBLE_EQ(r.perForward.high,
+                     *std::max_element(r.joulesPerForward.begin(), r.joulesPerForward.end()));
+    // What it cost: the wait for the first change (< one update), the windows, the drain.
+    EXPECT_LT(d.now, 0.5 + 0.1 + 3 * d.forwardSeconds);
+  }
+}
+
+TEST(EnergyWindowsTest, UnevenForwardsAndLongerWindows) {
+  // Forwards of 7.3 ms against 100 ms updates: windows end inside forwards, counted in fractions.
+  FakeEnergyDevice d;
+  d.forwardSeconds = 0.0073;
+  EnergyPlan plan;
+  plan.windowSeconds = 1.0;
+  plan.windows = 4;  // 250 ms: the nearest update boundary, 200 or 300 ms
+  const EnergyResult r = measure(d, plan);
+  ASSERT_TRUE(r.measured()) << r.refusal;
+  EXPECT_NEAR(r.perForward.median, d.busyWatts * d.forwardSeconds, 1e-3 * 2.92);
+  EXPECT_EQ(r.joulesPerForward.size(), 4u);
+  EXPECT_GE(r.seconds, 0.8 - 1e-3);
+  EXPECT_LE(r.seconds, 1.2 + 1e-3);
+}
+
+TEST(EnergyWindowsTest, FastCounterAndSynchronousForwards) {
+  // RAPL-like: 1 ms updates; a CPU's forward runs inside launch().
+  FakeEnergyDevice d;
+  d.updateSeconds = 0.001;
+  d.firstUpdate = 0.0004;
+  d.forwardSeconds = 0.0025;
+  d.synchronous = true;
+  const EnergyResult r = measure(d);
+  ASSERT_TRUE(r.measured()) << r.refusal;
+  // The host's launch and poll time between forwards is idle: a little less than busy power.
+  const double perForward =
+      d.busyWatts * d.forwardSeconds + d.idleWatts * (d.launchSeconds + d.pollSeconds);
+  EXPECT_NEAR(r.perForward.median, perForward, 5e-3 * perForward);
+  // Changes are seen between forwards (one per poll: it finished inside launch()), so no
+  // closer than that.
+  EXPECT_GE(r.updateSeconds, d.forwardSeconds);
+  EXPECT_LT(r.updateSeconds, d.forwardSeconds + d.launchSeconds + d.pollSeconds + 1e-9);
+  EXPECT_NEAR(r.seconds, 0.5, 0.01);
+}
+
+TEST(EnergyWindowsTest, CounterThatWrapsIsUnwrapped) {
+  FakeEnergyDevice d;
+  d.wrap = 262.143328;    // a RAPL package domain's max_energy_range_uj / 1e6
+  d.startJoules = 250.0;  // wraps in the first window, and again later
+  const EnergyResult r = measure(d);
+  ASSERT_TRUE(r.measured()) << r.refusal;
+  EXPECT_NEAR(r.perForward.median, 1.6, 1.6e-3);
+  EXPECT_NEAR(r.watts, 400.0, 0.4);
+}
+
+TEST(EnergyWindowsTest, FrozenCounterIsRefused) {
+  FakeEnergyDevice d;
+  d.frozenAfter = 0.0;
+  const EnergyResult r = measure(d);
+  EXPECT_FALSE(r.measured());
+  EXPECT_NE(r.refusal.find("did not move in 2"), std::string::npos) << r.refusal;
+  EXPECT_TRUE(std::isnan(r.perForward.median));
+  EXPECT_TRUE(std::isnan(r.perForward.low));
+  EXPECT_TRUE(std::isnan(r.watts));
+  EXPECT_LT(d.now, 2.2);
+  // Frozen midway (after two windows) is refused the same way.
+  FakeEnergyDevice later;
+  later.frozenAfter = 0.25;
+  EXPECT_NE(measure(later).refusal.find("did not move"), std::string::npos);
+}
+
+TEST(EnergyWindowsTest, CounterGoingBackwardsIsRefusedWhereItDoesNotWrap) {
+  FakeEnergyDevice d;
+  d.startJoules = 5000.0;
+  d.resetAt = 0.3;
+  const EnergyResult r = measure(d);
+  EXPECT_NE(r.refusal.find("went backwards"), std::string::npos) << r.refusal;
+  EXPECT_TRUE(std::isnan(r.perForward.median));
+}
+
+TEST(EnergyWindowsTest, FailedReadIsRefusedWithItsReason) {
+  FakeEnergyDevice d;
+  d.failRead = "nvmlDeviceGetTotalEnergyConsumption failed (Insufficient Permissions)";
+  const EnergyResult r = measure(d);
+  EXPECT_EQ(r.refusal, d.failRead);
+  EXPECT_EQ(d.busy.size(), 0u);  // nothing ran
+  EXPECT_EQ(describeEnergy(r, "fake counter", "replays"), "off: fake counter: " + d.failRead);
+}
+
+TEST(EnergyWindowsTest, WindowsShorterThanTheUpdatesAreRefused) {
+  FakeEnergyDevice d;
+  EnergyPlan plan;
+  plan.windowSeconds = 0.1;  // five windows of 20 ms against 100 ms updates
+  const EnergyResult r = measure(d, plan);
+  EXPECT_NE(r.refusal.find("shorter than half the time between the counter's changes (100 ms"),
+            std::string::npos)
+      << r.refusal;
+  EXPECT_NE(r.refusal.find("energy_window >= 0.5"), std::string::npos) << r.refusal;
+  EXPECT_TRUE(std::isnan(r.watts));
+}
+
+TEST(EnergyWindowsTest, ForwardLongerThanAWindowIsRefused) {
+  FakeEnergyDevice d;
+  d.forwardSeconds = 0.35;
+  const EnergyResult r = measure(d);
+  EXPECT_NE(r.refusal.find("less than one"), std::string::npos) << r.refusal;
+  EXPECT_TRUE(std::isnan(r.perForward.median));
+}
+
+TEST(EnergyWindowsTest, DescribeNamesSourceWindowAndNotes) {
+  FakeEnergyDevice d;
+  const EnergyResult r = measure(d, {}, "1 other process on the GPU");
+  ASSERT_TRUE(r.measured());
+  EXPECT_EQ(
+      describeEnergy(r, "fake counter", "graph replays"),
+      "fake counter, changes every 100 ms, 0.5 s of graph replays in 5 windows (125 forwards); "
+      "1 other process on the GPU");
+}
+
+TEST(EnergyWindowsTest, PlanIsChecked) {
+  FakeEnergyDevice d;
+  for (const double bad : {0.0, -1.0, std::nan(""), 1e9}) {
+    EnergyPlan plan;
+    plan.windowSeconds = bad;
+    EXPECT_THROW(measure(d, plan), std::invalid_argument) << bad;
+  }
+  EnergyPlan none;
+  none.windows = 0;
+  EXPECT_THROW(checkEnergyPlan(none), std::invalid_argument);
+  EXPECT_EQ(d.reads, 0);
+}
+
+}  // namespace
+}  // namespace torchutil
