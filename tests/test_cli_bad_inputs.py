@@ -126,7 +126,7 @@ CASES = [
     # nas evaluate (#18, #22): refused before the db is made
     ("nas evaluate --device cpu --indices 0 --trace --db {dbs}/n1.sqlite", 2, "--trace: it records GPU kernels"),
     ("nas evaluate --device cpu --indices 0 --threads 2 --db {dbs}/n2.sqlite", 2, "--threads 2"),
-    ("nas evaluate --device cpu --indices 0 --workers 2 --db {dbs}/n3.sqlite", 2, "--workers 2"),
+    ("nas evaluate --device cpu --indices 0 --workers 2 --db {dbs}/n3.sqlite", 2, "--workers is gone"),
     # nas merge (#18, #20c)
     ("nas merge --db {dbs}/m1.sqlite {good} {good}", 2, "is given twice"),
     ("nas merge --db {dbs}/m2.sqlite {zero}", 1, "has no results table"),

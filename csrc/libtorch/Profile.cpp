@@ -422,7 +422,7 @@ class ProfileRun {
     PhaseTimer t(&out_.phases.energy);
     out_.energy = torchutil::measureEnergy(*runner_, device_, o_.energyPlan,
                                            plan_.replays ? "graph replays" : "eager forwards",
-                                           energyBackend(o_.backends));
+                                           energyBackend(o_.backends), timing_.interval.median);
   }
 
   // The range profiler's passes: each user-replay pass is one more eager forward, waited for

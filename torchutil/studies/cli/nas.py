@@ -130,12 +130,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     # Refused before the db is opened (an empty db was left behind).
     cuda_only(device, (args.trace, "--trace", "it records GPU kernels with CUPTI"),
               ((args.threads or 1) > 1, f"--threads {args.threads}", "threads share one GPU (CPU timings would share "
-                                                                     "the cores they measure)"),
-              (args.workers > 1, f"--workers {args.workers}", "worker processes share one GPU (CPU timings would "
-                                                              "share the cores they measure)"))
-    if (args.threads or 1) > 1 and args.workers > 1:
-        raise UsageError(f"--threads {args.threads} and --workers {args.workers} do not combine: worker processes "
-                         f"are CUDA contexts of their own, threads share one")
+                                                                     "the cores they measure)"))
     config = ev.EvalConfig(
         dataset=args.dataset, batch=args.batch or (256 if on_cuda else 8),
         dtype=args.dtype or default_dtype(device), device=str(device),
