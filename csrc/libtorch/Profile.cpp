@@ -168,6 +168,9 @@ class ProfileRun {
     if (!fused_ || plainForwards() > 0) {
       lock_->hold();  // else the GPU's first work is the timed phase's (a capture runs nothing)
     }
+    if (traces_) {
+      forward_->recordGeneratedKernels();  // the warm-ups compile torch.compile'd code
+    }
     warmUp();
     if (fused_) {
       lock_->release();  // the capture runs nothing on the GPU
@@ -512,6 +515,11 @@ class ProfileRun {
         for (OpEvent& e : counted_->events) {
           e.row = e.row >= 0 ? rowOf[static_cast<size_t>(e.row)] : -1;
         }
+      }
+      if (eager_ || counted_->compiledRegions > 0) {
+        out_.generated = attributeGenerated(
+            &out_.trace, countedKernels_, timedKernels_, traced, forward_->generatedKernels(),
+            table.rows(), eager_ ? eager_->events : counted_->events, &out_.traceStatus);
       }
       out_.traced = true;
       out_.kernels = std::move(countedKernels_);
