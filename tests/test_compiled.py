@@ -251,6 +251,31 @@ def test_compiled_flex_attention_counts_as_eager_against_the_closed_form(mask):
     assert len(flex) == 1 and flex[0].matrix_flops == attention_matrix_flops()
 
 
+@pytest.mark.slow
+def test_compiled_flex_attentions_kernel_is_tied_to_its_op_priced_as_the_closed_form():
+    """The kernel Inductor generates for a compiled flex_attention fuses the higher-order op,
+    named as the eager count names it (torchutil::flex_attention), priced at the full score
+    matrix's products: the closed form 2·B·H·T²·D twice."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    from torchutil._inductor import Recording
+
+    block_mask = create_block_mask(causal, B, H, T, T, device="cpu")
+    q, k, v = (torch.randn(B, H, T, D) for _ in range(3))
+    recording = Recording()
+    recording.start()
+    try:
+        with torch.inference_mode():
+            torch.compile(flex_attention)(q, k, v, block_mask=block_mask)
+    finally:
+        recording.stop()
+    status, kernels = recording.finish()
+    fused = [op for _, _, ops in kernels for op in ops if "torchutil::flex_attention" in op[1]]
+    assert len(fused) == 1, (status, kernels)
+    _, names, module, matrix, _, _, priced = fused[0]
+    assert (names, module, matrix, priced) == (["torchutil::flex_attention"], "", attention_matrix_flops(), True)
+
+
 # ---- on the GPU: Triton templates and FlexAttention's kernels ------------------------------------
 
 class MLP(torch.nn.Module):
