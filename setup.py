@@ -274,6 +274,9 @@ setup(
     version=_version(),
     description="GPU utilization of PyTorch inference: FLOPs counted in the dispatcher, "
     "kernels traced with CUPTI, utilization as tensors",
+    # The package index shows the README (its links into docs/ are relative to the repository).
+    long_description=open(os.path.join(ROOT, "README.md"), encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
     packages=find_packages(include=["torchutil", "torchutil.*"]),
     # The NATS-Bench accuracy table, the packaged H200 sweep (nas correlate/search --db
     # builtin:h200-auto) and their source/license note (torchutil/nas/data), listed

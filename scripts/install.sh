@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Installs what torchutil needs on a fresh Debian/Ubuntu machine and builds it in place
 # (editable install, so the tests and the examples see the built extension).
-#   scripts/install.sh demo   what `make demo` needs: a C++ compiler, ninja, torch and
-#                             torchvision, setuptools; then the build
-#   scripts/install.sh test   that, and what only `make test` needs (the lists below)
+#   scripts/install.sh demo     what `make demo` needs: a C++ compiler, ninja, torch (and
+#                               torchvision where there is a GPU), setuptools; then the build
+#   scripts/install.sh test     that, and what only `make test` needs (the lists below)
+#   scripts/install.sh browser  that, and chromium for the opt-in browser test (`make test-browser`)
 # Each step is skipped where its package is there already; the build compiles only what changed.
+#
+# Which torch: TORCHUTIL_TORCH_SPEC (pip's requirement words), else
+#   - `demo` on a machine without an NVIDIA GPU: PyTorch's CPU wheel (CPU_SPEC, ~0.2 GB), which
+#     has no torchvision to go with it: the demo then profiles a model that needs torch alone;
+#   - otherwise the CUDA build with torchvision (CUDA_SPEC, ~6 GB): the tests need torchvision
+#     (they build its models), so `make test` takes this one on any machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-TORCH_SPEC=${TORCHUTIL_TORCH_SPEC:-"torch==2.14.1 torchvision==0.29.1"}
+CUDA_SPEC="torch==2.14.1 torchvision==0.29.1"
+CPU_SPEC="torch==2.13.0+cpu"
 what=${1:-demo}
 case "$what" in
-  demo | test) ;;
-  *) echo "install: say what for: scripts/install.sh demo|test (got '$what')" >&2; exit 2 ;;
+  demo | test | browser) ;;
+  *) echo "install: say what for: scripts/install.sh demo|test|browser (got '$what')" >&2; exit 2 ;;
 esac
 
 # System packages (apt), one per line as "<command or file that shows it is there>:<package>";
@@ -25,11 +33,13 @@ test_apt=(
   "cmake:cmake"                           # the GoogleTest suite's build (CMakeLists.txt)
   "/usr/include/gtest/gtest.h:libgtest-dev"
   "clang-format:clang-format"             # the C++ layout check of scripts/test.sh
-  "chromium|chromium-browser:chromium"    # the survey test screenshots its HTML report
   "/usr/share/datasets/fashion-mnist:dataset-fashion-mnist"  # Fashion-MNIST for torchutil.coded's tests
 )
+browser_apt=(
+  "chromium|chromium-browser:chromium"    # the opt-in test that screenshots the survey's HTML report
+)
 # Python packages for the tests, one per line as "<module>:<pip requirement>". The demo needs
-# torch and torchvision (TORCH_SPEC), setuptools and numpy only.
+# torch (and torchvision with the CUDA build), setuptools and numpy only.
 test_pip=(
   "pytest:pytest"
   "ruff:ruff"                             # the lint step of scripts/test.sh
@@ -49,8 +59,13 @@ have() {  # have 'cmd|/file|...': one of them is a command on PATH or an existin
   return 1
 }
 
+has_gpu() {  # an NVIDIA GPU that the driver shows
+  compgen -G "/dev/nvidia[0-9]*" >/dev/null || { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }
+}
+
 apt_wanted=("${demo_apt[@]}")
-[ "$what" = test ] && apt_wanted+=("${test_apt[@]}")
+[ "$what" != demo ] && apt_wanted+=("${test_apt[@]}")
+[ "$what" = browser ] && apt_wanted+=("${browser_apt[@]}")
 missing=()
 for entry in "${apt_wanted[@]}"; do
   have "${entry%%:*}" || missing+=("${entry##*:}")
@@ -62,12 +77,28 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -q "${missing[@]}"
 fi
 
-if ! "$PYTHON" -c "import torch, torchvision" 2>/dev/null; then
-  echo "install: pip install $TORCH_SPEC"
-  # shellcheck disable=SC2086
-  "$PYTHON" -m pip install -q $TORCH_SPEC
+# What the chosen torch must bring: torch alone for the CPU wheel's demo, torchvision too otherwise.
+why=""
+if [ -n "${TORCHUTIL_TORCH_SPEC:-}" ]; then
+  torch_spec=$TORCHUTIL_TORCH_SPEC; needed="torch"
+  [[ "$torch_spec" == *torchvision* ]] && needed="torch, torchvision"
+elif [ "$what" = demo ] && ! has_gpu; then
+  torch_spec=$CPU_SPEC; needed="torch"
+  why=" (no NVIDIA GPU here: PyTorch's CPU wheel, without torchvision; \`make test\` takes the CUDA build)"
+else
+  torch_spec=$CUDA_SPEC; needed="torch, torchvision"
 fi
-if [ "$what" = test ]; then
+if ! "$PYTHON" -c "import $needed" 2>/dev/null; then
+  echo "install: pip install $torch_spec$why"
+  # shellcheck disable=SC2086
+  if ! "$PYTHON" -m pip install -q $torch_spec; then
+    echo "install: pip could not install '$torch_spec' (pip's message is above). Where pip finds no +cpu wheel," \
+      "add PyTorch's CPU index: PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu; or name another torch" \
+      "with TORCHUTIL_TORCH_SPEC" >&2
+    exit 1
+  fi
+fi
+if [ "$what" != demo ]; then
   for entry in "${test_pip[@]}"; do
     if ! "$PYTHON" -c "import ${entry%%:*}" 2>/dev/null; then
       echo "install: pip install ${entry##*:}"

@@ -329,3 +329,22 @@ def test_survey_without_torchvision_says_so(monkeypatch, tmp_path, capsys):
     assert status == 1 and "torchvision" in err and "Traceback" not in err
     status, err = _status(["profile", "resnet18", "--device", "cpu"], capsys)
     assert status == 1 and "needs torchvision" in err and "Traceback" not in err
+    monkeypatch.setitem(sys.modules, "torchvision.models.resnet", None)  # imported already by other tests
+    status, err = _status(["profile", "resnet18_cifar", "--device", "cpu"], capsys)
+    assert status == 1 and "needs torchvision" in err and "Traceback" not in err
+
+
+def test_profile_default_model_without_torchvision(monkeypatch, capsys):
+    """With the CPU wheel of torch there is no torchvision: `torchutil profile` (what `make demo`
+    runs) then profiles a CNN of torchutil.models at its own input size, and says why."""
+    monkeypatch.setitem(sys.modules, "torchvision", None)  # import torchvision raises ImportError
+    status = main(["profile", "--device", "cpu", "--batch", "1", "--warmup", "0", "--iters", "1", "--json", "-"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "torchvision is not installed, so the default model is spec_4conv_64" in captured.err
+    assert "spec_4conv_64, batch 1, float32" in captured.err
+    summary = json.loads(captured.out)["summary"]
+    # Oracle, a closed form: 2 x 9 x c_in x c_out x H x W per 3x3 conv (3->32 at 64x64, 32->64
+    # at 32x32, 64->128 at 16x16, 128->128 at 8x8) and 2 x 128 x 4 for the Linear.
+    convs = [(3, 32, 64), (32, 64, 32), (64, 128, 16), (128, 128, 8)]
+    assert summary["matrix_flops"] == sum(2 * 9 * i * o * s * s for i, o, s in convs) + 2 * 128 * 4

@@ -67,7 +67,7 @@ def test_x_zero_dim(linear):
     ({"iters": 0}, "iters must be >= 1, got 0"),
     ({"iters": -5}, "iters must be >= 1, got -5"),
     ({"warmup": -1}, "warmup must be >= 0, got -1"),
-    ({"peak": "bogus"}, "peak must be one of .*got 'bogus'"),
+    ({"peak": "bogus"}, "peak must be 'auto', 'datasheet', 'computed' or 'measured', got 'bogus'"),
     ({"peak_flops": -1.0}, "peak_flops must be a positive number of FLOP/s, got -1"),
     ({"peak_flops": float("inf")}, "peak_flops must be a positive number .*got inf"),
 ])

@@ -164,7 +164,11 @@ def test_sdist_holds_what_the_build_needs(tmp_path):
     assert names - expected == set(), "in the sdist but not needed by the build"
     assert expected - names == set(), "needed by the build but missing from the sdist"
     assert {"Name: torch-utilization", "License-Expression: BSD-3-Clause", "License-File: LICENSE",
-            "Requires-Dist: torch", "Requires-Dist: numpy"} <= set(pkg_info.splitlines())
+            "Requires-Dist: torch", "Requires-Dist: numpy",
+            "Description-Content-Type: text/markdown"} <= set(pkg_info.splitlines())
+    # The long description is the README (the package index shows it), after the headers.
+    readme = (ROOT / "README.md").read_text()
+    assert pkg_info.split("\n\n", 1)[1].strip() == readme.strip()
 
 
 @pytest.mark.slow

@@ -66,7 +66,7 @@ def test_memory_bandwidth_cpu():
     assert torchutil.memory_bandwidth("cpu", "measured")[0] == value  # cached per device
     with pytest.raises(ValueError, match="only for CUDA"):
         torchutil.memory_bandwidth("cpu", "datasheet")
-    with pytest.raises(ValueError, match="must be one of"):
+    with pytest.raises(ValueError, match="bandwidth source must be .auto., .datasheet., .computed. or .measured., got .guess."):
         torchutil.memory_bandwidth("cpu", "guess")
 
 

@@ -1,5 +1,6 @@
 """python -m torchutil survey on the CPU: two small models end to end, every output file, the
-resume, the HTML report in a headless browser, and the tf32 flags."""
+resume, the HTML report (parsed; in a headless browser where TORCHUTIL_BROWSER_TESTS=1, as
+`make test-browser` sets it), and the tf32 flags."""
 from __future__ import annotations
 
 import csv
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from html.parser import HTMLParser
 
 import pytest
 import torch
@@ -207,15 +209,90 @@ def test_tf32_flags_restored():
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == saved
 
 
+class _ReportParts(HTMLParser):
+    """What a browser would lay out from report.html: the images' sources, the results table's
+    header and rows (each cell's text and data-v), and the scripts."""
+
+    def __init__(self):
+        super().__init__()
+        self.images: list[str] = []
+        self.header: list[str] = []
+        self.rows: list[list[tuple[str, str | None]]] = []
+        self.scripts = 0
+        self._in_results = False
+        self._cell: list[str] | None = None
+        self._value: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.images.append(a["src"])
+        elif tag == "script":
+            self.scripts += 1
+        elif tag == "table" and a.get("id") == "results":
+            self._in_results = True
+        elif self._in_results and tag == "tr" and self.header:
+            self.rows.append([])
+        elif self._in_results and tag in ("th", "td"):
+            self._cell, self._value = [], a.get("data-v")
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self._in_results = False
+        elif self._cell is not None and tag in ("th", "td"):
+            text = "".join(self._cell)
+            self.header.append(text) if tag == "th" else self.rows[-1].append((text, self._value))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_report_parts_are_there_and_load(survey_dir):
+    """The report as a browser would load it, with no browser: every image it shows is a PNG of
+    the folder that decodes to a drawn picture (not one colour), every plot is shown, and the
+    results table has a row per configuration, each with a cell per column whose text is the
+    report's number format of its data-v value (the oracle of the numbers: survey.json)."""
+    from PIL import Image
+
+    from torchutil.studies.survey.plots import format_number
+
+    parts = _ReportParts()
+    parts.feed((survey_dir / "report.html").read_text())
+    # (Other tests of this module add configurations to the folder: the report shows what it holds.)
+    rows = [r for r in json.loads((survey_dir / "survey.json").read_text()) if r["status"] == "ok"]
+    plots = [*survey.PLOTS, *[survey.roofline_plot_name(m) for m in {r["model"] for r in rows}]]
+    assert sorted(parts.images) == sorted(plots)
+    for name in parts.images:
+        with Image.open(survey_dir / name) as image:
+            assert image.format == "PNG" and min(image.size) >= 200, (name, image.size)
+            colors = image.convert("RGB").getcolors(maxcolors=1 << 20)
+            assert colors is None or len(colors) > 50, f"{name} is (almost) a single colour"
+    assert parts.scripts == 1 and parts.header[:4] == ["model", "batch", "dtype", "mode"]
+    assert len(parts.rows) == len(rows) >= 4
+    assert all(len(row) == len(parts.header) for row in parts.rows)
+    by_key = {(r["model"], r["batch"], r["dtype"], r["mode"]): r for r in rows}
+    utilization = parts.header.index("utilization %")
+    for row in parts.rows:
+        model, batch, dtype, mode = (text for text, _ in row[:4])
+        r = by_key[(model, int(batch), dtype, mode)]
+        text, value = row[utilization]
+        assert float(value) == pytest.approx(100 * r["summary"]["utilization"], rel=1e-12)
+        for text, value in row[4:]:
+            assert text == format_number(json.loads(value) if value else None)  # data-v: repr of an int or float
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install chromium; "
-                    "scripts/install.sh test does)")
+@pytest.mark.skipif(os.environ.get("TORCHUTIL_BROWSER_TESTS") != "1",
+                    reason="opt-in: TORCHUTIL_BROWSER_TESTS=1 (make test-browser installs chromium and sets it)")
 def test_report_renders_in_a_headless_browser(survey_dir, tmp_path):
     from PIL import Image
 
+    assert _chromium(), "TORCHUTIL_BROWSER_TESTS=1 but chromium is not installed (make test-browser installs it)"
     shot = tmp_path / "report.png"
     cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
            f"--screenshot={shot}", "--window-size=1400,1800", (survey_dir / "report.html").as_uri()]

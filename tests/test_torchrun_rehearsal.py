@@ -11,6 +11,8 @@ again), and sweep()'s own count of what each rank evaluated and skipped after th
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -66,3 +68,18 @@ def test_a_killed_rank_costs_only_its_cell_in_flight(tmp_path, scenario):
     assert check["restart_evaluated"][1] == SHARE - len(committed)
     assert sum(check["restart_evaluated"].values()) + sum(check["restart_skipped"].values()) == CELLS
     assert check["leftovers"] == {"host0": [], "host1": []}
+
+
+def test_runs_from_any_folder(tmp_path):
+    """`python benchmarks/sweep/torchrun_rehearsal.py --out DIR` from a folder other than the
+    repository's, with DIR relative to that folder: the agents (which run in the repository root)
+    and the harness use the same db folders, and the record lands in DIR. Oracle: the cells
+    0..CELLS-1, each once in rank 0's db (the record's check)."""
+    script = ROOT / "benchmarks" / "sweep" / "torchrun_rehearsal.py"
+    p = subprocess.run([sys.executable, str(script), "--scenarios", "rerun", "--cells", str(CELLS),
+                        "--timeout", "150", "--out", "rehearsal"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    (record,) = json.loads((tmp_path / "rehearsal" / "rehearsal.json").read_text())
+    assert record["check"]["every_cell_once"] and record["left_alive"] == []
+    assert all(Path(db).is_relative_to(tmp_path / "rehearsal") for db in record["merged_into"])

@@ -100,7 +100,11 @@ def noscope_cnn(nb_filters: int = 16, stages: int = 1, nb_dense: int = 128, clas
 
 def resnet18_cifar(classes: int = 10) -> nn.Module:
     """ResNet-18 for 32x32 inputs (see the module docstring)."""
-    from torchvision.models.resnet import BasicBlock, ResNet
+    try:
+        from torchvision.models.resnet import BasicBlock, ResNet
+    except ImportError:
+        raise ValueError("torchutil: resnet18_cifar needs torchvision (pip install the torchvision release "
+                         "that matches your torch: the vision extra)") from None
 
     model = ResNet(BasicBlock, [2, 2, 2, 2], num_classes=classes)
     model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)

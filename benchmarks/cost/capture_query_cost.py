@@ -8,8 +8,7 @@ cudaFuncGetName); and the clock an op event reads (cuptiGetTimestamp, clock_gett
 capture is still open (all its nodes made), times each query N times through ctypes, against an
 empty ctypes call (cudaGetLastError) as the floor, in the libcudart the process already loaded.
 It also times a capture of the forward itself, to set the queries against. Medians of --repeats
-batches with their range; one process. (The run in docs/results/reward/session10/ printed the
-medians only; its JSON holds every batch.)
+batches with their range; one process.
 
     python benchmarks/cost/capture_query_cost.py --model resnet50 --batch 1
 """

@@ -261,8 +261,8 @@ PY
     sweepctx)
       # Is it other processes' CUDA contexts that make eight workers time cells faster? One worker
       # over cells 0..999 while seven idle processes hold a context on the GPU (each made one
-      # allocation and sleeps), against sweep_auto_a and this session's one worker alone
-      # (docs/results/reward/session7/sweeplevel_a.csv.gz).
+      # allocation and sleeps), against sweep_auto_a and one worker alone
+      # (docs/results/reward/2026-12-02/sweep_one_worker_cells_0-999.csv.gz).
       (
         rm -f /tmp/ctx_w1.sqlite*
         sleepers=()
@@ -277,7 +277,7 @@ PY
           --no-progress 2>&1 | grep -v "CUDA Graph is empty" | tail -3
         echo "one worker beside 7 idle contexts: $((SECONDS - start)) s"
         kill "${sleepers[@]}" 2>/dev/null; wait "${sleepers[@]}" 2>/dev/null
-        for ref in docs/results/nas/sweep_auto_a.csv.gz docs/results/reward/session7/sweeplevel_a.csv.gz; do
+        for ref in docs/results/nas/sweep_auto_a.csv.gz docs/results/reward/2026-12-02/sweep_one_worker_cells_0-999.csv.gz; do
           echo "--- $ref /tmp/ctx_w1.sqlite"
           timeout 60 python3 benchmarks/sweep/sweep_agreement.py "$ref" /tmp/ctx_w1.sqlite 2>&1 | sed -n '1,4p'
         done

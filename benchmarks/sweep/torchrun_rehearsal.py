@@ -266,7 +266,8 @@ def rehearse(work: Path, scenario: str, cells: int = 40, kill_rank: int = 1, tim
     """One scenario ("rerun" or "elastic") in fresh folders under work; returns its record."""
     if scenario not in ("rerun", "elastic"):
         raise ValueError(f"scenario must be rerun or elastic, got {scenario!r}")
-    folders = [work / scenario / f"host{k}" for k in range(2)]
+    # The agents run in the repository root: an absolute folder is the same one for them and here.
+    folders = [Path(work).resolve() / scenario / f"host{k}" for k in range(2)]
     for f in folders:
         f.mkdir(parents=True)
     restarts = 1 if scenario == "elastic" else 0
@@ -274,7 +275,9 @@ def rehearse(work: Path, scenario: str, cells: int = 40, kill_rank: int = 1, tim
     with Processes() as procs:
         runs = [run_agents(procs, folders, cells, restarts, timeout, kill_rank)]
         if runs[0].killed is None:
-            raise RuntimeError(f"rank {kill_rank} finished before it could be killed: give it more cells than {cells}")
+            raise RuntimeError(f"rank {kill_rank} finished before a committed cell of it was seen in its shard "
+                               f"under {folders[0].parent}: it had too few of the {cells} cells for the kill to land "
+                               f"mid-run, or the sweep failed (exit codes {runs[0].exit_codes}; logs in those folders)")
         record["after_kill"] = {f.name: _leftovers(f) for f in folders}
         if scenario == "rerun":
             runs.append(run_agents(procs, folders, cells, restarts, timeout))
@@ -325,15 +328,19 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("torchrun-rehearsal"))
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per run of the agents")
     args = p.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    work = args.out / time.strftime("%Y%m%d-%H%M%S")
+    out = args.out.resolve()  # relative to where the command runs, whatever folder that is
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / time.strftime("%Y%m%d-%H%M%S")
     records = []
     for scenario in args.scenarios:
-        record = rehearse(work, scenario, args.cells, args.kill_rank, args.timeout)
+        try:
+            record = rehearse(work, scenario, args.cells, args.kill_rank, args.timeout)
+        except (RuntimeError, TimeoutError) as e:
+            raise SystemExit(f"torchrun_rehearsal: {scenario}: {e}") from None
         records.append(record)
         print(summary(record), flush=True)
-    (args.out / "rehearsal.json").write_text(json.dumps(records, indent=1, default=str) + "\n")
-    print(f"wrote {args.out / 'rehearsal.json'}; agents' logs under {work}")
+    (out / "rehearsal.json").write_text(json.dumps(records, indent=1, default=str) + "\n")
+    print(f"wrote {out / 'rehearsal.json'}; agents' logs under {work}")
 
 
 if __name__ == "__main__":

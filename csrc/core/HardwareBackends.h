@@ -75,8 +75,11 @@ enum class Correlation : uint8_t {
   // the tracer asks CUDA how many nodes the capture holds (cudaStreamGetCaptureInfo), and at its
   // end which nodes they are; the traced replays are attributed by position against that
   // sequence (capturedSequence, attributeByPosition). The default where the counted forward is
-  // captured (correlationFor; TORCHUTIL_CUPTI_CORRELATION=markers asks for Markers instead).
+  // captured (core/ProfilePlan.h; TORCHUTIL_CUPTI_CORRELATION=markers asks for Markers instead).
   CaptureNodes,
+  // None: kernel records only, attributed to no op (TORCHUTIL_CUPTI_CORRELATION=0, a
+  // measurement switch of benchmarks/trace_cost.py).
+  None,
 };
 
 // One running trace of kernel, memcpy and memset records; the destructor disables what it

@@ -5,17 +5,15 @@
 
 namespace torchutil::hw {
 
+const EnumNames<CounterSet> kCounterSets{{CounterSet::Flops, "flops"},
+                                         {CounterSet::Throughput, "throughput"},
+                                         {CounterSet::Timeline, "timeline"}};
+
 const char* counterSetName(CounterSet s) {
-  switch (s) {
-    case CounterSet::Flops: return "flops";
-    case CounterSet::Throughput: return "throughput";
-    case CounterSet::Timeline: return "timeline";
-  }
-  return "?";
+  return kCounterSets.name(s);
 }
 
 std::vector<CounterSet> parseCounterSets(const std::vector<std::string>& names) {
-  constexpr CounterSet kAll[] = {CounterSet::Flops, CounterSet::Throughput, CounterSet::Timeline};
   std::vector<CounterSet> sets;
   const auto add = [&](CounterSet s) {
     if (!hasSet(sets, s)) {
@@ -24,39 +22,28 @@ std::vector<CounterSet> parseCounterSets(const std::vector<std::string>& names) 
   };
   for (const std::string& name : names) {
     if (name == "all") {
-      for (CounterSet s : kAll) {
+      for (const auto& [s, n] : kCounterSets.entries()) {
         add(s);
       }
-      continue;
-    }
-    bool found = false;
-    for (CounterSet s : kAll) {
-      if (name == counterSetName(s)) {
-        add(s);
-        found = true;
-      }
-    }
-    if (!found) {
+    } else if (const std::optional<CounterSet> s = kCounterSets.find(name)) {
+      add(*s);
+    } else {
       throw std::invalid_argument("torchutil: unknown counter set '" + name +
-                                  "'; counters= takes None, 'flops', 'throughput', 'timeline', "
-                                  "'all' or a list of them");
+                                  "'; counters= takes None, " + kCounterSets.listed(", ") +
+                                  ", 'all' or a list of them");
     }
   }
   return sets;
 }
 
+const EnumNames<Replay> kReplays{{Replay::User, "user"}, {Replay::Kernel, "kernel"}};
+
 const char* replayName(Replay r) {
-  return r == Replay::Kernel ? "kernel" : "user";
+  return kReplays.name(r);
 }
 
 Replay parseReplay(std::string_view name) {
-  for (Replay r : {Replay::User, Replay::Kernel}) {
-    if (name == replayName(r)) {
-      return r;
-    }
-  }
-  throw std::invalid_argument("torchutil: counter_replay must be 'user' or 'kernel', got '" +
-                              std::string(name) + "'");
+  return kReplays.parse(name, "counter_replay");
 }
 
 bool hasSet(const std::vector<CounterSet>& sets, CounterSet s) {

@@ -15,13 +15,15 @@
 #include <string_view>
 #include <vector>
 
+#include "core/EnumNames.h"
 #include "core/HwAggregate.h"
 #include "core/MetricCatalog.h"
 #include "core/PmSamples.h"
 
 namespace torchutil::hw {
 
-const char* counterSetName(CounterSet s);  // "flops", "throughput", "timeline"
+extern const EnumNames<CounterSet> kCounterSets;  // "flops", "throughput", "timeline"
+const char* counterSetName(CounterSet s);
 
 // Names -> sets, in first-mention order without repeats. "all" is every set. Throws
 // std::invalid_argument naming the value and the valid names for anything else (and for "").
@@ -36,8 +38,9 @@ bool needsPmSampling(const std::vector<CounterSet>& sets);
 // itself, saving and restoring device memory, within one forward, as ncu does: for forwards
 // that cannot be run again unchanged).
 enum class Replay : uint8_t { User, Kernel };
+extern const EnumNames<Replay> kReplays;  // "user", "kernel"
 const char* replayName(Replay r);
-// Throws std::invalid_argument naming the value for anything but "user" and "kernel".
+// Throws std::invalid_argument naming the value and the table's names for another.
 Replay parseReplay(std::string_view name);
 
 }  // namespace torchutil::hw

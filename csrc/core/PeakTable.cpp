@@ -174,24 +174,13 @@ std::optional<PeakValue> computedPeak(int major, int minor, int multiprocessors,
   return PeakValue{peak, src.str()};
 }
 
-const char* rateSourceName(RateSource s) {
-  switch (s) {
-    case RateSource::Auto: return "auto";
-    case RateSource::Datasheet: return "datasheet";
-    case RateSource::Computed: return "computed";
-    case RateSource::Measured: return "measured";
-  }
-  return "?";
-}
+const EnumNames<RateSource> kRateSources{{RateSource::Auto, "auto"},
+                                         {RateSource::Datasheet, "datasheet"},
+                                         {RateSource::Computed, "computed"},
+                                         {RateSource::Measured, "measured"}};
 
-std::optional<RateSource> parseRateSource(std::string_view name) {
-  for (RateSource s :
-       {RateSource::Auto, RateSource::Datasheet, RateSource::Computed, RateSource::Measured}) {
-    if (name == rateSourceName(s)) {
-      return s;
-    }
-  }
-  return std::nullopt;
+const char* rateSourceName(RateSource s) {
+  return kRateSources.name(s);
 }
 
 }  // namespace torchutil

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/EnumNames.h"
+
 namespace torchutil {
 
 // The arithmetic a peak is quoted for. FP32 is plain (CUDA-core) float32; TF32 is float32 on
@@ -27,9 +29,10 @@ std::optional<PeakDtype> peakDtypeOfTensorDtype(std::string_view c10Name, bool t
 // else measured.
 enum class RateSource : uint8_t { Auto, Datasheet, Computed, Measured };
 
+// "auto", "datasheet", "computed", "measured": kRateSources.parse(name, "peak") names the
+// argument in the message of a name it does not know.
+extern const EnumNames<RateSource> kRateSources;
 const char* rateSourceName(RateSource s);
-// "auto", "datasheet", "computed" or "measured"; nullopt for anything else.
-std::optional<RateSource> parseRateSource(std::string_view name);
 
 struct DatasheetEntry {
   const char* name;                                    // as in the vendor's datasheet

@@ -92,19 +92,18 @@ class KeptGraph {
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
 };
 
-class GraphRunner final : public Runner {
+class GraphReplay final : public CapturedGraph {
  public:
-  GraphRunner(c10::Device device, c10::cuda::CUDAStream side) : device_(device), side_(side) {}
+  explicit GraphReplay(c10::cuda::CUDAStream side) : side_(side) {}
 
   at::cuda::CUDAGraph& graph() { return *graph_; }
-  void run() override {
+  void replay() override {
     c10::cuda::CUDAStreamGuard streamGuard(side_);
     (*graph_).replay();
   }
-  std::optional<c10::Stream> stream() override { return side_.unwrap(); }
+  c10::Stream stream() const override { return side_.unwrap(); }
 
  private:
-  c10::Device device_;
   c10::cuda::CUDAStream side_;
   KeptGraph graph_;
 };
@@ -220,10 +219,10 @@ void captureFailed(c10::DeviceIndex device) {
 // One capture attempt: the runner (its graph instantiated), or null with *failure. Threads
 // sharing the GPU upload the graph now, on the stream (a copy of its launch data, no kernel),
 // so that the first replay under the gpu_lock does not leave the GPU idle while it uploads.
-std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c10::Device device,
+std::unique_ptr<GraphReplay> tryCapture(const std::function<void()>& forward,
                                         c10::cuda::CUDAStream side, bool threadLocal,
                                         std::string* failure) {
-  auto runner = std::make_unique<GraphRunner>(device, side);
+  auto runner = std::make_unique<GraphReplay>(side);
   c10::cuda::CUDAStreamGuard streamGuard(side);
   const at::cuda::MempoolId_t pool = capturePool(side.device_index(), threadLocal);
   if (!captureInto(runner->graph(), forward, threadLocal, failure, pool)) {
@@ -239,15 +238,15 @@ std::unique_ptr<GraphRunner> tryCapture(const std::function<void()>& forward, c1
 
 }  // namespace
 
-Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                     c10::Device device, c10::Stream stream, bool threadLocal) {
+GraphCapture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
+                          c10::Device device, c10::Stream stream, bool threadLocal) {
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
-  Capture capture;
+  GraphCapture capture;
   {
     const std::shared_lock<std::shared_mutex> beside(captureGate());
-    if ((capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure))) {
+    if ((capture.graph = tryCapture(forward, side, threadLocal, &capture.failure))) {
       return capture;
     }
   }
@@ -269,7 +268,7 @@ Capture captureGraph(const std::function<void()>& forward, const std::function<v
   }
   capture.failure.clear();
   const std::shared_lock<std::shared_mutex> beside(captureGate());
-  capture.runner = tryCapture(forward, device, side, threadLocal, &capture.failure);
+  capture.graph = tryCapture(forward, side, threadLocal, &capture.failure);
   return capture;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // The parts of torchutil that need the CUDA runtime. Built only when TORCHUTIL_WITH_CUDA is
-// defined (torch has CUDA and the CUDA toolkit headers were found at build time).
+// defined (torch has CUDA and the CUDA toolkit headers were found at build time). It knows
+// torch's CUDA layer and nothing of torchutil's LibTorch layer, which calls it
+// (libtorch/Timing.cpp turns a captured graph into a Runner).
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
@@ -11,8 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "libtorch/Forward.h"
-#include "libtorch/Timing.h"
 
 namespace torchutil::cuda {
 
@@ -27,14 +27,27 @@ struct DeviceInfo {
 
 DeviceInfo deviceInfo(c10::DeviceIndex index);
 
-// Captures forward() in a CUDA graph on `stream`, a side stream (captureStream()); the runner
-// replays it. A failed capture is retried once after freeing the allocator's cache and running
+// A captured forward: one replay at a time, on the stream it was captured on.
+class CapturedGraph {
+ public:
+  virtual ~CapturedGraph() = default;
+  virtual void replay() = 0;
+  virtual c10::Stream stream() const = 0;
+};
+
+// A captured forward, or why it could not be captured.
+struct GraphCapture {
+  std::unique_ptr<CapturedGraph> graph;  // null when the capture failed
+  std::string failure;                   // the forward's error during capture
+};
+
+// Captures forward() in a CUDA graph on `stream`, a side stream (libtorch's captureStream()). A failed capture is retried once after freeing the allocator's cache and running
 // warmUp() (if given) on the stream; a second failure is the Capture's failure, with the CUDA
 // state cleaned up. threadLocal: capture in cudaStreamCaptureModeThreadLocal, where other
 // threads of the process (in SharedCaptureMode) may make any CUDA call meanwhile (a sweep's
 // threads sharing the GPU), their captures too, side by side; else in the global mode, which
-// refuses them. See Timing.h's captureForward.
-Capture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
+// refuses them. See libtorch/Timing.h's captureForward.
+GraphCapture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
                      c10::Device device, c10::Stream stream, bool threadLocal);
 
 // Captures forward() on `stream` into a graph that is never instantiated nor replayed (kept as

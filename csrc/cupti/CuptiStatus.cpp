@@ -21,6 +21,10 @@ std::string failure(const char* call, CUptiResult status) {
   return explainFailure(failureKind(status), call, msg != nullptr ? msg : "");
 }
 
+std::string cudaFailure(const char* call, cudaError_t error) {
+  return std::string(call) + " failed (" + cudaGetErrorString(error) + ")";
+}
+
 void setWarningSink(WarningSink sink) {
   gSink.store(sink != nullptr ? sink : &toStderr);
 }

@@ -2,7 +2,8 @@
 // Every check of a CUPTI call, in one place: the one sentence a failed call becomes (what a
 // refused permission, an unsupported GPU or another profiler means, then the call and CUPTI's own
 // text: core's explainFailure), and one macro family around it, by what a failure does to the
-// caller. Built only with TORCHUTIL_WITH_CUPTI; torch-free.
+// caller. Built only with TORCHUTIL_WITH_CUPTI; torch-free. The CUDA runtime calls of the tracer
+// (its markers and capture queries) are checked the same way, by the TORCHUTIL_CUDA_ family below.
 //
 //   TORCHUTIL_CUPTI_CHECK(call, why)  sets *why and returns false from the enclosing function:
 //                                     set-up and reads, where a failure is a sentence in a status.
@@ -10,6 +11,7 @@
 //   TORCHUTIL_CUPTI_WARN(call)        warns once per call site and goes on: per-op calls and
 //                                     teardown, where a failure must not end the profile (or
 //                                     escape a destructor).
+#include <cuda_runtime_api.h>
 #include <cupti.h>
 
 #include <atomic>
@@ -62,6 +64,9 @@ using WarningSink = void (*)(const std::string& message);
 void setWarningSink(WarningSink sink);
 void warn(const std::string& message);
 
+// A failed CUDA runtime call: "<call> failed (<CUDA's text>)".
+std::string cudaFailure(const char* call, cudaError_t error);
+
 }  // namespace torchutil::cupti
 
 // The family's root: runs the statements after `call` when it fails, with status_ its result.
@@ -87,3 +92,41 @@ void warn(const std::string& message);
       call, static std::atomic<bool> warned_{false}; if (!warned_.exchange(true)) {            \
         ::torchutil::cupti::warn("torchutil: " + ::torchutil::cupti::failure(#call, status_)); \
       })
+
+// ---- CUDA runtime calls ----
+// The family's root: runs the statements after `call` when it fails, with error_ its result, once
+// the error is cleared (cudaGetLastError), so that torch does not report it later.
+#define TORCHUTIL_CUDA_ON_FAILURE(call, ...) \
+  do {                                       \
+    const cudaError_t error_ = (call);       \
+    if (error_ != cudaSuccess) {             \
+      (void)cudaGetLastError();              \
+      __VA_ARGS__;                           \
+    }                                        \
+  } while (0)
+
+//   TORCHUTIL_CUDA_CHECK(call, why)          sets *why and returns false (set-up).
+//   TORCHUTIL_CUDA_WARN(call, consequence)   whether it succeeded; a failure warns once per call
+//                                            site, saying what it costs (a per-op call).
+//   TORCHUTIL_CUDA_OK(call)                  whether it succeeded (a query whose failure the
+//                                            caller records as an incomplete answer).
+#define TORCHUTIL_CUDA_CHECK(call, why)                                                    \
+  TORCHUTIL_CUDA_ON_FAILURE(call, *(why) = ::torchutil::cupti::cudaFailure(#call, error_); \
+                            return false)
+
+#define TORCHUTIL_CUDA_WARN(call, consequence)                                        \
+  ([&]() -> bool {                                                                    \
+    TORCHUTIL_CUDA_ON_FAILURE(                                                        \
+        call, static std::atomic<bool> warned_{false}; if (!warned_.exchange(true)) { \
+          ::torchutil::cupti::warn(                                                   \
+              "torchutil: " + ::torchutil::cupti::cudaFailure(#call, error_) + "; " + \
+              (consequence));                                                         \
+        } return false);                                                              \
+    return true;                                                                      \
+  }())
+
+#define TORCHUTIL_CUDA_OK(call)                    \
+  ([&]() -> bool {                                 \
+    TORCHUTIL_CUDA_ON_FAILURE(call, return false); \
+    return true;                                   \
+  }())

@@ -1,22 +1,18 @@
 #include "cupti/CuptiTracer.h"
 
-#include <cuda_runtime_api.h>
 #include <cupti.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 
-#include "core/KernelName.h"
-#include "core/TraceStages.h"
 #include "cupti/ActivityDecoder.h"
+#include "cupti/CudaMarking.h"
 #include "cupti/CuptiStatus.h"
 
 namespace torchutil::cupti {
@@ -58,198 +54,6 @@ Records& records() {
   return r;
 }
 
-// The marker stream and its byte on a device, made once per device and kept for the process
-// (a trace per profile call would otherwise pay for a stream and an allocation each time).
-struct MarkerResources {
-  cudaStream_t stream = nullptr;
-  void* scratch = nullptr;
-};
-
-// Correlation::Markers: what the hooks need while the counted forward runs. The hooks are plain
-// functions called for every op, so this is process state, as CUPTI's external-id stack is; it
-// belongs to the tracer that owns the trace, and only the thread that started it marks (the
-// profile takes API records for forwards that may run ops on other threads).
-// With Correlation::GraphNodes the same state keeps the open ops, issues no marker, and ties
-// each graph node the capture creates to the innermost of them (graphNodeCallback).
-struct Marking {
-  std::atomic<bool> on{false};
-  bool issue = true;  // markers (else graph nodes: the stack only)
-  std::thread::id owner;
-  MarkerResources resources;
-  std::vector<uint64_t> issued;  // the external id each marker issued stands for
-  std::vector<uint64_t> open;    // the external ids pushed and not popped
-  uint64_t current = 0;          // the id of the last marker issued
-  GraphNodeOps nodes;            // GraphNodes: what the callbacks saw
-  // CaptureNodes: the capturing stream (null: not capturing yet), the graph it captures into
-  // (asked once, when the capture begins: null when that failed), and what the queries saw.
-  bool capture = false;
-  cudaStream_t captureStream = nullptr;
-  cudaGraph_t captureGraph = nullptr;
-  CapturedForward captured;
-};
-
-Marking& marking() {
-  static Marking m;
-  return m;
-}
-
-// What the hooks do at a change of the innermost op: issue a marker, note the capture's node
-// count, or only keep the stack (graph nodes: the callbacks read it).
-enum class Keeping : uint8_t { Markers, CapturedNodes, StackOnly };
-
-// Opens the stack for the thread starting a trace.
-void openMarking(Marking& m, Keeping keeping) {
-  m.issue = keeping == Keeping::Markers;
-  m.capture = keeping == Keeping::CapturedNodes;
-  m.owner = std::this_thread::get_id();
-  m.issued.clear();
-  m.open.clear();
-  m.current = 0;
-  m.nodes = GraphNodeOps();
-  m.captureStream = nullptr;
-  m.captureGraph = nullptr;
-  m.captured = CapturedForward();
-  m.on = true;
-}
-
-// CaptureNodes: the graph the stream is capturing into, or null (and the capture marked
-// incomplete) when it is not capturing or CUDA fails.
-cudaGraph_t capturingGraph(Marking& m) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  cudaGraph_t graph = nullptr;
-  if (cudaStreamGetCaptureInfo(m.captureStream, &status, nullptr, &graph) != cudaSuccess ||
-      status != cudaStreamCaptureStatusActive || graph == nullptr) {
-    cudaGetLastError();
-    m.captured.complete = false;
-    return nullptr;
-  }
-  return graph;
-}
-
-// CaptureNodes: the innermost op is `id` from the next node the capture creates on. One query
-// per change (the node count): a resnet50 b1 forward makes 467 changes, 0.5-0.6 ms of queries
-// on an H200 host (the "query" stage of torchutil._C._trace_stages, benchmarks/trace_cost.py);
-// the graph was asked for when the capture began.
-void noteChange(Marking& m, uint64_t id) {
-  m.current = id;
-  if (m.captureStream == nullptr) {
-    return;  // before the capture began: nothing to attribute
-  }
-  TraceStageTimer t(TraceStage::Query);
-  size_t count = 0;
-  if (m.captureGraph == nullptr ||
-      cudaGraphGetNodes(m.captureGraph, nullptr, &count) != cudaSuccess) {
-    cudaGetLastError();
-    m.captured.complete = false;
-    return;
-  }
-  m.captured.opChanges.emplace_back(count, id);
-}
-
-// A kernel function's demangled name, asked of CUDA once per function (a capture lists a few
-// hundred kernel nodes of a few dozen functions); nullptr when CUDA gives none.
-const std::string* kernelFunctionName(const void* func) {
-  static std::mutex mutex;
-  static std::unordered_map<const void*, std::string> names;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = names.find(func); it != names.end()) {
-    return &it->second;
-  }
-  const char* name = nullptr;
-  if (cudaFuncGetName(&name, func) != cudaSuccess || name == nullptr) {
-    return nullptr;
-  }
-  return &names.emplace(func, demangleKernelName(name)).first->second;
-}
-
-// CaptureNodes: every node of the capture so far, in the order CUDA lists them (the order it
-// created them), with the kind of record each produces when replayed.
-void readCapturedNodes(Marking& m) {
-  TraceStageTimer t(TraceStage::ReadNodes);
-  cudaGraph_t graph = m.captureGraph;  // asked for when the capture began
-  size_t count = 0;
-  if (graph == nullptr || cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
-    cudaGetLastError();
-    m.captured.complete = false;
-    return;
-  }
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0 && cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) {
-    cudaGetLastError();
-    m.captured.complete = false;
-    return;
-  }
-  for (cudaGraphNode_t node : nodes) {
-    CapturedNode n;
-    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-    if (cudaGraphNodeGetType(node, &type) != cudaSuccess) {
-      cudaGetLastError();
-      m.captured.complete = false;
-    }
-    n.runs = type == cudaGraphNodeTypeKernel || type == cudaGraphNodeTypeMemcpy ||
-             type == cudaGraphNodeTypeMemset;
-    n.kind = type == cudaGraphNodeTypeMemcpy   ? KernelRecord::Kind::Memcpy
-             : type == cudaGraphNodeTypeMemset ? KernelRecord::Kind::Memset
-                                               : KernelRecord::Kind::Kernel;
-    cudaKernelNodeParams params{};
-    const std::string* name = nullptr;
-    // A kernel launched through the runtime names itself; one launched through the driver
-    // (a library's) may not: then any kernel name matches it (attributeByPosition).
-    if (type == cudaGraphNodeTypeKernel &&
-        cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess &&
-        (name = kernelFunctionName(params.func)) != nullptr) {
-      n.name = *name;
-    }
-    cudaGetLastError();
-    m.captured.nodes.push_back(std::move(n));
-  }
-}
-
-bool markerResources(int device, MarkerResources* out, std::string* why) {
-  static std::mutex mutex;
-  static std::vector<std::pair<int, MarkerResources>> made;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [d, r] : made) {
-    if (d == device) {
-      *out = r;
-      return true;
-    }
-  }
-  MarkerResources r;
-  cudaError_t e = cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking);
-  if (e == cudaSuccess) {
-    e = cudaMalloc(&r.scratch, 1);
-    if (e != cudaSuccess) {
-      cudaStreamDestroy(r.stream);
-    }
-  }
-  if (e != cudaSuccess) {
-    *why = std::string("the op markers' stream could not be made on cuda:") +
-           std::to_string(device) + " (" + cudaGetErrorString(e) + ")";
-    cudaGetLastError();  // clears the error, so that torch does not report it later
-    return false;
-  }
-  made.emplace_back(device, r);
-  *out = r;
-  return true;
-}
-
-// One marker: a one-byte memset on the marker stream, standing for external id `id`.
-void mark(Marking& m, uint64_t id) {
-  const cudaError_t e = cudaMemsetAsync(m.resources.scratch, 0, 1, m.resources.stream);
-  if (e != cudaSuccess) {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
-      warn(std::string("torchutil: an op marker could not be issued (") + cudaGetErrorString(e) +
-           "); the kernels of that op may be attributed to the op before it");
-    }
-    cudaGetLastError();
-    return;
-  }
-  m.issued.push_back(id);
-  m.current = id;
-}
-
 // An activity buffer. CUPTI's callbacks pass buffers as raw pointers: bufferRequested releases
 // one to CUPTI and bufferCompleted adopts it again at once, so every buffer is freed exactly
 // once, on every path out of bufferCompleted.
@@ -285,37 +89,18 @@ void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer,
   }
 }
 
-// Correlation::GraphNodes: CUPTI calls this on the thread that creates or clones a graph node.
-// A node created on the tracing thread belongs to its innermost open op (the capture runs the
-// counted forward there); instantiation clones each node into the executable graph, whose ids
-// the replays' records carry.
-void CUPTIAPI graphNodeCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
-                                CUpti_CallbackId id, const void* data) {
-  Marking& m = marking();
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || !m.on || m.issue ||
-      std::this_thread::get_id() != m.owner) {
-    return;
-  }
-  const auto* graph = static_cast<const CUpti_GraphData*>(
-      static_cast<const CUpti_ResourceData*>(data)->resourceDescriptor);
-  uint64_t node = 0;
-  if (graph == nullptr || cuptiGetGraphNodeId(graph->node, &node) != CUPTI_SUCCESS) {
-    return;  // the node stays unknown: attributeByGraphNodes refuses and says so
-  }
-  if (id == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
-    m.nodes.created.emplace(node, m.open.empty() ? 0 : m.open.back());
-  } else if (id == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
-    uint64_t original = 0;
-    if (cuptiGetGraphNodeId(graph->originalNode, &original) == CUPTI_SUCCESS) {
-      m.nodes.cloned[node] = original;
-    }
-  }
+// The marking's CUDA calls, for the process as the marking is.
+CudaMarking& cudaMarking() {
+  static CudaMarking cuda;
+  return cuda;
 }
 
-constexpr CUpti_CallbackIdResource kGraphCallbacks[] = {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED,
-                                                        CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED};
-
 }  // namespace
+
+OpMarking& CuptiTracer::marking() {
+  static OpMarking m;
+  return m;
+}
 
 std::string CuptiTracer::busyReason() {
   Records& rec = records();
@@ -357,121 +142,48 @@ bool CuptiTracer::enable(std::string* why, Correlation how) {
     TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
     enabledKinds_.push_back(kind);
   }
-  // TORCHUTIL_CUPTI_CORRELATION=0 (a measurement switch of benchmarks/trace_cost.py): kernel
-  // records only, attributed to no op.
-  const char* correlation = std::getenv("TORCHUTIL_CUPTI_CORRELATION");
-  if (correlation != nullptr && std::string(correlation) == "0") {
-    return true;
-  }
-  if (how == Correlation::Markers) {
-    return startMarking(why);
-  }
-  if (how == Correlation::GraphNodes) {
-    return startGraphNodes(why);
-  }
-  if (how == Correlation::CaptureNodes) {
-    captureNodes_ = true;
-    openMarking(marking(), Keeping::CapturedNodes);
-    return true;
-  }
-  for (CUpti_ActivityKind kind : kCorrelationKinds) {
-    TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
-    enabledKinds_.push_back(kind);
+  how_ = how;
+  switch (how) {
+    case Correlation::Markers: return startMarking(why);
+    case Correlation::GraphNodes: return startGraphNodes(why);
+    case Correlation::CaptureNodes: marking().open(how, &cudaMarking()); return true;
+    case Correlation::ApiRecords:
+      for (CUpti_ActivityKind kind : kCorrelationKinds) {
+        TORCHUTIL_CUPTI_CHECK(cuptiActivityEnable(kind), why);
+        enabledKinds_.push_back(kind);
+      }
+      return true;
+    case Correlation::None: return true;  // kernel records only, attributed to no op
   }
   return true;
 }
 
 bool CuptiTracer::startMarking(std::string* why) {
   int device = 0;
-  const cudaError_t e = cudaGetDevice(&device);
-  if (e != cudaSuccess) {
-    *why = std::string("cudaGetDevice failed (") + cudaGetErrorString(e) + ")";
-    cudaGetLastError();
-    return false;
-  }
-  MarkerResources r;
-  if (!markerResources(device, &r, why)) {
+  void* stream = nullptr;
+  if (!cudaMarking().useMarkerStream(&device, &stream, why)) {
     return false;
   }
   // CUPTI's id for the stream, as its records carry it (asked at every trace: a detached CUPTI
   // numbers streams afresh).
   uint32_t streamId = 0;
-  TORCHUTIL_CUPTI_CHECK(cuptiGetStreamIdEx(nullptr, r.stream, 0, &streamId), why);
+  TORCHUTIL_CUPTI_CHECK(cuptiGetStreamIdEx(nullptr, static_cast<CUstream>(stream), 0, &streamId),
+                        why);
   markers_ = MarkerStream{static_cast<uint32_t>(device), streamId};
-  marking().resources = r;
-  marked_ = true;
-  openMarking(marking(), Keeping::Markers);
-  return true;
-}
-
-// One subscriber per process: another tool's (Kineto's, with its callbacks on) refuses ours,
-// and the profile then correlates with markers instead.
-bool CuptiTracer::startGraphNodes(std::string* why) {
-  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
-  CUpti_SubscriberParams params{};
-  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-  params.subscriberName = "torchutil";
-  params.oldSubscriberName = holder;
-  params.oldSubscriberSize = sizeof(holder);
-  const CUptiResult status = cuptiSubscribe_v2(&subscriber_, graphNodeCallback, nullptr, &params);
-  if (status == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    // Kineto keeps its subscriber once torch.profiler has run in the process (it names none).
-    const std::string name(holder);
-    *why = "CUPTI has one callback subscriber per process and another client holds it" +
-           (name.empty() || name.find("not provided") != std::string::npos
-                ? std::string(" (torch.profiler's Kineto, once it has run here, or nsys/ncu)")
-                : " (" + name + ")") +
-           "; cuptiSubscribe_v2 failed (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)";
-    return false;
-  }
-  if (status != CUPTI_SUCCESS) {
-    *why = failure("cuptiSubscribe_v2", status);
-    return false;
-  }
-  subscribed_ = true;
-  for (CUpti_CallbackIdResource id : kGraphCallbacks) {
-    TORCHUTIL_CUPTI_CHECK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id), why);
-  }
-  graphNodes_ = true;
-  openMarking(marking(), Keeping::StackOnly);
+  marking().open(Correlation::Markers, &cudaMarking());
   return true;
 }
 
 void CuptiTracer::captureBegins(void* stream) {
-  Marking& m = marking();
-  if (captureNodes_ && m.on && std::this_thread::get_id() == m.owner) {
-    m.captureStream = static_cast<cudaStream_t>(stream);
-    m.captured = CapturedForward();
-    m.captureGraph = capturingGraph(m);
-    noteChange(m, m.current);  // the op open when the capture begins (none, in a profile)
-  }
+  marking().captureBegins(stream);
 }
 
 void CuptiTracer::captureEnds() {
-  Marking& m = marking();
-  if (captureNodes_ && m.on && m.captureStream != nullptr &&
-      std::this_thread::get_id() == m.owner) {
-    readCapturedNodes(m);
-    m.captureStream = nullptr;
-    m.captureGraph = nullptr;
-  }
+  marking().captureEnds();
 }
 
 CapturedForward CuptiTracer::takeCapturedForward() {
-  return std::exchange(marking().captured, {});
-}
-
-// Disables the graph-node callbacks and unsubscribes; from release() too, so no failed or
-// interrupted trace leaves a subscriber behind.
-void CuptiTracer::unsubscribe() noexcept {
-  if (!subscribed_) {
-    return;
-  }
-  subscribed_ = false;
-  for (CUpti_CallbackIdResource id : kGraphCallbacks) {
-    TORCHUTIL_CUPTI_WARN(cuptiEnableCallback(0, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id));
-  }
-  TORCHUTIL_CUPTI_WARN(cuptiUnsubscribe(subscriber_));
+  return marking().takeCaptured();
 }
 
 CuptiTracer::~CuptiTracer() {
@@ -483,7 +195,7 @@ void CuptiTracer::release() noexcept {
     return;
   }
   active_ = false;
-  marking().on = false;
+  marking().close();
   unsubscribe();
   for (uint32_t kind : enabledKinds_) {
     TORCHUTIL_CUPTI_WARN(cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind)));
@@ -500,9 +212,9 @@ void CuptiTracer::release() noexcept {
 }
 
 void CuptiTracer::stopCorrelating() {
-  marking().on = false;
-  if (graphNodes_) {
-    graphNodeOps_ = std::exchange(marking().nodes, {});
+  marking().close();
+  if (how_ == Correlation::GraphNodes) {
+    graphNodeOps_ = marking().takeGraphNodes();
   }
   unsubscribe();
   for (CUpti_ActivityKind kind : kCorrelationKinds) {
@@ -536,10 +248,10 @@ std::vector<KernelRecord> CuptiTracer::takeKernels() {
     std::lock_guard<std::mutex> lock(rec.mutex);
     kernels = std::exchange(rec.activity.kernels, {});
   }
-  if (marked_) {
+  if (how_ == Correlation::Markers) {
     // The markers leave the records here, and their ids become takeExternalIds()'s answer.
     std::string problem;
-    markedIds_ = correlateByMarkers(kernels, markers_, marking().issued, &problem);
+    markedIds_ = correlateByMarkers(kernels, markers_, marking().issued(), &problem);
     if (!problem.empty()) {
       warn("torchutil: " + problem + "; the counted forward's kernels are attributed to no op");
     }
@@ -548,7 +260,7 @@ std::vector<KernelRecord> CuptiTracer::takeKernels() {
 }
 
 std::unordered_map<uint32_t, uint64_t> CuptiTracer::takeExternalIds() {
-  if (marked_) {
+  if (how_ == Correlation::Markers) {
     return std::exchange(markedIds_, {});
   }
   Records& rec = records();
@@ -572,36 +284,21 @@ uint64_t CuptiTracer::timestamp() {
   return realtimeNs();
 }
 
-// With markers, a marker only where the innermost open op changes: the ops nested in a counted
-// op push its id again (CountSession::attributionEvent) and mark nothing.
+// While the marking is on (markers, capture nodes, graph nodes), it keeps the op stack; else
+// (API records) CUPTI's external-correlation stack does.
 void CuptiTracer::pushExternalId(uint64_t id) {
-  Marking& m = marking();
-  if (m.on) {
-    if (std::this_thread::get_id() == m.owner) {
-      m.open.push_back(id);
-      if (m.issue && id != m.current) {
-        mark(m, id);
-      } else if (m.capture && id != m.current) {
-        noteChange(m, id);
-      }
-    }
+  OpMarking& m = marking();
+  if (m.on()) {
+    m.push(id);
     return;
   }
   TORCHUTIL_CUPTI_WARN(cuptiActivityPushExternalCorrelationId(kExternalKind, id));
 }
 
 void CuptiTracer::popExternalId() {
-  Marking& m = marking();
-  if (m.on) {
-    if (std::this_thread::get_id() == m.owner && !m.open.empty()) {
-      m.open.pop_back();
-      const uint64_t next = m.open.empty() ? 0 : m.open.back();
-      if (m.issue && next != m.current) {
-        mark(m, next);
-      } else if (m.capture && next != m.current) {
-        noteChange(m, next);
-      }
-    }
+  OpMarking& m = marking();
+  if (m.on()) {
+    m.pop();
     return;
   }
   uint64_t last = 0;

@@ -7,6 +7,10 @@
 // CUPTI delivers activity buffers to one set of callbacks per process, so one tracer runs at a
 // time in a process; torch.profiler (Kineto) registers its own callbacks each time it starts,
 // so it keeps working after a torchutil trace.
+//
+// By correlation: the records and API records here (CuptiTracer.cpp), the op stack the markers,
+// capture nodes and graph nodes keep in cupti/OpMarking.h (its CUDA calls: cupti/CudaMarking.h),
+// the graph-node subscriber in CuptiGraphNodes.cpp.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +20,7 @@
 #include <cupti.h>
 
 #include "core/HardwareBackends.h"
+#include "cupti/OpMarking.h"
 
 namespace torchutil::cupti {
 
@@ -73,24 +78,28 @@ class CuptiTracer final : public ActivityTrace {
  private:
   CuptiTracer() = default;
   bool enable(std::string* why, Correlation how);
+  // One per correlation: Markers (this file), GraphNodes (CuptiGraphNodes.cpp); CaptureNodes
+  // needs only the marking; ApiRecords enables CUPTI's API and external-correlation records.
   bool startMarking(std::string* why);
   bool startGraphNodes(std::string* why);
   void unsubscribe() noexcept;
   void release() noexcept;
+  // The process's op stack, which the hooks (plain functions) mark, and its CUDA calls.
+  static OpMarking& marking();
+  static void CUPTIAPI graphNodeCallback(void* userdata, CUpti_CallbackDomain domain,
+                                         CUpti_CallbackId id, const void* data);
 
-  bool active_ = false;  // this tracer owns the process's trace (records())
-  bool detach_ = false;  // cuptiFinalize when it ends
+  bool active_ = false;                  // this tracer owns the process's trace (records())
+  bool detach_ = false;                  // cuptiFinalize when it ends
+  Correlation how_ = Correlation::None;  // what start() set up
   // CUpti_ActivityKind values enabled and not disabled yet: release() disables exactly these.
   std::vector<uint32_t> enabledKinds_;
+  bool recordsDeferred_ = false;  // kKinds not enabled yet: recordFromNow() does
   // Correlation::Markers: the marker stream, and the ids the markers gave (takeKernels).
-  bool marked_ = false;
   MarkerStream markers_;
   std::unordered_map<uint32_t, uint64_t> markedIds_;
   // Correlation::GraphNodes: CUPTI's subscriber for the graph-node callbacks (while
   // correlating), and what they saw (takeGraphNodes).
-  bool graphNodes_ = false;
-  bool captureNodes_ = false;     // Correlation::CaptureNodes
-  bool recordsDeferred_ = false;  // kKinds not enabled yet: recordFromNow() does
   bool subscribed_ = false;
   CUpti_SubscriberHandle subscriber_ = nullptr;
   GraphNodeOps graphNodeOps_;

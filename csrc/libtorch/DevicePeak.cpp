@@ -13,6 +13,7 @@
 #include "core/Metrics.h"
 #include "libtorch/Devices.h"
 #include "libtorch/MeasuredRate.h"
+#include "libtorch/ValueErrors.h"
 
 #ifdef TORCHUTIL_WITH_CUDA
 #include "cuda/CudaSupport.h"
@@ -87,11 +88,7 @@ std::string deviceName(c10::Device device) {
 }
 
 RateSource rateSourceArgument(std::string_view source, std::string_view argument) {
-  const std::optional<RateSource> parsed = parseRateSource(source);
-  TORCH_CHECK_VALUE(parsed.has_value(), "torchutil: ", std::string(argument),
-                    " must be one of 'auto', 'datasheet', 'computed', 'measured', got '",
-                    std::string(source), "'");
-  return *parsed;
+  return valueErrors([&] { return kRateSources.parse(source, argument); });
 }
 
 void checkPeakOverride(std::optional<double> peakOverride) {

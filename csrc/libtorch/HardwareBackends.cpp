@@ -130,19 +130,8 @@ bool teardownWanted() {
   return v != nullptr && std::string_view(v) == "1";
 }
 
-Correlation correlationFor(bool forwardMayFork, bool inCapture) {
-  const char* v = std::getenv("TORCHUTIL_CUPTI_CORRELATION");
-  const std::string_view asked = v != nullptr ? v : "";
-  if (forwardMayFork || asked == "api") {
-    return Correlation::ApiRecords;
-  }
-  if (inCapture && asked == "graph") {
-    return Correlation::GraphNodes;
-  }
-  // Capture nodes by default: graph nodes' attribution without CUPTI's callback subscriber,
-  // which leaves the process's later eager launches slower (docs/results/reward).
-  const bool capture = asked.empty() || asked == "capture";
-  return inCapture && capture ? Correlation::CaptureNodes : Correlation::Markers;
+CorrelationSwitch correlationSwitch() {
+  return parseCorrelationSwitch(std::getenv("TORCHUTIL_CUPTI_CORRELATION"));
 }
 
 bool torchProfilerRunning() {

@@ -7,6 +7,7 @@
 #include <c10/core/Device.h>
 
 #include "core/HardwareBackends.h"
+#include "core/ProfilePlan.h"
 
 namespace torchutil {
 
@@ -26,13 +27,11 @@ bool torchProfilerRunning();
 // (docs/results/reward/), Correlation::Markers avoids by recording no API call.
 bool teardownWanted();
 
-// How a profile's trace correlates the counted forward's launches with its ops: capture nodes
-// where the counted forward is captured (inCapture; Correlation::CaptureNodes, no CUPTI
-// callback), markers for an eager counted forward, CUPTI's API records where the forward may run
-// ops on other threads. The switch TORCHUTIL_CUPTI_CORRELATION (benchmarks/trace_cost.py, the
-// oracle tests) takes =api: the API records always; =markers: markers always; =graph: graph
-// nodes in a capture, whose CUPTI callback subscriber leaves the process's later eager launches
-// slower (~1.3x on an H200, docs/results/reward/), as API records do, so it is opt-in.
-Correlation correlationFor(bool forwardMayFork, bool inCapture);
+// TORCHUTIL_CUPTI_CORRELATION, read and parsed once per profile call; the plan
+// (core/ProfilePlan.h) chooses the correlation from it. =api: the API records always;
+// =markers: markers always; =graph: graph nodes in a capture, whose CUPTI callback subscriber
+// leaves the process's later eager launches slower (~1.3x on an H200, docs/results/reward/), as
+// API records do, so it is opt-in; =0: kernel records only (benchmarks/trace_cost.py).
+CorrelationSwitch correlationSwitch();
 
 }  // namespace torchutil

@@ -16,11 +16,10 @@ KernelTracing::KernelTracing(c10::Device device, TraceHooks hooks, Correlation h
 
 KernelTracing::~KernelTracing() = default;
 
-std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::string* status,
+std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::string* why,
                                                     TraceBackend& backend, Correlation how) {
-  const std::string reason = backend.unavailableReason(hwDevice(device));
-  if (!reason.empty()) {
-    *status = "off: " + reason;
+  *why = backend.unavailableReason(hwDevice(device));
+  if (!why->empty()) {
     return nullptr;
   }
   try {
@@ -29,20 +28,17 @@ std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::str
       TraceStageTimer t(TraceStage::Sync);
       synchronizeDevice(device);
     }
-    std::string why;
     {
       TraceStageTimer t(TraceStage::Start);
-      tracing->trace_ = backend.start(&why, how);
+      tracing->trace_ = backend.start(why, how);
     }
     if (!tracing->trace_) {
-      *status = "off: " + why;
       return nullptr;
     }
     tracing->begin_ = tracing->hooks_.clock();
-    *status = "on";
     return tracing;
   } catch (const c10::Error& e) {
-    *status = std::string("off: ") + e.what_without_backtrace();
+    *why = e.what_without_backtrace();
     return nullptr;
   }
 }
@@ -64,8 +60,8 @@ void KernelTracing::timedStart() {
   timedBegin_ = hooks_.clock();
 }
 
-bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed,
-                           int64_t forwards, std::string* problem) {
+FinishedTrace KernelTracing::finish(std::vector<KernelRecord>* counted,
+                                    std::vector<KernelRecord>* timed, int64_t forwards) {
   {
     TraceStageTimer t(TraceStage::Sync);
     synchronizeDevice(device_);
@@ -99,30 +95,32 @@ bool KernelTracing::finish(std::vector<KernelRecord>* counted, std::vector<Kerne
       timed->push_back(std::move(k));
     }
   }
-  if (graph && timed->empty()) {
-    *problem = "the traced forwards left no record";
-    return false;
+  FinishedTrace out;
+  if (!graph) {
+    attributeCounted(*counted, external);
+    out.ops = attributeByPosition(*counted, *timed, forwards) ? TracedOps::ByPosition
+                                                              : TracedOps::CountedOnly;
+    return out;
   }
-  if (how_ == Correlation::GraphNodes) {
-    return attributeByGraphNodes(*timed, nodes, forwards, problem);
-  }
-  if (how_ == Correlation::CaptureNodes) {
-    if (!captured.complete) {
-      *problem = "a query of the capture's nodes failed";
-      return false;
+  out.ops = TracedOps::Unattributed;
+  if (timed->empty()) {
+    out.problem = "the traced forwards left no record";
+  } else if (how_ == Correlation::GraphNodes) {
+    if (attributeByGraphNodes(*timed, nodes, forwards, &out.problem)) {
+      out.ops = TracedOps::ByGraphNodes;
     }
-    const std::vector<KernelRecord> sequence = capturedSequence(captured);
-    if (!attributeByPosition(sequence, *timed, forwards)) {
-      *problem = "the traced forwards' " + std::to_string(timed->size()) +
-                 " records do not repeat the captured sequence of " +
-                 std::to_string(sequence.size()) + " nodes " + std::to_string(forwards) +
-                 " time(s)";
-      return false;
-    }
-    return true;
+  } else if (!captured.complete) {
+    out.problem = "a query of the capture's nodes failed";
+  } else if (const std::vector<KernelRecord> sequence = capturedSequence(captured);
+             attributeByPosition(sequence, *timed, forwards)) {
+    out.ops = TracedOps::ByPosition;
+  } else {
+    out.problem = "the traced forwards' " + std::to_string(timed->size()) +
+                  " records do not repeat the captured sequence of " +
+                  std::to_string(sequence.size()) + " nodes " + std::to_string(forwards) +
+                  " time(s)";
   }
-  attributeCounted(*counted, external);
-  return false;
+  return out;
 }
 
 }  // namespace torchutil

@@ -18,11 +18,28 @@
 
 namespace torchutil {
 
+// How KernelTracing::finish tied the traced forwards' kernels to ops.
+enum class TracedOps : uint8_t {
+  ByPosition,    // they repeat the counted forward's sequence (or the capture's), and each took
+                 // the op at its position
+  CountedOnly,   // they do not repeat the counted forward's sequence: they keep no op, and the
+                 // per-op kernel figures come from the counted forward's kernels
+  ByGraphNodes,  // each through its graph node
+  Unattributed,  // graph or capture nodes could not attribute them: `problem` says why
+};
+
+struct FinishedTrace {
+  TracedOps ops = TracedOps::CountedOnly;
+  std::string problem;
+  // Whether the per-op kernel figures come from the traced forwards (else the counted one's).
+  bool perOpFromTraced() const { return ops != TracedOps::CountedOnly; }
+};
+
 class KernelTracing {
  public:
   // Starts tracing on device, correlating the counted forward's launches as `how` says, or
-  // returns null and sets *status to why not ("off: ...").
-  static std::unique_ptr<KernelTracing> start(c10::Device device, std::string* status,
+  // returns null and sets *why (the backend's reason, or the refused call's sentence).
+  static std::unique_ptr<KernelTracing> start(c10::Device device, std::string* why,
                                               TraceBackend& backend = traceBackend(),
                                               Correlation how = Correlation::Markers);
   ~KernelTracing();
@@ -39,14 +56,14 @@ class KernelTracing {
   void countedDone();
   // The traced forwards start now (the device is idle).
   void timedStart();
-  // Waits for the device, stops tracing and returns the records of the counted forward
-  // (attributed to op events) and of the `forwards` traced forwards. With
-  // Correlation::GraphNodes or CaptureNodes there is no eager counted forward: *counted stays
-  // empty, and the traced replays are attributed through their graph nodes or the captured
-  // sequence; returns whether they were (else *problem says why). The other correlations
-  // return false: attributeByPosition's turn.
-  bool finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed,
-              int64_t forwards, std::string* problem);
+  // Waits for the device, stops tracing, returns the records of the counted forward and of the
+  // `forwards` traced forwards, and ties both to ops, as the correlation says: the counted
+  // forward's through the external ids of their launches (markers, API records), the traced
+  // ones by position against them; or, with Correlation::GraphNodes or CaptureNodes (no eager
+  // counted forward: *counted stays empty), the traced replays through their graph nodes or
+  // the captured sequence. This is where every kernel gets its op.
+  FinishedTrace finish(std::vector<KernelRecord>* counted, std::vector<KernelRecord>* timed,
+                       int64_t forwards);
   Correlation correlation() const { return how_; }
   // Records the backend dropped (buffers full); a non-zero count makes the figures incomplete.
   uint64_t dropped() const { return dropped_; }

@@ -5,7 +5,6 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -13,7 +12,6 @@
 
 #include "core/CompiledAttribution.h"
 #include "core/ErrorText.h"
-#include "core/FileLock.h"
 #include "core/HwResult.h"
 #include "core/Metrics.h"
 #include "core/OpTimes.h"
@@ -22,36 +20,19 @@
 #include "libtorch/KernelTracing.h"
 #include "libtorch/OpCounter.h"
 #include "libtorch/ProfileInputs.h"
+#include "libtorch/ProfilePhases.h"
 #include "libtorch/ValueErrors.h"
 
 namespace torchutil {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 uint64_t eventClockNs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
           .count());
 }
-
-// Adds the wall time of its scope to one phase.
-class PhaseTimer {
- public:
-  explicit PhaseTimer(double* phase) : phase_(phase), start_(Clock::now()) {}
-  ~PhaseTimer() { *phase_ += secondsSince(start_); }
-  PhaseTimer(const PhaseTimer&) = delete;
-  PhaseTimer& operator=(const PhaseTimer&) = delete;
-
- private:
-  double* phase_;
-  Clock::time_point start_;
-};
 
 // The memory bandwidth a result is measured against; none on the meta device.
 Bandwidth bandwidthOf(c10::Device device) {
@@ -71,49 +52,10 @@ SummaryInputs summaryBase(const CountTable& table, const ProfileOutput& out, int
   return s;
 }
 
-void setPhases(std::vector<double>& summary, const PhaseSeconds& p) {
-  const auto set = [&](Field f, double v) { summary[static_cast<size_t>(f)] = v; };
-  set(Field::call_seconds, p.call);
-  set(Field::phase_warmup_seconds, p.warmup);
-  set(Field::phase_count_seconds, p.count);
-  set(Field::phase_capture_seconds, p.capture);
-  set(Field::phase_trace_seconds, p.trace);
-  set(Field::phase_time_seconds, p.time);
-  set(Field::phase_counters_seconds, p.counters);
-  set(Field::phase_wait_seconds, p.wait);
-  set(Field::phase_assemble_seconds, p.assemble);
-}
-
-// gpu_lock: held by every phase that runs work on the GPU; waiting for it is a phase of its own.
-class GpuLock {
- public:
-  GpuLock(const std::optional<std::string>& path, double* wait) : wait_(wait) {
-    if (path.has_value()) {
-      lock_ = valueErrors([&] { return std::make_unique<FileLock>(*path); });
-    }
-  }
-  void hold() {
-    if (lock_ && !lock_->held()) {
-      PhaseTimer t(wait_);
-      valueErrors([&] { lock_->lock(); });
-    }
-  }
-  void release() {
-    if (lock_) {
-      lock_->unlock();
-    }
-  }
-
- private:
-  std::unique_ptr<FileLock> lock_;
-  double* wait_;
-};
-
-// One profile call, phase by phase. The phases run in this order: warm-up (plain forwards),
-// count (the counted forward; traced when tracing), capture (graph timing: the capture, which
-// is the counted forward itself when nothing is traced), trace (the traced forwards), time
-// (graph warm-up replays, then the timed forwards), counters (hardware counters after the
-// timed forwards), assemble. docs/architecture.md describes each.
+// One profile call: the route planned before anything runs (core/ProfilePlan.h), walked step
+// by step. A step the hardware or the forward refuses goes on with the plan's fallback
+// (refuse()); the run keeps no route flags of its own. Each step is timed into a phase
+// (phase_*_seconds); docs/architecture.md describes them.
 class ProfileRun {
  public:
   ProfileRun(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
@@ -133,137 +75,108 @@ class ProfileRun {
                         " but the model's parameters are on ", paramDevice->str(),
                         "; move one of them (model.to(x.device))");
     }
-    mode_ = o_.timing.value_or(device_.is_cuda() ? TimingMode::Auto : TimingMode::Eager);
-    if (mode_ == TimingMode::CudaGraph) {
+    if (o_.timing == TimingMode::CudaGraph) {
       TORCH_CHECK_VALUE(device_.is_cuda(), "torchutil: timing='cuda_graph' needs CUDA inputs, got ",
                         device_.str());
     }
     checkPeakOverride(o_.peakFlops);
-    compiled_ = forward_->compiled();
-    onMeta_ = device_.is_meta();
-    traces_ = o_.trace && device_.is_cuda();
+    plan_ = planProfile(planInputs());
     cpuTimes_ = o_.trace && device_.is_cpu();  // per-op wall time on a CPU (core/OpTimes.h)
-    side_ = captureStream(device_, mode_);
-    // Untraced graph timing counts the capture's forward: one host forward fewer. So does a
-    // traced one that correlates by graph nodes (opt-in, correlationFor), whose traced replays
-    // are attributed through the nodes the capture made (so it needs one). With counters the
-    // counted forward stays eager (the timeline times it), and so does one that may fork (its
-    // ops run on other threads).
-    const bool capturable = side_.has_value() && o_.counters.empty() && !forward_->mayFork();
-    inCapture_ = correlationFor(false, /*inCapture=*/true);
-    graphTrace_ =
-        capturable && traces_ && o_.traceForwards > 0 &&
-        (inCapture_ == Correlation::GraphNodes || inCapture_ == Correlation::CaptureNodes);
-    fused_ = capturable && (!traces_ || graphTrace_);
-    // Eager timing with capture nodes counts in a capture that is never replayed, and the
-    // traced eager forwards are attributed against its nodes: no markers, no GPU work.
-    countCapture_ = traces_ && mode_ == TimingMode::Eager && o_.counters.empty() &&
-                    !forward_->mayFork() && o_.traceForwards > 0 &&
-                    inCapture_ == Correlation::CaptureNodes;
+    side_ = plan_.onCaptureStream ? captureStream(device_, plan_.mode) : std::nullopt;
     lock_ = std::make_unique<GpuLock>(o_.gpuLock, &out_.phases.wait);
   }
 
   ProfileOutput run() {
     c10::InferenceMode inference;
-    if (!fused_ || plainForwards() > 0) {
-      lock_->hold();  // else the GPU's first work is the timed phase's (a capture runs nothing)
-    }
-    if (traces_) {
+    if (plan_.traces) {
       forward_->recordGeneratedKernels();  // the warm-ups compile torch.compile'd code
     }
-    warmUp();
-    if (fused_) {
-      lock_->release();  // the capture runs nothing on the GPU
-      if (graphTrace_) {
-        startTrace(inCapture_);
-        if (!tracing_) {
-          graphRefusal_ = out_.traceStatus.substr(out_.traceStatus.find(':') + 1);
-        }
+    for (Step step = Step::WarmUp; step != Step::Assemble; step = plan_.next(step)) {
+      if (plan_.holdsGpuLock(step)) {
+        lock_->hold();
+      } else {
+        lock_->release();
       }
-      // Where graph nodes cannot be traced (CUPTI refused the subscriber), count() traces an
-      // eager counted forward with markers, and the capture follows it.
-      if (!graphTrace_ || tracing_) {
-        capture(/*counting=*/true);
+      switch (step) {
+        case Step::WarmUp: warmUp(); break;
+        case Step::CountInCapture:
+          if (plan_.counted == Counted::InTimedCapture) {
+            countInTimedCapture();
+          } else {
+            countInThrowawayCapture();
+          }
+          break;
+        case Step::CountEagerly: countEagerly(); break;
+        case Step::CaptureForTiming: captureForTiming(); break;
+        case Step::TraceForwards: traceForwards(); break;
+        case Step::TimeForwards: timeForwards(); break;
+        case Step::ReadCounters: readCounters(); break;
+        case Step::Assemble: break;
       }
-      if (tracing_) {
-        if (counted_.has_value()) {
-          tracing_->countedDone();  // the graph is instantiated: its nodes are known
-        } else {
-          tracing_.reset();  // the capture failed: count() traces its eager forward instead
-        }
+      if (counted_ && !eager_ && (step == Step::CountInCapture || step == Step::CountEagerly)) {
+        countEagerSelf();
       }
-      lock_->hold();
-    }
-    if (!counted_) {
-      count();
-      if (side_.has_value() && !onMeta_ && !captureTried_) {
-        if (counted_->otherThreads == 0) {
-          capture(/*counting=*/false);
-        } else {
-          // A capture records this thread's stream only: forked work would be missing from it
-          // (and CUDA refuses the other threads' launches while it runs).
-          const std::string why = "the forward runs ops on " +
-                                  std::to_string(counted_->otherThreads) +
-                                  " other thread(s) (torch.jit.fork), which a CUDA graph of this "
-                                  "thread's stream would not hold";
-          TORCH_CHECK_VALUE(mode_ != TimingMode::CudaGraph,
-                            "torchutil: timing='cuda_graph' cannot time this forward: ", why,
-                            "; use timing='eager' or 'auto'");
-          out_.timingNote = "auto: eager, since " + why;
-        }
-      }
-    }
-    countEagerly();
-    if (!onMeta_) {
-      if (!runner_) {
-        runner_ = eagerRunner(*forward_, inputs_, device_);
-      }
-      traceForwards();
-      timeForwards();
-      readCounters();
     }
     lock_->release();
     return assemble();
   }
 
  private:
-  // Plain forwards, so that lazy initialization and torch.compile's tracing stay out of the
-  // count. Traced eager forwards count as warm-ups (they run after the counted forward), so
-  // tracing adds no forward while warmup - 1 >= trace_forwards; so does the capture's forward. A
-  // torch.compile'd forward compiles on its first call: that call is never the counted one. With
-  // graph timing they run on the capture's stream, as its warm-up.
+  // What the plan is made of: the options, the forward, the device, the build and the
+  // environment's switches, each read once here.
+  PlanInputs planInputs() const {
+    PlanInputs in;
+    in.device = device_.is_cuda()   ? DeviceKind::Cuda
+                : device_.is_meta() ? DeviceKind::Meta
+                : device_.is_cpu()  ? DeviceKind::Cpu
+                                    : DeviceKind::Other;
+    in.deviceName = device_.str();
+    in.timing = o_.timing;
+    in.cudaGraphs = cudaGraphsBuilt();
+    in.trace = o_.trace;
+    in.traceForwards = o_.traceForwards;
+    in.warmup = o_.warmup;
+    in.counters = !o_.counters.empty();
+    in.timeline = hw::hasSet(o_.counters, hw::CounterSet::Timeline);
+    in.mayFork = forward_->mayFork();
+    in.compiled = forward_->compiled();
+    in.modulePaths = o_.modulePaths;
+    in.correlation = correlationSwitch();
+    in.teardown = teardownWanted();
+    return in;
+  }
+
+  // A step refused: the run goes on with the plan's fallback, or fails where timing=
+  // "cuda_graph" cannot take it.
+  void refuse(Refusal refusal, const std::string& why) {
+    plan_ = plan_.after(refusal, why);
+    if (!plan_.failure.empty()) {
+      if (plan_.failsAsValueError) {
+        TORCH_CHECK_VALUE(false, plan_.failure);
+      }
+      TORCH_CHECK(false, plan_.failure);
+    }
+  }
+
+  bool sharedGpu() const { return o_.gpuLock.has_value() && device_.is_cuda(); }
+
+  // Plain forwards, so that lazy initialization and torch.compile's compile stay out of the
+  // count; with graph timing on the capture's stream, as its warm-up. The timeline's sampling
+  // interval is chosen from one forward timed alone: the last of these, or the counted one.
   void warmUp() {
     PhaseTimer t(&out_.phases.warmup);
-    const int64_t plain = plainForwards();
+    const int64_t plain = plan_.plainWarmups;
     c10::OptionalStreamGuard onSide(side_);
     for (int64_t i = 0; i < plain; ++i) {
-      if (estimate() && i == plain - 1) {
+      if (plan_.probe == IntervalProbe::LastWarmUp && i == plain - 1) {
         timeOne();
       } else {
         forward_->run(inputs_);
       }
       checkInterrupt();
     }
-    plainWarmups_ = plain;
   }
 
-  // The host forwards before the timed ones are `warmup` in all: these, the counted one (a
-  // counting capture's too, which needs one of these before it: lazy initialization cannot be
-  // captured), the traced eager ones, and the capture's (when it is not the counted one).
-  int64_t plainForwards() const {
-    const int64_t tracedEager = traces_ && mode_ == TimingMode::Eager ? o_.traceForwards : 0;
-    const int64_t capture = side_.has_value() && !fused_ ? 1 : 0;
-    return std::max<int64_t>(o_.warmup - 1 - tracedEager - capture,
-                             compiled_ || countCapture_ ? 1 : 0);
-  }
-
-  bool sharedGpu() const { return o_.gpuLock.has_value() && device_.is_cuda(); }
-
-  // The timeline's sampling interval is chosen from how long the sampled forwards will take:
-  // one forward is timed for that, the last warm-up (else the counted forward).
-  bool estimate() const {
-    return hw::hasSet(o_.counters, hw::CounterSet::Timeline) && device_.is_cuda();
-  }
   void timeOne() {
     synchronizeDevice(device_);
     const auto t0 = Clock::now();
@@ -272,10 +185,10 @@ class ProfileRun {
     forwardSeconds_ = secondsSince(t0);
   }
 
-  // Counts one forward, naming each op's module unless the forward is compiled code.
+  // Counts one forward, naming each op's module where the plan says.
   void countedForward(const std::function<void()>& forward) {
     std::unique_ptr<Forward::ModuleScope> modules =
-        o_.modulePaths && !compiled_ ? forward_->trackModules() : nullptr;
+        plan_.namesModules ? forward_->trackModules() : nullptr;
     CountingScope counting(tracing_ ? tracing_->hooks() : cpuTimes_ ? cpuOpClock() : nullptr);
     forward();
     counted_ = counting.finish();
@@ -284,44 +197,16 @@ class ProfileRun {
     }
   }
 
-  // The counted forward, eager, traced when tracing, its launches correlated with the ops that
-  // made them (markers, or CUPTI's API records for forwards that may fork: correlationFor).
-  void count() {
-    if (countCapture_ && countInCapture()) {
-      return;
-    }
-    if (o_.trace && !onMeta_) {
-      startTrace(correlationFor(forward_->mayFork(), /*inCapture=*/false));
-    } else {
-      out_.traceStatus = onMeta_ ? "off: nothing runs on the meta device" : "off: trace=False";
-    }
-    PhaseTimer t(&out_.phases.count);
-    c10::OptionalStreamGuard onSide(side_);
-    countedForward([&] {
-      if (estimate() && plainWarmups_ == 0) {
-        timeOne();
-      } else {
-        forward_->run(inputs_);
-      }
-    });
-    if (tracing_) {
-      tracing_->countedDone();
-      if (!graphRefusal_.empty()) {
-        out_.traceStatus +=
-            "; an eager counted forward traced, since graph nodes could not be:" + graphRefusal_;
-      }
-    }
-  }
-
   // A forward that ran torch.compile'd code is counted again as its eager self (Forward::
   // runEager), with its module paths: Inductor's generated kernels run ops the dispatcher never
   // sees. The compiled forward's count stays, for the kernels its trace attributed to its ops
   // (shareOntoEagerRows). Synchronized, so that no kernel of it falls in the traced forwards.
-  void countEagerly() {
-    if (!compiled_ && counted_->compiledRegions == 0) {
+  void countEagerSelf() {
+    if (counted_->compiledRegions == 0 && !forward_->compiled()) {
       return;
     }
     PhaseTimer t(&out_.phases.count);
+    lock_->hold();  // it runs on the GPU; the next step's hold or release follows the plan
     c10::OptionalStreamGuard onSide(side_);
     std::unique_ptr<Forward::ModuleScope> modules =
         o_.modulePaths ? forward_->trackModules() : nullptr;
@@ -335,13 +220,76 @@ class ProfileRun {
     synchronizeDevice(device_);
   }
 
-  // Eager timing, capture nodes: counts in a capture never replayed, whose nodes the traced
-  // eager forwards are attributed against. False (nothing counted, no trace) when the trace or
-  // the capture fails: count() then traces an eager counted forward with markers.
-  bool countInCapture() {
-    startTrace(Correlation::CaptureNodes);
+  // Starts the kernel trace (phases.trace) as the plan correlates it: false, with the status
+  // and *why saying why not.
+  bool startTrace(std::string* why) {
+    PhaseTimer t(&out_.phases.trace);
+    tracing_ = KernelTracing::start(device_, why, traceBackend(o_.backends), plan_.correlation);
     if (!tracing_) {
+      out_.traceStatus = "off: " + *why;
       return false;
+    }
+    out_.traceStatus = "on" + plan_.traceNote;
+    // Detached when the trace ends where asked (TORCHUTIL_CUPTI_TEARDOWN=1), so that the timed
+    // forwards and the caller's own work after the call run as if nothing had traced them; the
+    // counters' passes after the timed forwards want CUPTI.
+    tracing_->detachWhenDone(plan_.detachAfterTrace);
+    return true;
+  }
+
+  // The trace of a counting step, or the status that says why there is none; false when the
+  // trace was refused.
+  bool traceCount(Refusal refusal) {
+    if (!plan_.traces) {
+      out_.traceStatus = "off: " + plan_.traceOff;
+      return true;
+    }
+    std::string why;
+    if (startTrace(&why)) {
+      return true;
+    }
+    refuse(refusal, why);
+    return false;
+  }
+
+  // The counted forward, eager (on the capture's stream under graph timing), traced when the
+  // plan traces, its launches correlated with the ops that made them.
+  void countEagerly() {
+    traceCount(Refusal::Trace);
+    PhaseTimer t(&out_.phases.count);
+    c10::OptionalStreamGuard onSide(side_);
+    countedForward([&] {
+      if (plan_.probe == IntervalProbe::CountedForward) {
+        timeOne();
+      } else {
+        forward_->run(inputs_);
+      }
+    });
+    if (tracing_) {
+      tracing_->countedDone();
+    }
+  }
+
+  // Graph timing: the capture whose replays are timed counts its forward, traced with graph or
+  // capture nodes (the trace starts before it).
+  void countInTimedCapture() {
+    if (!traceCount(Refusal::GraphTrace)) {
+      return;
+    }
+    if (!capture(/*counting=*/true)) {
+      tracing_.reset();  // the eager counted forward is traced afresh
+      return;
+    }
+    if (tracing_) {
+      tracing_->countedDone();  // the graph is instantiated: its nodes are known
+    }
+  }
+
+  // Eager timing with capture nodes: the count is a capture never replayed, whose nodes the
+  // traced eager forwards are attributed against.
+  void countInThrowawayCapture() {
+    if (!traceCount(Refusal::Throwaway)) {
+      return;
     }
     const std::optional<c10::Stream> stream = captureStream(device_, TimingMode::Auto);
     PhaseTimer t(&out_.phases.count);
@@ -357,32 +305,26 @@ class ProfileRun {
     if (!captured) {
       counted_.reset();
       tracing_.reset();
-      return false;
+      refuse(Refusal::Throwaway, failure);
+      return;
     }
     tracing_->countedDone();
-    return true;
   }
 
-  // Starts the kernel trace (phases.trace), or sets the status that says why not.
-  void startTrace(Correlation how) {
-    PhaseTimer t(&out_.phases.trace);
-    tracing_ = KernelTracing::start(device_, &out_.traceStatus, traceBackend(o_.backends), how);
-    if (tracing_) {
-      // With TORCHUTIL_CUPTI_TEARDOWN=1, detached when the trace ends, so that the timed
-      // forwards (eager ones above all) and the caller's own work after the call run as if
-      // nothing had traced them; the counters' passes after the timed forwards want CUPTI.
-      tracing_->detachWhenDone(teardownWanted() && o_.counters.empty());
+  // Graph timing after an eager count: a capture holds this thread's stream only, so a forward
+  // that ran ops on other threads (torch.jit.fork) is timed eagerly.
+  void captureForTiming() {
+    if (counted_->otherThreads > 0) {
+      refuse(Refusal::Forked, std::to_string(counted_->otherThreads));
+      return;
     }
+    capture(/*counting=*/false);
   }
 
-  // Graph timing: captures the forward on the side stream, counting it when `counting`. Auto
-  // falls back to eager timing, saying why; cuda_graph throws.
-  void capture(bool counting) {
+  // Captures the forward on the side stream, counting it when `counting`; false when the
+  // capture failed (the plan's fallback then times eagerly, or the call fails).
+  bool capture(bool counting) {
     PhaseTimer t(&out_.phases.capture);
-    captureTried_ = true;
-    if (counting && !tracing_) {
-      out_.traceStatus = "off: trace=False";
-    }
     const std::function<void()> forward = [&] {
       if (counting) {
         if (tracing_) {
@@ -409,52 +351,48 @@ class ProfileRun {
                                *side_, sharedGpu());
     if (c.runner) {
       runner_ = std::move(c.runner);
-      usedGraph_ = true;
-      return;
+      return true;
     }
     if (counting) {
       counted_.reset();  // a count inside a failed capture may be partial: counted again
     }
-    TORCH_CHECK(mode_ != TimingMode::CudaGraph,
-                "torchutil: the model could not be captured in a CUDA graph; its forward failed "
-                "during capture: ",
-                c.failure);
-    // The note is one line; the whole error (a Python traceback, say) is the note's detail.
-    out_.timingNote = "auto: eager, since the forward could not be captured in a CUDA graph: " +
-                      errorHeadline(c.failure);
+    // The note is one line; the whole error (a Python traceback, say) is the note's detail, and
+    // the error of timing="cuda_graph".
     out_.timingNoteDetail = c.failure;
+    refuse(Refusal::Capture,
+           plan_.mode == TimingMode::CudaGraph ? c.failure : errorHeadline(c.failure));
+    return false;
   }
 
-  // The traced forwards (eager, or graph replays after the graph's warm-up replays), with PM
-  // sampling around them when the timeline was asked for. The trace ends before the timed
+  // The graph's warm-up replays (the first uploads it), then the traced forwards, with PM
+  // sampling around them where the timeline samples there. The trace ends before the timed
   // forwards, which run without CUPTI.
   void traceForwards() {
+    TORCH_INTERNAL_ASSERT((tracing_ != nullptr) == plan_.traces,
+                          "torchutil: the trace and the plan disagree");
+    if (!runner_) {
+      runner_ = eagerRunner(*forward_, inputs_, device_);
+    }
     counters_ =
         std::make_unique<CounterReading>(device_, o_.counters, tracing_ != nullptr, o_.pmIntervalNs,
                                          o_.counterReplay, counterBackend(o_.backends));
     {
-      // The first replay uploads the graph: graph timing warms up with replays.
       PhaseTimer t(&out_.phases.time);
-      const int64_t traced = tracing_ ? o_.traceForwards : 0;
-      runForwards(*runner_, device_, usedGraph_ ? std::max<int64_t>(o_.warmup - traced, 0) : 0);
+      runForwards(*runner_, device_, plan_.graphWarmUpReplays);
     }
     if (!tracing_) {
       return;
     }
     PhaseTimer t(&out_.phases.trace);
-    const bool sample = o_.traceForwards > 0;
+    const bool sample = plan_.timeline == TimelineWindow::TracedForwards;
     if (sample) {
-      counters_->startTimeline(forwardSeconds_ * static_cast<double>(o_.traceForwards));
+      counters_->startTimeline(forwardSeconds_ * static_cast<double>(plan_.tracedForwards));
     }
     tracing_->timedStart();
-    runForwards(*runner_, device_, o_.traceForwards);
-    std::string problem;
-    graphTraced_ = tracing_->correlation() == Correlation::GraphNodes ||
-                   tracing_->correlation() == Correlation::CaptureNodes;
-    const bool attributed =
-        tracing_->finish(&countedKernels_, &timedKernels_, o_.traceForwards, &problem);
-    if (graphTraced_ && !attributed) {
-      out_.traceStatus = "on, unattributed: " + problem;
+    runForwards(*runner_, device_, plan_.tracedForwards);
+    traced_ = tracing_->finish(&countedKernels_, &timedKernels_, plan_.tracedForwards);
+    if (traced_.ops == TracedOps::Unattributed) {
+      out_.traceStatus = "on, unattributed: " + traced_.problem;
     }
     if (sample) {
       counters_->stopTimeline();
@@ -468,7 +406,7 @@ class ProfileRun {
     }
     // The timeline when nothing is traced: forwards after the timed ones are sampled (the
     // sampler's buffer holds a few thousand samples, not a whole timing).
-    if (counters_->wantsTimeline() && (!tracing_ || o_.traceForwards == 0)) {
+    if (plan_.timeline == TimelineWindow::AfterTimedForwards && counters_->wantsTimeline()) {
       PhaseTimer t(&out_.phases.counters);
       const int64_t sampled = std::max<int64_t>(o_.traceForwards, 1);
       synchronizeDevice(device_);
@@ -495,19 +433,16 @@ class ProfileRun {
     TORCH_INTERNAL_ASSERT(counted_.has_value(),
                           "torchutil: a profile reached its summary without a count");
     CountTable& table = eager_ ? eager_->table : counted_->table;
+    const bool onMeta = device_.is_meta();
     if (tracing_) {
       if (tracing_->dropped() > 0) {
         out_.traceStatus =
             "on, incomplete: CUPTI dropped " + std::to_string(tracing_->dropped()) + " records";
       }
       tracing_.reset();
-      const int64_t traced = o_.traceForwards;
-      // Graph nodes attributed the timed kernels already (those they could not are
-      // unattributed time, and the status says why).
-      const bool byPosition =
-          graphTraced_ || attributeByPosition(countedKernels_, timedKernels_, traced);
-      out_.trace = summarizeTrace(countedKernels_, timedKernels_, traced, byPosition,
-                                  counted_->events, counted_->table.rows().size());
+      out_.trace = summarizeTrace(countedKernels_, timedKernels_, plan_.tracedForwards,
+                                  traced_.perOpFromTraced(), counted_->events,
+                                  counted_->table.rows().size());
       if (eager_) {
         std::vector<int64_t> rowOf;
         out_.trace = shareOntoEagerRows(out_.trace, counted_->table.rows(), table.rows(),
@@ -517,9 +452,10 @@ class ProfileRun {
         }
       }
       if (eager_ || counted_->compiledRegions > 0) {
-        out_.generated = attributeGenerated(
-            &out_.trace, countedKernels_, timedKernels_, traced, forward_->generatedKernels(),
-            table.rows(), eager_ ? eager_->events : counted_->events, &out_.traceStatus);
+        out_.generated =
+            attributeGenerated(&out_.trace, countedKernels_, timedKernels_, plan_.tracedForwards,
+                               forward_->generatedKernels(), table.rows(),
+                               eager_ ? eager_->events : counted_->events, &out_.traceStatus);
       }
       out_.traced = true;
       out_.kernels = std::move(countedKernels_);
@@ -543,10 +479,10 @@ class ProfileRun {
     out_.peak = peakForCount(device_, table, o_.peak, o_.peakFlops);
     out_.bandwidth = bandwidthOf(device_);
     SummaryInputs s = summaryBase(table, out_, batch_);
-    s.secondsPerForward = onMeta_ ? kNaN : timing_.interval.median;
-    s.secondsInterval = onMeta_ ? MedianInterval{kNaN, kNaN, kNaN} : timing_.interval;
+    s.secondsPerForward = onMeta ? kNaN : timing_.interval.median;
+    s.secondsInterval = onMeta ? MedianInterval{kNaN, kNaN, kNaN} : timing_.interval;
     s.iterations = static_cast<int64_t>(timing_.seconds.size());
-    s.cudaGraph = usedGraph_;
+    s.cudaGraph = plan_.replays;
     s.trace = out_.traced ? &out_.trace : nullptr;
     s.tracedForwards = out_.traced ? o_.traceForwards : 0;
     out_.summary = summarize(s);
@@ -554,17 +490,10 @@ class ProfileRun {
     hw::markUncountedTensorWork(out_.summary, &out_.countersStatus, out_.hw, table.rows());
     out_.table = std::move(table);
     out_.timingMode =
-        onMeta_ ? "none" : timingModeName(usedGraph_ ? TimingMode::CudaGraph : TimingMode::Eager);
+        onMeta ? "none" : timingModeName(plan_.replays ? TimingMode::CudaGraph : TimingMode::Eager);
+    out_.timingNote = plan_.timingNote;
     out_.repetition = timing_.stop;
     out_.device = device_.str();
-    // The default on a CPU is eager, not a fallback; an explicit "auto" there says why.
-    if (mode_ == TimingMode::Auto && !usedGraph_ && out_.timingNote.empty() && !onMeta_ &&
-        (o_.timing.has_value() || device_.is_cuda())) {
-      out_.timingNote =
-          device_.is_cuda()
-              ? "auto: eager, since torchutil was built without CUDA"
-              : "auto: eager, since CUDA graphs need a CUDA device, not " + device_.str();
-    }
     t.reset();
     out_.phases.call = secondsSince(start_);
     setPhases(out_.summary, out_.phases);
@@ -578,19 +507,15 @@ class ProfileRun {
   std::shared_ptr<void> shared_;  // shareCapturesWithThreads, outliving the CUDA objects below
   int64_t batch_ = 0;
   std::unique_ptr<Forward> forward_;
-  TimingMode mode_ = TimingMode::Eager;
-  bool compiled_ = false, onMeta_ = false, traces_ = false, cpuTimes_ = false, fused_ = false,
-       usedGraph_ = false, captureTried_ = false, graphTrace_ = false, graphTraced_ = false;
-  Correlation inCapture_ = Correlation::Markers;  // how a counted capture would be traced
-  bool countCapture_ = false;                     // eager timing counts in a capture
-  std::string graphRefusal_;                      // why a graph-node trace could not start
-  std::optional<c10::Stream> side_;
+  ProfilePlan plan_;
+  std::optional<c10::Stream> side_;  // the capture's stream (plan_.onCaptureStream)
   std::unique_ptr<GpuLock> lock_;
-  int64_t plainWarmups_ = 0;
   double forwardSeconds_ = 0;
   std::optional<CountResult> counted_;
-  std::optional<CountResult> eager_;  // a compiled forward's eager count (countEagerly)
+  std::optional<CountResult> eager_;  // a compiled forward's eager count (countEagerSelf)
+  bool cpuTimes_ = false;             // per-op wall time on a CPU
   std::unique_ptr<KernelTracing> tracing_;
+  FinishedTrace traced_;
   std::unique_ptr<CounterReading> counters_;
   std::unique_ptr<Runner> runner_;
   std::vector<KernelRecord> countedKernels_, timedKernels_;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 #include "libtorch/ValueErrors.h"
 
@@ -39,6 +40,19 @@ class EagerRunner final : public Runner {
   const std::vector<at::Tensor>& inputs_;
   c10::Device device_;
 };
+
+#ifdef TORCHUTIL_WITH_CUDA
+// Replays of a captured forward.
+class GraphRunner final : public Runner {
+ public:
+  explicit GraphRunner(std::unique_ptr<cuda::CapturedGraph> graph) : graph_(std::move(graph)) {}
+  void run() override { graph_->replay(); }
+  std::optional<c10::Stream> stream() override { return graph_->stream(); }
+
+ private:
+  std::unique_ptr<cuda::CapturedGraph> graph_;
+};
+#endif
 
 double steadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -105,23 +119,16 @@ std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n) {
 
 }  // namespace
 
-const char* timingModeName(TimingMode m) {
-  switch (m) {
-    case TimingMode::Eager: return "eager";
-    case TimingMode::CudaGraph: return "cuda_graph";
-    case TimingMode::Auto: return "auto";
-  }
-  return "?";
+TimingMode parseTimingMode(std::string_view name) {
+  return valueErrors([&] { return kTimingModes.parse(name, "timing"); });
 }
 
-TimingMode parseTimingMode(std::string_view name) {
-  for (TimingMode m : {TimingMode::Eager, TimingMode::CudaGraph, TimingMode::Auto}) {
-    if (name == timingModeName(m)) {
-      return m;
-    }
-  }
-  TORCH_CHECK_VALUE(false, "torchutil: timing must be 'eager', 'cuda_graph' or 'auto', got '",
-                    std::string(name), "'");
+bool cudaGraphsBuilt() {
+#ifdef TORCHUTIL_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
 }
 
 std::unique_ptr<Runner> eagerRunner(Forward& forward, const std::vector<at::Tensor>& inputs,
@@ -154,7 +161,13 @@ std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
 Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
                        c10::Device device, c10::Stream stream, bool threadLocal) {
 #ifdef TORCHUTIL_WITH_CUDA
-  return cuda::captureGraph(forward, warmUp, device, stream, threadLocal);
+  cuda::GraphCapture captured = cuda::captureGraph(forward, warmUp, device, stream, threadLocal);
+  Capture c;
+  c.failure = std::move(captured.failure);
+  if (captured.graph) {
+    c.runner = std::make_unique<GraphRunner>(std::move(captured.graph));
+  }
+  return c;
 #else
   (void)threadLocal;
   (void)forward;

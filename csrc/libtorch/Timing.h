@@ -14,17 +14,18 @@
 #include <string_view>
 #include <vector>
 
+#include "core/ProfilePlan.h"
 #include "core/Repetition.h"
 #include "libtorch/Devices.h"
 #include "libtorch/Forward.h"
 
 namespace torchutil {
 
-// Auto: CUDA-graph replays when the forward can be captured, else eager, saying why.
-enum class TimingMode { Eager, CudaGraph, Auto };
-const char* timingModeName(TimingMode m);  // "eager", "cuda_graph", "auto"
-// Throws c10::ValueError naming the value for anything but the three names.
+// TimingMode (core/ProfilePlan.h) by name; c10::ValueError listing the names for another.
 TimingMode parseTimingMode(std::string_view name);
+
+// Whether this build captures CUDA graphs (TORCHUTIL_WITH_CUDA).
+bool cudaGraphsBuilt();
 
 // One forward, or one replay of a captured forward.
 class Runner {

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/CounterConfig.h"
 #include "core/HardwareBackends.h"
 
 namespace torchutil::testing {
@@ -87,6 +88,7 @@ class FakeCounterBackend final : public hw::CounterBackend {
   size_t passesBegun = 0;
   size_t passesEnded = 0;
   bool passOpenAtRelease = false;  // a profiler was destroyed with a pass open
+  size_t stops = 0;                // sampler stop() calls
   hw::Replay replay = hw::Replay::User;
   size_t maxRanges = 0;
   std::vector<std::string> rangeMetrics;  // the range profiler's configuration
@@ -96,6 +98,10 @@ class FakeCounterBackend final : public hw::CounterBackend {
   size_t imageSamples = 0;
   size_t decodes = 0;
   bool samplerRunningAtRelease = false;  // a sampler was destroyed while started
+  // Whether this process's counter claim (core/CounterConfig.h) was still held when the last
+  // profiler or sampler object was destroyed: CUPTI's destructors stop and disable what is still
+  // on, which must happen before another read may begin.
+  bool claimHeldAtRelease = false;
 
   std::string unavailableReason(const HwDevice&) const override { return unavailable; }
   std::unique_ptr<hw::RangeProfilerApi> rangeProfiler() override;
@@ -160,6 +166,7 @@ class FakeRangeProfiler final : public FakeHost<hw::RangeProfilerApi> {
     if (passOpen_) {
       b_.passOpenAtRelease = true;
     }
+    b_.claimHeldAtRelease = !hw::counterReadBusyReason().empty();
   }
 
   bool enable(hw::Replay replay, size_t maxRanges, std::string* why) override {
@@ -213,7 +220,10 @@ class FakeRangeProfiler final : public FakeHost<hw::RangeProfilerApi> {
 class FakePmSampler final : public FakeHost<hw::PmSamplerApi> {
  public:
   explicit FakePmSampler(FakeCounterBackend& b) : FakeHost(b, "pm.", &b.pmMetrics) {}
-  ~FakePmSampler() override { b_.samplerRunningAtRelease = b_.samplerRunningAtRelease || started_; }
+  ~FakePmSampler() override {
+    b_.samplerRunningAtRelease = b_.samplerRunningAtRelease || started_;
+    b_.claimHeldAtRelease = !hw::counterReadBusyReason().empty();
+  }
 
   bool enable(uint64_t intervalNs, size_t bufferBytes, size_t imageSamples,
               std::string* why) override {
@@ -227,6 +237,7 @@ class FakePmSampler final : public FakeHost<hw::PmSamplerApi> {
     return started_;
   }
   bool stop(std::string* why) override {
+    b_.stops += 1;
     started_ = false;
     return !b_.fails("pm.stop", why);
   }

@@ -129,14 +129,21 @@ TEST(PmSamplerControllerTest, StopWithoutStartSaysSoAndReleasesTheSampler) {
   EXPECT_EQ(counterReadBusyReason(), "");
 }
 
-TEST(PmSamplerControllerTest, ASamplerDestroyedWhileSamplingIsStoppedByItsDestructor) {
+// A controller destroyed while sampling (the model's forward threw) calls no stop step: it
+// destroys the sampler still started, whose destructor stops and disables it (CounterBackend's
+// contract; CUPTI's: cupti/PmSampler.cpp), while the process's claim is still held, and only
+// then gives the claim back.
+TEST(PmSamplerControllerTest,
+     ASamplerDestroyedWhileSamplingIsLeftToItsDestructorBeforeTheClaimGoes) {
   FakeCounterBackend fake;
   {
     PmSamplerController sampler(fake.pmSampler());
     std::string why;
     ASSERT_TRUE(sampler.setUp(0, kTimeline, 10000, 0, &why) && sampler.start(&why)) << why;
   }
-  EXPECT_TRUE(fake.samplerRunningAtRelease);  // the sampler's destructor stops it
+  EXPECT_EQ(fake.stops, 0u);
+  EXPECT_TRUE(fake.samplerRunningAtRelease);
+  EXPECT_TRUE(fake.claimHeldAtRelease);
   EXPECT_EQ(fake.alive, 0);
   EXPECT_EQ(counterReadBusyReason(), "");
 }

@@ -102,7 +102,11 @@ TEST(RangeProfilerControllerTest, AThrowingForwardPropagatesAndTheOpenPassIsRele
                std::runtime_error);
   EXPECT_EQ(fake.passesBegun, 1u);
   EXPECT_EQ(fake.passesEnded, 0u);
-  EXPECT_TRUE(fake.passOpenAtRelease);  // left to the profiler's destructor, which ends it
+  // The controller ends no pass: it destroys the profiler with its pass open, whose destructor
+  // ends it (CounterBackend's contract; CUPTI's: cupti/RangeProfiler.cpp), while the process's
+  // claim is still held.
+  EXPECT_TRUE(fake.passOpenAtRelease);
+  EXPECT_TRUE(fake.claimHeldAtRelease);
   EXPECT_EQ(fake.alive, 0);
   EXPECT_EQ(counterReadBusyReason(), "");
 }

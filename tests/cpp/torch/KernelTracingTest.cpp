@@ -21,11 +21,11 @@ using testing::FakeTraceBackend;
 const c10::Device kCpu(c10::kCPU);
 
 // A trace with `how`, past its counted forward and at the start of its timed ones (null, with
-// the status in the failure message, when it did not start).
+// why in the failure message, when it did not start).
 std::unique_ptr<KernelTracing> inTimedForwards(FakeTraceBackend& fake, Correlation how) {
-  std::string status;
-  auto tracing = KernelTracing::start(kCpu, &status, fake, how);
-  EXPECT_NE(tracing, nullptr) << status;
+  std::string why;
+  auto tracing = KernelTracing::start(kCpu, &why, fake, how);
+  EXPECT_NE(tracing, nullptr) << why;
   if (tracing) {
     tracing->countedDone();
     tracing->timedStart();
@@ -35,10 +35,10 @@ std::unique_ptr<KernelTracing> inTimedForwards(FakeTraceBackend& fake, Correlati
 
 TEST(KernelTracingTest, RecordsSplitByTimeAndCountedOnesTakeTheirLaunchersOpEvent) {
   FakeTraceBackend fake;
-  std::string status;
-  auto tracing = KernelTracing::start(kCpu, &status, fake);
-  ASSERT_NE(tracing, nullptr) << status;
-  EXPECT_EQ(status, "on");
+  std::string why;
+  auto tracing = KernelTracing::start(kCpu, &why, fake);
+  ASSERT_NE(tracing, nullptr) << why;
+  EXPECT_EQ(why, "");
   EXPECT_TRUE(fake.correlating);
   EXPECT_EQ(fake.correlation, Correlation::Markers);  // unless asked for API records
   const uint64_t begin = FakeTraceBackend::now();     // read by start()
@@ -58,8 +58,8 @@ TEST(KernelTracingTest, RecordsSplitByTimeAndCountedOnesTakeTheirLaunchersOpEven
   fake.kernels.push_back(kernel("gemm", timedBegin + 10, timedBegin + 20, 11));
 
   std::vector<KernelRecord> counted, timed;
-  std::string problem;
-  EXPECT_FALSE(tracing->finish(&counted, &timed, 1, &problem));  // position attributes them
+  // The traced forward does not repeat the counted one's three kernels: it keeps no op.
+  EXPECT_EQ(tracing->finish(&counted, &timed, 1).ops, TracedOps::CountedOnly);
   EXPECT_EQ(fake.flushes, 1);
   EXPECT_EQ(fake.alive, 0);  // released at finish, not at the end of the profile
   ASSERT_EQ(counted.size(), 3u);
@@ -75,9 +75,9 @@ TEST(KernelTracingTest, RecordsSplitByTimeAndCountedOnesTakeTheirLaunchersOpEven
 
 TEST(KernelTracingTest, WithGraphNodesTheReplaysAreAttributedAndNothingIsCounted) {
   FakeTraceBackend fake;
-  std::string status;
-  auto tracing = KernelTracing::start(kCpu, &status, fake, Correlation::GraphNodes);
-  ASSERT_NE(tracing, nullptr) << status;
+  std::string why;
+  auto tracing = KernelTracing::start(kCpu, &why, fake, Correlation::GraphNodes);
+  ASSERT_NE(tracing, nullptr) << why;
   EXPECT_EQ(fake.correlation, Correlation::GraphNodes);
   EXPECT_EQ(tracing->correlation(), Correlation::GraphNodes);
   const uint64_t begin = FakeTraceBackend::now();
@@ -100,8 +100,8 @@ TEST(KernelTracingTest, WithGraphNodesTheReplaysAreAttributedAndNothingIsCounted
   fake.graphNodes.created = {{1, 1}, {2, 0}};
   fake.graphNodes.cloned = {{101, 1}, {102, 2}};
   std::vector<KernelRecord> counted, timed;
-  std::string problem;
-  EXPECT_TRUE(tracing->finish(&counted, &timed, 2, &problem)) << problem;
+  const FinishedTrace done = tracing->finish(&counted, &timed, 2);
+  EXPECT_EQ(done.ops, TracedOps::ByGraphNodes) << done.problem;
   EXPECT_TRUE(counted.empty());
   ASSERT_EQ(timed.size(), 4u);
   for (const KernelRecord& k : timed) {
@@ -114,9 +114,9 @@ TEST(KernelTracingTest, WithGraphNodesTheReplaysAreAttributedAndNothingIsCounted
 
 TEST(KernelTracingTest, WithCaptureNodesTheReplaysAreAttributedByTheCapturedSequence) {
   FakeTraceBackend fake;
-  std::string status;
-  auto tracing = KernelTracing::start(kCpu, &status, fake, Correlation::CaptureNodes);
-  ASSERT_NE(tracing, nullptr) << status;
+  std::string why;
+  auto tracing = KernelTracing::start(kCpu, &why, fake, Correlation::CaptureNodes);
+  ASSERT_NE(tracing, nullptr) << why;
   tracing->captureEnds();  // (captureBegins needs a CUDA stream's handle)
   EXPECT_EQ(fake.captureEnds, 1);
   tracing->countedDone();
@@ -129,8 +129,8 @@ TEST(KernelTracingTest, WithCaptureNodesTheReplaysAreAttributedByTheCapturedSequ
                          {true, KernelRecord::Kind::Kernel, ""}};
   fake.captured.opChanges = {{0, 2}, {1, 0}};
   std::vector<KernelRecord> counted, timed;
-  std::string problem;
-  ASSERT_TRUE(tracing->finish(&counted, &timed, 1, &problem)) << problem;
+  const FinishedTrace done = tracing->finish(&counted, &timed, 1);
+  ASSERT_EQ(done.ops, TracedOps::ByPosition) << done.problem;
   ASSERT_TRUE(counted.empty() && timed.size() == 2u);
   EXPECT_EQ(timed[0].opEvent, 1);
   EXPECT_EQ(timed[1].opEvent, -1);
@@ -145,10 +145,10 @@ TEST(KernelTracingTest, CaptureNodesThatDoNotMatchTheReplaysAttributeNothingAndS
   fake.kernels = {kernel("gemm", t + 10, t + 20, 40)};
   fake.captured.nodes = {{true, KernelRecord::Kind::Kernel, "conv"}};
   std::vector<KernelRecord> counted, timed;
-  std::string problem;
-  EXPECT_FALSE(tracing->finish(&counted, &timed, 1, &problem));
+  FinishedTrace done = tracing->finish(&counted, &timed, 1);
+  EXPECT_EQ(done.ops, TracedOps::Unattributed);
   EXPECT_EQ(
-      problem,
+      done.problem,
       "the traced forwards' 1 records do not repeat the captured sequence of 1 nodes 1 time(s)");
   EXPECT_EQ(timed[0].opEvent, -1);
   fake.captured = CapturedForward();
@@ -158,8 +158,9 @@ TEST(KernelTracingTest, CaptureNodesThatDoNotMatchTheReplaysAttributeNothingAndS
   const uint64_t t2 = FakeTraceBackend::now();
   fake.kernels = {kernel("gemm", t2 + 10, t2 + 20, 40)};
   timed.clear();
-  EXPECT_FALSE(again->finish(&counted, &timed, 1, &problem));
-  EXPECT_EQ(problem, "a query of the capture's nodes failed");
+  done = again->finish(&counted, &timed, 1);
+  EXPECT_EQ(done.ops, TracedOps::Unattributed);
+  EXPECT_EQ(done.problem, "a query of the capture's nodes failed");
 }
 
 TEST(KernelTracingTest, GraphNodesWithNoReplayedRecordSayWhy) {
@@ -167,16 +168,16 @@ TEST(KernelTracingTest, GraphNodesWithNoReplayedRecordSayWhy) {
   auto tracing = inTimedForwards(fake, Correlation::GraphNodes);
   ASSERT_NE(tracing, nullptr);
   std::vector<KernelRecord> counted, timed;
-  std::string problem;
-  EXPECT_FALSE(tracing->finish(&counted, &timed, 1, &problem));
-  EXPECT_EQ(problem, "the traced forwards left no record");
+  const FinishedTrace done = tracing->finish(&counted, &timed, 1);
+  EXPECT_EQ(done.ops, TracedOps::Unattributed);
+  EXPECT_EQ(done.problem, "the traced forwards left no record");
 }
 
 TEST(KernelTracingTest, TheHooksAreTheBackendsAndPushOnlyWhileCorrelating) {
   FakeTraceBackend fake;
-  std::string status;
-  auto tracing = KernelTracing::start(kCpu, &status, fake);
-  ASSERT_NE(tracing, nullptr) << status;
+  std::string why;
+  auto tracing = KernelTracing::start(kCpu, &why, fake);
+  ASSERT_NE(tracing, nullptr) << why;
   const TraceHooks* hooks = tracing->hooks();
   hooks->push(1);
   hooks->pop();
@@ -191,13 +192,12 @@ TEST(KernelTracingTest, TheHooksAreTheBackendsAndPushOnlyWhileCorrelating) {
 TEST(KernelTracingTest, DroppedRecordsAreCounted) {
   FakeTraceBackend fake;
   fake.dropped = 3;
-  std::string status;
-  auto tracing = KernelTracing::start(kCpu, &status, fake);
-  ASSERT_NE(tracing, nullptr) << status;
+  std::string why;
+  auto tracing = KernelTracing::start(kCpu, &why, fake);
+  ASSERT_NE(tracing, nullptr) << why;
   tracing->countedDone();
   std::vector<KernelRecord> counted, timed;
-  std::string problem;
-  tracing->finish(&counted, &timed, 1, &problem);
+  tracing->finish(&counted, &timed, 1);
   EXPECT_EQ(tracing->dropped(), 3u);
 }
 
@@ -205,10 +205,10 @@ TEST(KernelTracingTest, ARefusedTraceIsOffWithTheSentenceOfTheRefusedCall) {
   FakeTraceBackend fake;
   fake.refusal = explainFailure(HwFailure::NoPermission, "cuptiActivityEnable(kind)",
                                 "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
-  std::string status;
-  EXPECT_EQ(KernelTracing::start(kCpu, &status, fake), nullptr);
-  EXPECT_EQ(status,
-            "off: no permission to read GPU performance counters: the NVIDIA driver restricts "
+  std::string why;
+  EXPECT_EQ(KernelTracing::start(kCpu, &why, fake), nullptr);
+  EXPECT_EQ(why,
+            "no permission to read GPU performance counters: the NVIDIA driver restricts "
             "them to administrators (NVreg_RestrictProfilingToAdminUsers=1); run as root or load "
             "the driver with NVreg_RestrictProfilingToAdminUsers=0. cuptiActivityEnable(kind) "
             "failed (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES)");
@@ -218,16 +218,16 @@ TEST(KernelTracingTest, ARefusedTraceIsOffWithTheSentenceOfTheRefusedCall) {
 TEST(KernelTracingTest, TheBackendsReasonTurnsTracingOffBeforeAnythingStarts) {
   FakeTraceBackend fake;
   fake.unavailable = "another torchutil profile is tracing kernels in this process";
-  std::string status;
-  EXPECT_EQ(KernelTracing::start(kCpu, &status, fake), nullptr);
-  EXPECT_EQ(status, "off: another torchutil profile is tracing kernels in this process");
+  std::string why;
+  EXPECT_EQ(KernelTracing::start(kCpu, &why, fake), nullptr);
+  EXPECT_EQ(why, "another torchutil profile is tracing kernels in this process");
   EXPECT_EQ(fake.traces, 0);
 }
 
 TEST(KernelTracingTest, WithoutAFakeTheCpuSaysTracingNeedsCuda) {
-  std::string status;
-  EXPECT_EQ(KernelTracing::start(kCpu, &status), nullptr);
-  EXPECT_EQ(status, "off: kernel tracing needs a CUDA device, got cpu");
+  std::string why;
+  EXPECT_EQ(KernelTracing::start(kCpu, &why), nullptr);
+  EXPECT_EQ(why, "kernel tracing needs a CUDA device, got cpu");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-"""torchutil profile [MODEL]: the summary and top ops of a torchvision model (the default command)."""
+"""torchutil profile [MODEL]: the summary and top ops of a classification model (the default command)."""
 from __future__ import annotations
 
 import argparse
@@ -6,32 +6,50 @@ import sys
 
 import torch
 
-from torchutil.models import DTYPES, build_classifier, classifier_image_size
+from torchutil.models import DTYPES, FOLD_BENCH_MODELS, build, build_classifier, classifier_image_size
 from torchutil.profiler import profile
 from torchutil.studies._common import Setup, atomic_open, exit_on_error
 from torchutil.studies.cli.args import (add_peak_argument, add_repeat_arguments, add_timing_arguments, default_dtype,
                                         known_device, nonnegative, output_file, pick_device, positive, timing)
 
 DEFAULT_MODEL = "resnet50"
+# The default where torchvision is not installed, as with the CPU wheel of torch (which has no
+# torchvision to match it): a CNN of torchutil.models that needs torch alone.
+DEFAULT_MODEL_TORCH_ONLY = "spec_4conv_64"
 
 
-def build_model(name: str) -> torch.nn.Module:
-    """build_classifier for the command line: an unknown name ends the program with the list."""
+def default_model() -> str:
+    """DEFAULT_MODEL where torchvision can be imported, else DEFAULT_MODEL_TORCH_ONLY."""
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        return DEFAULT_MODEL_TORCH_ONLY
+    return DEFAULT_MODEL
+
+
+def build_model(name: str) -> tuple[torch.nn.Module, int]:
+    """The model and its input height and width: a CNN of torchutil.models.FOLD_BENCH_MODELS, or
+    a classifier of build_classifier. An unknown name ends the program with the list."""
     with exit_on_error():
-        return build_classifier(name)
+        if name in FOLD_BENCH_MODELS:
+            model, size, _ = build(name)
+            return model, size
+        return build_classifier(name), classifier_image_size(name)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="profile a torchvision classification model")
-    p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
-                   help=f"torchvision model name (default {DEFAULT_MODEL})")
+    p = sub.add_parser("profile", help="profile a classification model")
+    p.add_argument("model", nargs="?", default=None,
+                   help=f"a torchvision model name, timm:<name>, or one of {', '.join(FOLD_BENCH_MODELS)} "
+                        f"(default {DEFAULT_MODEL}; {DEFAULT_MODEL_TORCH_ONLY} where torchvision is not installed)")
     p.add_argument("--batch", type=positive, default=None, help="batch size (default 32 on CUDA, 4 on CPU)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default=None,
                    help="default float16 on CUDA, float32 on CPU")
     p.add_argument("--device", type=known_device, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
                    help="channels_last memory format (default on for CUDA)")
-    p.add_argument("--image-size", type=positive, default=None, help="input height and width (default 224)")
+    p.add_argument("--image-size", type=positive, default=None,
+                   help="input height and width (default the model's: 224 for most torchvision models)")
     add_repeat_arguments(p, target_ci=True)
     add_timing_arguments(p, default="auto on CUDA (graph replays where the forward captures), eager elsewhere")
     add_peak_argument(p)
@@ -48,14 +66,19 @@ def run(args: argparse.Namespace) -> int:
     dtype_name = args.dtype or default_dtype(dev)
     batch = args.batch or (32 if on_cuda else 4)
     setup = Setup.on(dev, DTYPES[dtype_name], args.channels_last)
-    size = args.image_size or classifier_image_size(args.model)
-    model = setup.model(build_model(args.model))
+    name = args.model or default_model()
+    model, size = build_model(name)
+    model = setup.model(model)
+    size = args.image_size or size
     x = setup.input(batch, 3, size, size)
 
     where = torch.cuda.get_device_name(dev) if on_cuda else "CPU"
     # With --json - the JSON is stdout's only content; the text goes to stderr.
     text = sys.stderr if args.json == "-" else sys.stdout
-    print(f"torchutil: {args.model}, batch {batch}, {dtype_name}, "
+    if args.model is None and name != DEFAULT_MODEL:
+        print(f"torchutil: torchvision is not installed, so the default model is {name} "
+              f"(torchutil.models; {DEFAULT_MODEL} needs torchvision)", file=text)
+    print(f"torchutil: {name}, batch {batch}, {dtype_name}, "
           f"{'channels_last' if setup.channels_last else 'contiguous'}, on {dev} ({where})", file=text)
     result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=mode,
                      target_ci=args.target_ci, max_time=args.max_time, peak=args.peak)
