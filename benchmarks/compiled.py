@@ -178,7 +178,8 @@ def figures(r):
     kernel = r.kernel_seconds
     unattributed = r.unattributed_kernel_seconds / kernel if kernel and kernel == kernel else float("nan")
     return dict(matrix=r.matrix_flops, vector=r.vector_flops, useful=r.useful_flops, rows=len(r.ops),
-                unattributed=unattributed, utilization=r.utilization, unknown=len(r.unknown_ops))
+                unattributed=unattributed, utilization=r.utilization, unknown=len(r.unknown_ops),
+                status=r.trace_status)
 
 
 def ratio(a, b):
@@ -199,6 +200,7 @@ def main():
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     print(header, flush=True)
     t_all = time.time()
+    statuses = []
     for name, eager_model, compiled_model, kw in cases(args.models.split(",")):
         options = dict(warmup=3, iters=20, **kw)
         inputs = options.pop("x", None)
@@ -211,12 +213,14 @@ def main():
                 f"{100 * e['unattributed']:.1f} % | {100 * c['unattributed']:.1f} % | {e['rows']} / {c['rows']} | "
                 f"{c['unknown']} | {100 * e['utilization']:.1f} % / {100 * c['utilization']:.1f} % | {seconds:.0f} |")
         lines.append(line)
+        statuses.append(f"- {name}: {c['status']}")
         print(line, flush=True)
     total = f"\ntorch {torch.__version__}, {torch.cuda.get_device_name()}, fp16; {time.time() - t_all:.0f} s in all"
-    print(total)
+    print("\ntrace_status of the compiled profiles:\n" + "\n".join(statuses) + total)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "compiled.md"), "w") as f:
-        f.write("\n".join(lines) + "\n" + total + "\n")
+        f.write("\n".join(lines) + "\n\ntrace_status of the compiled profiles:\n" + "\n".join(statuses)
+                + "\n" + total + "\n")
 
 
 if __name__ == "__main__":

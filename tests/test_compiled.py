@@ -6,6 +6,7 @@ takes seconds.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -112,6 +113,71 @@ def test_the_timed_forwards_run_the_compiled_code():
 
 
 
+# ---- Inductor's generated kernels, tied to the ops they fused (torchutil/_inductor.py) ------------
+
+def test_module_paths_of_dynamo_module_stacks_are_the_eager_paths():
+    from torchutil._inductor import _module_path
+
+    class Node:
+        def __init__(self, fqn):
+            self.meta = {"nn_module_stack": {"k0": ("L['self']", object), "k": (fqn, object)}} if fqn else {}
+
+    for fqn, path in [("L['self'].layer1[0].conv1", "layer1.0.conv1"), ("L['self']._modules['fc']", "fc"),
+                      ("layer1.0.conv1", "layer1.0.conv1"), ("L['self'].blocks['a'].attn", "blocks.a.attn"),
+                      (None, "")]:
+        assert _module_path(Node(fqn)) == path
+
+
+@pytest.mark.slow
+def test_every_generated_kernel_is_recorded_with_its_ops_priced_against_flopcountermode():
+    """Every kernel Inductor generates (oracle: the kernel definitions in the code Inductor wrote,
+    from torch._inductor.utils.run_and_get_code) is recorded with the post-grad ops it fused, also
+    where Inductor's FX-graph cache holds the graph (a plain compile filled it first); the ops are
+    priced as FlopCounterMode (the convolution) and the closed forms (relu 1 per element, mean 1
+    per input element) count them. A post-grad pass the user set still runs, and Inductor's
+    configuration is as it was afterwards."""
+    from torch._inductor import config
+    from torch._inductor.utils import run_and_get_code
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from torchutil._inductor import Recording
+
+    torch.manual_seed(0)
+    net = SmallNet().eval()
+    x = torch.randn(2, 3, 10, 12)
+    with torch.inference_mode():
+        run_and_get_code(torch.compile(net), x)  # a plain compile: Inductor's caches hold the graph
+    seen = []
+    level = config.trace.provenance_tracking_level
+    with config.patch(post_grad_custom_post_pass=lambda graph: seen.append(len(graph.nodes))):
+        users = config.post_grad_custom_post_pass
+        recording = Recording()
+        recording.start()
+        try:
+            with torch.inference_mode():
+                _, code = run_and_get_code(torch.compile(net), x)
+        finally:
+            recording.stop()
+        assert config.post_grad_custom_post_pass is users
+    assert config.trace.provenance_tracking_level == level and seen
+    status, kernels = recording.finish()
+    defined = set(re.findall(r"^(\w+) = async_compile\.", "\n".join(code), re.M))
+    assert defined and {name for name, _, _ in kernels} == defined, status
+    assert status.startswith(f"Inductor kernels from provenance: {len(defined)} kernel(s) of 1 graph(s)"), status
+    ops = {node: (names, module, matrix, vector, priced)
+           for _, refusal, fused in kernels for node, names, module, matrix, vector, _, priced in fused}
+    assert all(refusal == "" for _, refusal, _ in kernels)
+    assert all(priced for *_, priced in ops.values())
+    with FlopCounterMode(display=False) as flop_counter:
+        net.conv(x)
+    conv = [v for v in ops.values() if v[0] == ["aten::convolution"]]
+    assert conv and conv[0][1:4] == ("conv", flop_counter.get_total_flops(), 2 * 8 * 10 * 12)
+    assert [v[1:4] for v in ops.values() if v[0] == ["aten::relu"]] == [("", 0, 2 * 8 * 10 * 12)]
+    assert [v[1:4] for v in ops.values() if v[0] == ["aten::mean"]] == [("", 0, 2 * 8 * 10 * 12)]
+    # batch norm, decomposed by Inductor, its pieces named by the op they came from, in bn
+    assert {v[1] for v in ops.values() if "aten::_native_batch_norm_legit_no_training" in v[0]} == {"bn"}
+
+
 # ---- compiled flex_attention ------------------------------------------------------------------
 
 B, H, T, D = 1, 2, 512, 16  # four 128-blocks a side
@@ -185,6 +251,31 @@ def test_compiled_flex_attention_counts_as_eager_against_the_closed_form(mask):
     assert len(flex) == 1 and flex[0].matrix_flops == attention_matrix_flops()
 
 
+@pytest.mark.slow
+def test_compiled_flex_attentions_kernel_is_tied_to_its_op_priced_as_the_closed_form():
+    """The kernel Inductor generates for a compiled flex_attention fuses the higher-order op,
+    named as the eager count names it (torchutil::flex_attention), priced at the full score
+    matrix's products: the closed form 2·B·H·T²·D twice."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    from torchutil._inductor import Recording
+
+    block_mask = create_block_mask(causal, B, H, T, T, device="cpu")
+    q, k, v = (torch.randn(B, H, T, D) for _ in range(3))
+    recording = Recording()
+    recording.start()
+    try:
+        with torch.inference_mode():
+            torch.compile(flex_attention)(q, k, v, block_mask=block_mask)
+    finally:
+        recording.stop()
+    status, kernels = recording.finish()
+    fused = [op for _, _, ops in kernels for op in ops if "torchutil::flex_attention" in op[1]]
+    assert len(fused) == 1, (status, kernels)
+    _, names, module, matrix, _, _, priced = fused[0]
+    assert (names, module, matrix, priced) == (["torchutil::flex_attention"], "", attention_matrix_flops(), True)
+
+
 # ---- on the GPU: Triton templates and FlexAttention's kernels ------------------------------------
 
 class MLP(torch.nn.Module):
@@ -198,8 +289,11 @@ class MLP(torch.nn.Module):
 
 @pytest.mark.cuda
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["max-autotune MLP", "compiled flex_attention"])
-def test_compiled_on_cuda_counts_as_eager_and_accounts_for_every_kernel(model):
+@pytest.mark.parametrize("model", ["max-autotune MLP", "compiled flex_attention", "compiled resnet18"])
+def test_compiled_on_cuda_counts_as_eager_and_ties_every_kernel_to_its_ops(model):
+    """Inductor's kernels (Triton templates, fused pointwise and reductions, FlexAttention's) are
+    tied to the ops they fused: at most 1 % of kernel time is left to no op (oracle: the trace's
+    own kernel time), the op table is the eager one, and each generated kernel names its ops."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     torch.manual_seed(0)
@@ -208,6 +302,12 @@ def test_compiled_on_cuda_counts_as_eager_and_accounts_for_every_kernel(model):
         eager_model = MLP(1024, 1024).cuda().half().eval()
         compiled_model = torch.compile(eager_model, mode="max-autotune-no-cudagraphs")
         inputs = dict(x=torch.randn(64, 1024, device="cuda", dtype=torch.half))
+    elif model == "compiled resnet18":
+        torchvision = pytest.importorskip("torchvision")
+        eager_model = torchvision.models.resnet18().cuda().half().eval().to(memory_format=torch.channels_last)
+        compiled_model = torch.compile(eager_model)
+        inputs = dict(x=torch.randn(8, 3, 224, 224, device="cuda", dtype=torch.half).to(
+            memory_format=torch.channels_last))
     else:
         bm = create_block_mask(causal, None, None, T, T, device="cuda")
         eager_model = FlexBlock(flex_attention).cuda().half().eval()
@@ -223,8 +323,14 @@ def test_compiled_on_cuda_counts_as_eager_and_accounts_for_every_kernel(model):
         eager.matrix_flops, eager.vector_flops, eager.useful_flops, eager.bytes)
     assert rows(compiled) == rows(eager)
     assert compiled.trace_status.startswith("on"), compiled.trace_status
+    assert "Inductor kernels from provenance" in compiled.trace_status, compiled.trace_status
     per_op = sum(o.kernel_seconds for o in compiled.ops if o.kernel_seconds == o.kernel_seconds)
     assert per_op + compiled.unattributed_kernel_seconds == pytest.approx(compiled.kernel_seconds, rel=1e-6)
+    share = compiled.unattributed_kernel_seconds / compiled.kernel_seconds
     print(f"{model}: matrix {compiled.matrix_flops:.4g} (eager {eager.matrix_flops:.4g}), unattributed "
-          f"{100 * compiled.unattributed_kernel_seconds / compiled.kernel_seconds:.1f} % of kernel time, "
-          f"timing {compiled.timing_mode}")
+          f"{100 * share:.2f} % of kernel time, timing {compiled.timing_mode}; {compiled.trace_status}")
+    generated = [k for k in compiled.kernels if k.name.startswith("triton_")]
+    assert generated, [k.name for k in compiled.kernels]
+    for k in generated:
+        assert k.op and k.op_row == k.op_row and k.fused_bytes == k.fused_bytes, (k.name, k.op, k.fused_bytes)
+    assert share <= 0.01, [(k.name, k.op, k.duration_us) for k in compiled.kernels if k.op == ""]

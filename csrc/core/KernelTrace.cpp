@@ -372,7 +372,8 @@ std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<Op
 }
 
 void addKernelRows(ResultTable& table, const std::vector<KernelRecord>& kernels,
-                   const std::vector<OpEvent>& events) {
+                   const std::vector<OpEvent>& events,
+                   const std::vector<GeneratedKernelRow>& generated) {
   uint64_t origin = std::numeric_limits<uint64_t>::max();
   for (const KernelRecord& k : kernels) {
     origin = std::min(origin, k.startNs);
@@ -390,6 +391,16 @@ void addKernelRows(ResultTable& table, const std::vector<KernelRecord>& kernels,
       }
       table.setText(row, KernelField::op, e->op);
       table.setText(row, KernelField::module, e->module);
+    }
+    if (k.generated >= 0 && static_cast<size_t>(k.generated) < generated.size()) {
+      const GeneratedKernelRow& g = generated[static_cast<size_t>(k.generated)];
+      if (g.row >= 0) {
+        table.set(row, KernelField::op_row, d(g.row));
+      }
+      table.setText(row, KernelField::op, g.ops);
+      table.setText(row, KernelField::module, g.modules);
+      table.set(row, KernelField::fused_flops, g.flops);
+      table.set(row, KernelField::fused_bytes, g.bytes);
     }
     table.setText(row, KernelField::name, k.name);
     table.set(row, KernelField::timed, k.timed ? 1.0 : 0.0);

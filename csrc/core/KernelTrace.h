@@ -3,6 +3,7 @@
 // them, their attribution to the ops that launched them, interval arithmetic, and the Chrome
 // trace writer. The CUPTI side that fills the records is csrc/cupti/CuptiTracer.cpp.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -37,7 +38,8 @@ struct KernelRecord {
   bool timed = false;
   std::optional<int32_t> forward;
   // Attribution (attributeCounted / attributeByPosition):
-  int64_t opEvent = -1;  // index into the counted forward's OpEvents; -1: launched by no op
+  int64_t opEvent = -1;    // index into the counted forward's OpEvents; -1: launched by no op
+  int32_t generated = -1;  // a generated kernel's row (attributeGenerated), else -1
 
   uint64_t durationNs() const { return endNs > startNs ? endNs - startNs : 0; }
 };
@@ -157,10 +159,21 @@ std::string chromeTrace(const std::vector<OpEvent>& events, const std::vector<Op
 
 std::string jsonEscape(const std::string& s);
 
+// What the kernel table says of a generated kernel (core/CompiledAttribution.h).
+struct GeneratedKernelRow {
+  std::string ops;      // the ops it fused, " + "-joined, in its order
+  std::string modules;  // their modules
+  int64_t row = -1;     // the op row that took the largest share of its time
+  double flops = std::numeric_limits<double>::quiet_NaN();  // nominal, of its ops (NaN: unpriced)
+  double bytes = std::numeric_limits<double>::quiet_NaN();
+};
+
 // Appends one row per kernel to a "kernels" table, each with the op that accounts for it (the
-// counted op that owns its launching op, else that op itself) and that op's op-table row.
-// Start times are microseconds from the first kernel's start.
+// counted op that owns its launching op, else that op itself) and that op's op-table row; a
+// generated kernel with the ops it fused (generated[k.generated]). Start times are
+// microseconds from the first kernel's start.
 void addKernelRows(ResultTable& table, const std::vector<KernelRecord>& kernels,
-                   const std::vector<OpEvent>& events);
+                   const std::vector<OpEvent>& events,
+                   const std::vector<GeneratedKernelRow>& generated = {});
 
 }  // namespace torchutil

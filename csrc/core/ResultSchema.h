@@ -163,8 +163,10 @@ struct FieldSpec {
 // forwards'.
 #define TORCHUTIL_KERNEL_FIELDS(X)                                                            \
   X(name, Text, "kernel name as torch.profiler shows it")                                     \
-  X(op, Text, "the counted op that accounts for it (\"\" when none)")                         \
-  X(module, Text, "that op's module")                                                         \
+  X(op, Text,                                                                                 \
+    "the counted op that accounts for it (\"\" when none); for a kernel Inductor generated, "   \
+    "the ops it fused (\" + \"-joined)")                                                        \
+  X(module, Text, "that op's module (a generated kernel: its ops' modules)")                   \
   X(timed, Count, "0: launched by the counted forward; 1: by a timed forward")                \
   X(forward, Count,                                                                           \
     "index of the timed forward that launched it; none for the counted forward and for "     \
@@ -186,6 +188,10 @@ struct FieldSpec {
   X(bytes, Count, "bytes copied or set (memcpy, memset)")                                     \
   X(op_row, Count, "row of the op table that accounts for it, none when no op does")          \
   X(graph_id, Count, "CUDA graph id, 0 outside graphs")                                      \
+  X(fused_flops, Real,                                                                        \
+    "a generated kernel's nominal FLOPs: those of the ops it fused (NaN for other kernels, "  \
+    "and where an op it fused has no price)")                                                 \
+  X(fused_bytes, Real, "its nominal bytes: what the ops it fused read and write, each alone") \
   X(hw_tensor_flops, Real, "FLOPs it ran on the tensor cores (counted forward; counters='flops')") \
   X(hw_gmma_instructions, Real, "warp-group tensor instructions")                             \
   X(hw_fma_instructions, Real, "FMA-pipe warp instructions")                                  \

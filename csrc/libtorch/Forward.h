@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/CompiledAttribution.h"
+
 namespace torchutil {
 
 class Forward {
@@ -34,6 +36,11 @@ class Forward {
   // pool; an eager Python fork runs inline): a profile then counts it eagerly before trying a
   // CUDA-graph capture, which would not hold that work.
   virtual bool mayFork() { return false; }
+  // The kernels Inductor generates for the compiled code the forwards run, and the ops each
+  // fused (torchutil/_inductor.py): recording starts before the warm-ups, where that code
+  // compiles, and generatedKernels() ends it. Call generatedKernels() outside any count.
+  virtual void recordGeneratedKernels() {}
+  virtual GeneratedKernels generatedKernels() { return {}; }
 
   // Reports module entries and exits to OpCounter until close() (or its destruction, which
   // closes quietly where close() did not run: while an exception unwinds).

@@ -89,6 +89,9 @@ class ProfileRun {
 
   ProfileOutput run() {
     c10::InferenceMode inference;
+    if (plan_.traces) {
+      forward_->recordGeneratedKernels();  // the warm-ups compile torch.compile'd code
+    }
     for (Step step = Step::WarmUp; step != Step::Assemble; step = plan_.next(step)) {
       if (plan_.holdsGpuLock(step)) {
         lock_->hold();
@@ -459,6 +462,12 @@ class ProfileRun {
         for (OpEvent& e : counted_->events) {
           e.row = e.row >= 0 ? rowOf[static_cast<size_t>(e.row)] : -1;
         }
+      }
+      if (eager_ || counted_->compiledRegions > 0) {
+        out_.generated =
+            attributeGenerated(&out_.trace, countedKernels_, timedKernels_, plan_.tracedForwards,
+                               forward_->generatedKernels(), table.rows(),
+                               eager_ ? eager_->events : counted_->events, &out_.traceStatus);
       }
       out_.traced = true;
       out_.kernels = std::move(countedKernels_);

@@ -89,6 +89,8 @@ struct ProfileOutput {
   TraceStats trace;
   std::vector<OpEvent> events;
   std::vector<KernelRecord> kernels;  // counted forward first, then the timed forwards
+  std::vector<GeneratedKernelRow>
+      generated;  // kernels Inductor generated (KernelRecord::generated)
   // On a CPU: each op row's wall time in the counted forward (core/OpTimes.h), else empty.
   std::vector<OpKernelStats> cpuOpTimes;
   std::string chromeTrace;

@@ -22,7 +22,7 @@ void nameTables(const ProfileOutput& out, NamedResult* r) {
     r->unknownOps.setText(row, UnknownOpField::op, op);
     r->unknownOps.set(row, UnknownOpField::calls, static_cast<double>(calls));
   }
-  addKernelRows(r->kernels, out.kernels, out.events);
+  addKernelRows(r->kernels, out.kernels, out.events, out.generated);
   hw::fillOpRows(r->ops, out.hw, rows);
   hw::fillKernelRows(r->kernels, out.hw);
 }

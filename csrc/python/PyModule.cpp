@@ -139,9 +139,64 @@ class PyModuleScope final : public Forward::ModuleScope {
   py::object postHandle_;
 };
 
+// Recording.finish()'s (status, kernels) of torchutil/_inductor.py.
+GeneratedKernels toGeneratedKernels(const py::handle& finished) {
+  auto result = finished.cast<py::tuple>();
+  GeneratedKernels out;
+  out.status = result[0].cast<std::string>();
+  for (py::handle item : result[1]) {
+    auto k = item.cast<py::tuple>();
+    GeneratedKernel g{k[0].cast<std::string>(), k[1].cast<std::string>(), {}};
+    for (py::handle op : k[2]) {
+      auto f = op.cast<py::tuple>();
+      g.fused.push_back(FusedOp{f[0].cast<std::string>(), f[1].cast<std::vector<std::string>>(),
+                                f[2].cast<std::string>(), f[3].cast<int64_t>(),
+                                f[4].cast<int64_t>(), f[5].cast<int64_t>(), f[6].cast<bool>()});
+    }
+    out.kernels.push_back(std::move(g));
+  }
+  return out;
+}
+
 class PyForward final : public Forward {
  public:
   explicit PyForward(c10::intrusive_ptr<PyModule> module) : module_(std::move(module)) {}
+
+  // Inductor's configuration is restored however the profile ends.
+  ~PyForward() override {
+    if (recording_ && Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      try {
+        recording_.attr("stop")();
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("torchutil: restoring Inductor's configuration");
+      }
+      recording_ = py::object();
+    }
+  }
+
+  void recordGeneratedKernels() override {
+    py::gil_scoped_acquire gil;
+    recording_ = py::module_::import("torchutil._inductor").attr("Recording")();
+    recording_.attr("start")();
+  }
+
+  GeneratedKernels generatedKernels() override {
+    py::gil_scoped_acquire gil;
+    if (!recording_) {
+      return {};
+    }
+    // A torch whose Inductor records otherwise: the kernels stay unattributed, and the status
+    // says why, rather than the profile failing.
+    try {
+      py::object finished = recording_.attr("finish")();
+      recording_ = py::object();
+      return toGeneratedKernels(finished);
+    } catch (py::error_already_set& e) {
+      return GeneratedKernels{
+          std::string("Inductor kernels not tied: recording them failed: ") + e.what(), {}};
+    }
+  }
 
   void run(const std::vector<at::Tensor>& inputs) override {
     py::gil_scoped_acquire gil;
@@ -206,6 +261,7 @@ class PyForward final : public Forward {
   }
 
   c10::intrusive_ptr<PyModule> module_;
+  py::object recording_;  // torchutil._inductor.Recording while it records
 };
 
 // Raises the pending signal's exception (KeyboardInterrupt on Ctrl-C) in the profile call.
