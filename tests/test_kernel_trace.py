@@ -281,20 +281,18 @@ def test_torch_compile_kernels_are_recorded():
     eager = torchutil.profile(model, x, warmup=1, iters=2)
     compiled = torch.compile(model)
     r = torchutil.profile(compiled, x, warmup=2, iters=3)
-    assert r.trace_status == "on"
+    assert r.trace_status.startswith("on"), r.trace_status
     print(f"compiled resnet50 b8: {r.kernels_per_forward:.0f} kernels/forward, matrix FLOPs {r.matrix_flops:.3e} "
           f"(eager {eager.matrix_flops:.3e}), unattributed {1e3 * r.unattributed_kernel_seconds:.3f} ms of "
           f"{1e3 * r.kernel_seconds:.3f} ms")
     # Inductor's fused (Triton) kernels are launched by no dispatcher op: they are recorded, and
-    # their time is reported as unattributed.
+    # tied to the ops they fused by Inductor's provenance (tests/test_compiled.py checks how).
     one = [k for k in r.kernels if not k.timed] or [k for k in r.kernels if k.forward == 0]
     fused = [k for k in one if k.name.startswith("triton_")]
     assert fused, [k.name for k in r.kernels[:20]]
     owners = sorted({k.op for k in fused})
     print(f"compiled resnet50 b8 ({r.timing_mode}): {len(fused)} Triton kernels a forward, launched inside: {owners}")
-    # None is priced as the work of a counted matrix op (a convolution or matmul it did not run).
-    assert not [k for k in fused if k.op_row is not None and r.ops[k.op_row].op_class == "matrix"]
-    assert 0 < r.unattributed_kernel_seconds < r.kernel_seconds
+    assert 0 <= r.unattributed_kernel_seconds < r.kernel_seconds
     # Counted as its eager self (docs/counting.md, "Compiled models"): the eager forward's FLOPs,
     # bytes and op rows.
     assert (r.matrix_flops, r.vector_flops, r.bytes) == (eager.matrix_flops, eager.vector_flops, eager.bytes)

@@ -464,6 +464,16 @@ class ProfileRun {
         }
       }
       if (eager_ || counted_->compiledRegions > 0) {
+        // A kernel that compiled code launched inside dynamo's region mark has that mark's
+        // event, which is no eager row: it is tied by provenance, as a kernel no op launched.
+        for (std::vector<KernelRecord>* records : {&countedKernels_, &timedKernels_}) {
+          for (KernelRecord& k : *records) {
+            if (k.opEvent >= 0 && static_cast<size_t>(k.opEvent) < counted_->events.size() &&
+                counted_->events[static_cast<size_t>(k.opEvent)].row < 0) {
+              k.opEvent = -1;
+            }
+          }
+        }
         out_.generated =
             attributeGenerated(&out_.trace, countedKernels_, timedKernels_, plan_.tracedForwards,
                                forward_->generatedKernels(), table.rows(),
