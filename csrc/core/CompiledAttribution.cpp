@@ -310,4 +310,27 @@ TraceStats shareOntoEagerRows(const TraceStats& compiled, const std::vector<OpSt
   return out;
 }
 
+std::vector<GeneratedKernelRow> tieCompiledTrace(
+    TraceStats* stats, std::vector<OpEvent>& compiledEvents,
+    const std::vector<OpStats>& compiledRows, const std::vector<OpStats>& eagerRows,
+    const std::vector<OpEvent>& eagerEvents, std::vector<KernelRecord>& counted,
+    std::vector<KernelRecord>& timed, int64_t forwards, const GeneratedKernels& generated,
+    std::string* status) {
+  std::vector<int64_t> rowOf;
+  *stats = shareOntoEagerRows(*stats, compiledRows, eagerRows, eagerEvents, &rowOf);
+  for (OpEvent& e : compiledEvents) {
+    e.row = e.row >= 0 ? rowOf[static_cast<size_t>(e.row)] : -1;
+  }
+  for (std::vector<KernelRecord>* records : {&counted, &timed}) {
+    for (KernelRecord& k : *records) {
+      if (k.opEvent >= 0 && static_cast<size_t>(k.opEvent) < compiledEvents.size() &&
+          compiledEvents[static_cast<size_t>(k.opEvent)].row < 0) {
+        k.opEvent = -1;
+      }
+    }
+  }
+  return attributeGenerated(stats, counted, timed, forwards, generated, eagerRows, eagerEvents,
+                            status);
+}
+
 }  // namespace torchutil

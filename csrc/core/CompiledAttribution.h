@@ -73,4 +73,15 @@ std::vector<GeneratedKernelRow> attributeGenerated(
     int64_t forwards, const GeneratedKernels& generated, const std::vector<OpStats>& rows,
     const std::vector<OpEvent>& events, std::string* status);
 
+// A compiled forward's trace onto its eager count, in one step: shareOntoEagerRows of *stats
+// (over the compiled count's rows), the compiled events' rows renamed to eager rows; then the
+// kernels launched by no op, or inside an event no eager row holds (dynamo's region mark
+// around a compiled frame's code), tied by attributeGenerated. Returns its rows.
+std::vector<GeneratedKernelRow> tieCompiledTrace(
+    TraceStats* stats, std::vector<OpEvent>& compiledEvents,
+    const std::vector<OpStats>& compiledRows, const std::vector<OpStats>& eagerRows,
+    const std::vector<OpEvent>& eagerEvents, std::vector<KernelRecord>& counted,
+    std::vector<KernelRecord>& timed, int64_t forwards, const GeneratedKernels& generated,
+    std::string* status);
+
 }  // namespace torchutil

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-
 namespace torchutil::cuda {
 
 struct DeviceInfo {
@@ -42,14 +41,15 @@ struct GraphCapture {
   std::string failure;                   // the forward's error during capture
 };
 
-// Captures forward() in a CUDA graph on `stream`, a side stream (libtorch's captureStream()). A failed capture is retried once after freeing the allocator's cache and running
-// warmUp() (if given) on the stream; a second failure is the Capture's failure, with the CUDA
-// state cleaned up. threadLocal: capture in cudaStreamCaptureModeThreadLocal, where other
-// threads of the process (in SharedCaptureMode) may make any CUDA call meanwhile (a sweep's
-// threads sharing the GPU), their captures too, side by side; else in the global mode, which
-// refuses them. See libtorch/Timing.h's captureForward.
+// Captures forward() in a CUDA graph on `stream`, a side stream (libtorch's captureStream()). A
+// failed capture is retried once after freeing the allocator's cache and running warmUp() (if
+// given) on the stream; a second failure is the Capture's failure, with the CUDA state cleaned up.
+// threadLocal: capture in cudaStreamCaptureModeThreadLocal, where other threads of the process (in
+// SharedCaptureMode) may make any CUDA call meanwhile (a sweep's threads sharing the GPU), their
+// captures too, side by side; else in the global mode, which refuses them. See libtorch/Timing.h's
+// captureForward.
 GraphCapture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                     c10::Device device, c10::Stream stream, bool threadLocal);
+                          c10::Device device, c10::Stream stream, bool threadLocal);
 
 // Captures forward() on `stream` into a graph that is never instantiated nor replayed (kept as
 // a template and destroyed): for a forward whose capture only counts and lists its nodes. False

@@ -21,36 +21,13 @@
 #include "libtorch/OpCounter.h"
 #include "libtorch/ProfileInputs.h"
 #include "libtorch/ProfilePhases.h"
+#include "libtorch/ProfileSummary.h"
 #include "libtorch/ValueErrors.h"
 
 namespace torchutil {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-uint64_t eventClockNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-          .count());
-}
-
-// The memory bandwidth a result is measured against; none on the meta device.
-Bandwidth bandwidthOf(c10::Device device) {
-  if (device.is_meta()) {
-    return {kNaN, "none: nothing runs on the meta device"};
-  }
-  return deviceBandwidth(device, RateSource::Auto);
-}
-
-// The summary inputs every result shares: its count, peak, bandwidth and batch.
-SummaryInputs summaryBase(const CountTable& table, const ProfileOutput& out, int64_t batchSize) {
-  SummaryInputs s;
-  s.totals = table.totals();
-  s.peakFlopsPerSecond = out.peak.flopsPerSecond;
-  s.peakBytesPerSecond = out.bandwidth.bytesPerSecond;
-  s.batchSize = batchSize;
-  return s;
-}
 
 // One profile call: the route planned before anything runs (core/ProfilePlan.h), walked step
 // by step. A step the hardware or the forward refuses goes on with the plan's fallback
@@ -213,8 +190,7 @@ class ProfileRun {
     c10::OptionalStreamGuard onSide(side_);
     std::unique_ptr<Forward::ModuleScope> modules =
         o_.modulePaths ? forward_->trackModules() : nullptr;
-    static const TraceHooks eventsOnly{&eventClockNs, nullptr, nullptr};
-    CountingScope counting(&eventsOnly);
+    CountingScope counting(cpuOpClock());  // its op events, for the kernels' sharing
     forward_->runEager(inputs_);
     eager_ = counting.finish();
     if (modules) {
@@ -456,28 +432,10 @@ class ProfileRun {
                                   traced_.perOpFromTraced(), counted_->events,
                                   counted_->table.rows().size());
       if (eager_) {
-        std::vector<int64_t> rowOf;
-        out_.trace = shareOntoEagerRows(out_.trace, counted_->table.rows(), table.rows(),
-                                        eager_->events, &rowOf);
-        for (OpEvent& e : counted_->events) {
-          e.row = e.row >= 0 ? rowOf[static_cast<size_t>(e.row)] : -1;
-        }
-      }
-      if (eager_ || counted_->compiledRegions > 0) {
-        // A kernel that compiled code launched inside dynamo's region mark has that mark's
-        // event, which is no eager row: it is tied by provenance, as a kernel no op launched.
-        for (std::vector<KernelRecord>* records : {&countedKernels_, &timedKernels_}) {
-          for (KernelRecord& k : *records) {
-            if (k.opEvent >= 0 && static_cast<size_t>(k.opEvent) < counted_->events.size() &&
-                counted_->events[static_cast<size_t>(k.opEvent)].row < 0) {
-              k.opEvent = -1;
-            }
-          }
-        }
         out_.generated =
-            attributeGenerated(&out_.trace, countedKernels_, timedKernels_, plan_.tracedForwards,
-                               forward_->generatedKernels(), table.rows(),
-                               eager_ ? eager_->events : counted_->events, &out_.traceStatus);
+            tieCompiledTrace(&out_.trace, counted_->events, counted_->table.rows(), table.rows(),
+                             eager_->events, countedKernels_, timedKernels_, plan_.tracedForwards,
+                             forward_->generatedKernels(), &out_.traceStatus);
       }
       out_.traced = true;
       out_.kernels = std::move(countedKernels_);
@@ -550,24 +508,6 @@ class ProfileRun {
 };
 
 }  // namespace
-
-ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batchSize,
-                             double seconds, RateSource peakSource,
-                             std::optional<double> peakFlops) {
-  ProfileOutput out;
-  out.peak = peakForCount(device, table, peakSource, peakFlops);
-  out.bandwidth = bandwidthOf(device);
-  SummaryInputs s = summaryBase(table, out, batchSize);
-  s.secondsPerForward = seconds;
-  s.secondsInterval = MedianInterval{seconds, seconds, seconds};
-  s.iterations = 1;
-  out.summary = summarize(s);
-  out.table = std::move(table);
-  out.device = device.str();
-  out.timingMode = "wall";
-  out.repetition = "one timed block";
-  return out;
-}
 
 ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                            const ProfileOptions& options) {
