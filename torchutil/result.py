@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
+from torchutil._format import count, percent, rate, scaled
 from torchutil._files import atomic_open
 from torchutil._json import json_safe
 from torchutil.fields import FIELDS, TEXT_FIELDS, output_rows, row_class, schema
@@ -233,9 +234,9 @@ class ProfileResult:
         time with its interval; format() (print(result)) has the rest."""
         per = self._per
         what = ", ".join(t for t in (self.texts.get("model", ""), self.device, self.peak_dtype,
-                                     f"batch {_count(self.batch_size)}") if t)
-        return (f"ProfileResult({what}: utilization {_percent(self.utilization)}, "
-                f"{_rate(self.flops, 'FLOP')} / {per}, {_seconds(self, per)})")
+                                     f"batch {count(self.batch_size)}") if t)
+        return (f"ProfileResult({what}: utilization {percent(self.utilization)}, "
+                f"{rate(self.flops, 'FLOP')} / {per}, {_seconds(self, per)})")
 
     def _repr_html_(self, top: int = 10) -> str:
         """For notebooks: the summary and the top ops by FLOPs, as HTML tables."""
@@ -266,32 +267,6 @@ class ProfileResult:
         return self.format()
 
 
-# --- numbers as the summary writes them -----------------------------------------------------------
-
-def _scaled(value: float, unit: float) -> str:
-    """value / unit to four significant digits, "n/a" where it is NaN."""
-    return "n/a" if value != value else f"{value / unit:.4g}"
-
-
-def _rate(value: float, unit: str = "FLOP/s") -> str:
-    """A rate in the prefix that fits it (T, G, M, k), four significant digits; "n/a" for NaN:
-    a CPU's peak reads 38.3 GFLOP/s, not 0.0383 TFLOP/s."""
-    if value != value:
-        return "n/a"
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.4g} {prefix}{unit}"
-    return f"{value:.4g} {unit}"
-
-
-def _percent(fraction: float) -> str:
-    return "n/a" if fraction != fraction else f"{100 * fraction:.3g} %"
-
-
-def _count(value: float) -> str:
-    return "n/a" if value != value else str(int(value))
-
-
 # --- the summary: one list for repr, HTML and format --------------------------------------------
 
 class SummaryLine(NamedTuple):
@@ -305,11 +280,11 @@ class SummaryLine(NamedTuple):
 
 
 def _device(r: ProfileResult, per: str) -> str:
-    return f"{r.device}, timing {r.timing_mode}, batch {_count(r.batch_size)}"
+    return f"{r.device}, timing {r.timing_mode}, batch {count(r.batch_size)}"
 
 
 def _utilization(r: ProfileResult, per: str) -> str:
-    return f"{_percent(r.utilization)} of {_rate(r.peak_flops_per_second)} ({r.peak_dtype})"
+    return f"{percent(r.utilization)} of {rate(r.peak_flops_per_second)} ({r.peak_dtype})"
 
 
 def _peak_source(r: ProfileResult, per: str) -> str:
@@ -317,21 +292,21 @@ def _peak_source(r: ProfileResult, per: str) -> str:
 
 
 def _flops(r: ProfileResult, per: str) -> str:
-    return (f"{_scaled(r.flops, 1e9)} GFLOP (matrix {_scaled(r.matrix_flops, 1e9)}, "
-            f"vector {_scaled(r.vector_flops, 1e9)})")
+    return (f"{scaled(r.flops, 1e9)} GFLOP (matrix {scaled(r.matrix_flops, 1e9)}, "
+            f"vector {scaled(r.vector_flops, 1e9)})")
 
 
 def _bytes(r: ProfileResult, per: str) -> str:
-    return f"{_scaled(r.bytes, 1e6)} MB, intensity {_scaled(r.arithmetic_intensity, 1.0)} FLOP/B"
+    return f"{scaled(r.bytes, 1e6)} MB, intensity {scaled(r.arithmetic_intensity, 1.0)} FLOP/B"
 
 
 def _seconds(r: ProfileResult, per: str) -> str:
     """The time with how sure it is: "512.7 ms ± 28 % (median of 10, 95 % CI)". A block is timed
     once, by the wall clock around it, and one forward has no interval: neither gets a ±."""
-    ms = _scaled(r.seconds, 1e-3)
+    ms = scaled(r.seconds, 1e-3)
     if per == "block":
         return f"{ms} ms ({r.repetition})"
-    n = _count(r.iterations)
+    n = count(r.iterations)
     half = r.seconds_relative_ci
     if not r.iterations >= 2 or half != half:
         return f"{ms} ms (median of {n}, no interval)"
@@ -340,12 +315,12 @@ def _seconds(r: ProfileResult, per: str) -> str:
 
 
 def _time(r: ProfileResult, per: str) -> str:
-    return (f"{_seconds(r, per)}, {_scaled(r.inputs_per_second, 1.0)} inputs/s, "
-            f"{_rate(r.achieved_flops_per_second)}")
+    return (f"{_seconds(r, per)}, {scaled(r.inputs_per_second, 1.0)} inputs/s, "
+            f"{rate(r.achieved_flops_per_second)}")
 
 
 def _ops(r: ProfileResult, per: str) -> str:
-    text = f"{len(r.ops)} rows, {_count(r.counted_op_calls)} calls"
+    text = f"{len(r.ops)} rows, {count(r.counted_op_calls)} calls"
     if r.unknown_ops:
         listed = ", ".join(f"{k} x{c}" for k, c in r.unknown_ops.items())
         text += f"; {len(r.unknown_ops)} with no FLOP formula (not counted): {listed}"
@@ -355,9 +330,9 @@ def _ops(r: ProfileResult, per: str) -> str:
 def _kernels(r: ProfileResult, per: str) -> str:
     if r.traced != 1.0:
         return f"not traced ({r.trace_status})"
-    return (f"{_count(r.kernels_per_forward)} / {per}, {_scaled(r.kernel_seconds, 1e-3)} ms kernel time, "
-            f"busy {_percent(r.gpu_busy_fraction)} of the {per}, "
-            f"utilization over kernel time {_percent(r.kernel_utilization)}")
+    return (f"{count(r.kernels_per_forward)} / {per}, {scaled(r.kernel_seconds, 1e-3)} ms kernel time, "
+            f"busy {percent(r.gpu_busy_fraction)} of the {per}, "
+            f"utilization over kernel time {percent(r.kernel_utilization)}")
 
 
 def _counters(r: ProfileResult, per: str) -> str | None:
@@ -369,8 +344,8 @@ def _counters(r: ProfileResult, per: str) -> str | None:
     if r.counters_not_on_gpu:
         parts.append(f"no counter on this GPU for {r.counters_not_on_gpu}")
     if v.get("hw_tensor_flops") == v.get("hw_tensor_flops"):
-        parts.append(f"tensor {_scaled(v['hw_tensor_flops'], 1e9)} GFLOP = "
-                     f"{_scaled(v['hw_flops_ratio'], 1.0)} x counted matrix FLOPs")
+        parts.append(f"tensor {scaled(v['hw_tensor_flops'], 1e9)} GFLOP = "
+                     f"{scaled(v['hw_flops_ratio'], 1.0)} x counted matrix FLOPs")
     for name, label in (("sm_throughput_pct", "SM"), ("dram_throughput_pct", "DRAM"),
                         ("tensor_active_pct", "tensor"), ("pm_sm_active_pct", "PM SM active"),
                         ("pm_tensor_active_pct", "PM tensor"), ("pm_dram_throughput_pct", "PM DRAM")):
@@ -382,7 +357,7 @@ def _counters(r: ProfileResult, per: str) -> str | None:
 def _peak_exceeded(r: ProfileResult, per: str) -> str | None:
     if not r.peak_exceeded > 0:
         return None
-    return (f"the {per} ran at {_percent(r.peak_exceeded)} of the peak: the peak (its source above) is "
+    return (f"the {per} ran at {percent(r.peak_exceeded)} of the peak: the peak (its source above) is "
             f"below what this device reached for {r.peak_dtype}")
 
 
@@ -395,7 +370,7 @@ def _saturated(r: ProfileResult, per: str) -> str | None:
 def _other_threads(r: ProfileResult, per: str) -> str | None:
     if not r.other_thread_op_calls > 0:
         return None
-    return (f"{_count(r.other_thread_op_calls)} op calls on other threads were not counted "
+    return (f"{count(r.other_thread_op_calls)} op calls on other threads were not counted "
             "(forked work while several counts ran)")
 
 
@@ -446,11 +421,11 @@ OP_COLUMNS: tuple[OpColumn, ...] = (
     OpColumn("module", lambda r: r.module, -28, clip=True),
     OpColumn("dtype", lambda r: r.dtype, -9),
     OpColumn("calls", lambda r: str(r.calls), 5),
-    OpColumn("GFLOP", lambda r: _scaled(r.flops, 1e9), 9),
-    OpColumn("MB", lambda r: _scaled(r.bytes, 1e6), 8),
-    OpColumn("FLOP/B", lambda r: _scaled(r.arithmetic_intensity, 1.0), 7),
+    OpColumn("GFLOP", lambda r: scaled(r.flops, 1e9), 9),
+    OpColumn("MB", lambda r: scaled(r.bytes, 1e6), 8),
+    OpColumn("FLOP/B", lambda r: scaled(r.arithmetic_intensity, 1.0), 7),
     # A GPU op's kernel time, a CPU op's wall time (kernel_attribution "cpu").
-    OpColumn("time ms", lambda r: _scaled(r.kernel_seconds, 1e-3), 9),
+    OpColumn("time ms", lambda r: scaled(r.kernel_seconds, 1e-3), 9),
 )
 
 

@@ -13,7 +13,8 @@ import torch
 
 from torchutil import _ops  # registers the ops
 from torchutil.fields import build_rows, row_class
-from torchutil.result import ProfileResult, _percent, _rate, _scaled
+from torchutil._format import percent, rate, scaled
+from torchutil.result import ProfileResult
 from torchutil.views import text_table
 
 __all__ = ["BANDWIDTH_SOURCES", "RooflineResult", "RooflineRow", "memory_bandwidth", "roofline",
@@ -72,15 +73,15 @@ class RooflineResult:
                       else math.inf)
         shown = rows if top is None else rows[:top]
         counts = ", ".join(f"{n} {bound}" for bound, n in sorted(self.counts().items()))
-        lines = [f"peak {_rate(self.peak_flops_per_second)}, bandwidth {_rate(self.bandwidth, 'B/s')} "
+        lines = [f"peak {rate(self.peak_flops_per_second)}, bandwidth {rate(self.bandwidth, 'B/s')} "
                  f"({self.bandwidth_source}); ridge {self.ridge_intensity:.4g} FLOP/B",
                  f"{len(self.rows)} ops: {counts}",
                  f"ops by roofline time{'' if top is None or len(rows) <= top else f' (top {top})'}:",
                  text_table(["op", "module", "dtype", "GFLOP", "MB", "FLOP/B", "attainable", "roofline ms",
                              "achieved", "bound"],
-                            [[r.op, r.module[-28:], r.dtype, _scaled(r.flops, 1e9), _scaled(r.bytes, 1e6),
-                              _scaled(r.intensity, 1.0), _percent(r.attainable_utilization),
-                              _scaled(r.roofline_seconds, 1e-3), _rate(r.achieved_flops_per_second),
+                            [[r.op, r.module[-28:], r.dtype, scaled(r.flops, 1e9), scaled(r.bytes, 1e6),
+                              scaled(r.intensity, 1.0), percent(r.attainable_utilization),
+                              scaled(r.roofline_seconds, 1e-3), rate(r.achieved_flops_per_second),
                               r.bound] for r in shown], left=3)]
         if len(shown) < len(rows):
             lines.append(f"... {len(rows) - len(shown)} more (format(top=None) shows every op)")
@@ -91,8 +92,8 @@ class RooflineResult:
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n} {bound}" for bound, n in sorted(self.counts().items()))
-        return (f"RooflineResult(peak {_rate(self.peak_flops_per_second)}, bandwidth "
-                f"{_rate(self.bandwidth, 'B/s')}, ridge {self.ridge_intensity:.4g} FLOP/B; "
+        return (f"RooflineResult(peak {rate(self.peak_flops_per_second)}, bandwidth "
+                f"{rate(self.bandwidth, 'B/s')}, ridge {self.ridge_intensity:.4g} FLOP/B; "
                 f"{len(self.rows)} ops: {counts})")
 
     def to_dict(self) -> dict[str, Any]:

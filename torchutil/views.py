@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import torch
 
+from torchutil._format import percent, scaled
 from torchutil.fields import FIELDS
 
 __all__ = ["ModuleRow", "ModuleTree", "OpTypeRow", "OpTypeTable", "model_facts", "record_model", "text_table"]
@@ -35,14 +36,6 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int 
                          for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
-def _num(value: float, unit: float, digits: int = 4) -> str:
-    return "n/a" if value != value else f"{value / unit:.{digits}g}"
-
-
-def _pct(fraction: float) -> str:
-    return "n/a" if fraction != fraction else f"{100 * fraction:.1f} %"
 
 
 def _seconds(rows: Sequence[Any]) -> float:
@@ -141,8 +134,8 @@ class OpTypeTable(_View):
     def format(self) -> str:
         return text_table(
             ["op", "calls", "GFLOP", "share", "MB", "time ms", "time share"],
-            [[r.op, str(r.calls), _num(r.flops, 1e9), _pct(r.share), _num(r.bytes, 1e6),
-              _num(r.seconds, 1e-3), _pct(r.time_share)] for r in self.rows])
+            [[r.op, str(r.calls), scaled(r.flops, 1e9), percent(r.share, ".1f"), scaled(r.bytes, 1e6),
+              scaled(r.seconds, 1e-3), percent(r.time_share, ".1f")] for r in self.rows])
 
 
 # --- by module tree --------------------------------------------------------------------------------
@@ -228,8 +221,8 @@ class ModuleTree(_View):
     def format(self) -> str:
         return text_table(
             ["module", "params", "GFLOP", "share", "MB", "time ms"],
-            [["  " * r.depth + r.name, _params(r.params), _num(r.flops, 1e9), _pct(r.share),
-              _num(r.bytes, 1e6), _num(r.seconds, 1e-3)] for r in self.rows])
+            [["  " * r.depth + r.name, _params(r.params), scaled(r.flops, 1e9), percent(r.share, ".1f"),
+              scaled(r.bytes, 1e6), scaled(r.seconds, 1e-3)] for r in self.rows])
 
     def to_dict(self) -> dict[str, Any]:
         """The tree as nested dicts: {"module": ..., "flops": ..., ..., "children": [...]}."""
