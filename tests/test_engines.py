@@ -19,6 +19,7 @@ import torch
 
 from torchutil import gpu_sharing
 from torchutil.nas import natsbench as nb
+from torchutil.studies import nas_cells as cells
 from torchutil.studies import nas_evaluate as ev
 
 optuna = pytest.importorskip("optuna")
@@ -42,7 +43,7 @@ def runtime(tmp_path, monkeypatch):
 def counted_flops(index):
     """The oracle for a trial's FLOPs: a plain evaluate_arch call on the cell's own network (built
     afresh by natsbench.network, not taken from a pool)."""
-    return ev.evaluate_arch(index, META, ev._make_input(META, torch.device("meta")))["flops"]
+    return ev.evaluate_arch(index, META, cells.make_input(META, torch.device("meta")))["flops"]
 
 
 def test_the_runtime_folder_is_made_private_and_a_shared_or_linked_one_is_refused(tmp_path, monkeypatch):

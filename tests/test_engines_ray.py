@@ -31,6 +31,7 @@ from torchutil import gpu_sharing  # noqa: E402
 from torchutil.nas import engines  # noqa: E402
 from torchutil.nas import natsbench as nb  # noqa: E402
 from torchutil.nas.evaluator import eval_config  # noqa: E402
+from torchutil.studies import nas_cells as cells  # noqa: E402
 from torchutil.studies import nas_evaluate as ev  # noqa: E402
 from torchutil.studies.nas_ray import actor_plan, ray_sweep  # noqa: E402
 
@@ -43,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @functools.lru_cache(maxsize=None)
 def counted_flops(index):
     """The oracle: a plain evaluate_arch call on the cell's own network (natsbench.network)."""
-    return ev.evaluate_arch(index, META, ev._make_input(META, torch.device("meta")))["flops"]
+    return ev.evaluate_arch(index, META, cells.make_input(META, torch.device("meta")))["flops"]
 
 
 def free_port():

@@ -265,7 +265,7 @@ def test_outer_profiler_survives_a_rejected_inner_one(linear):
 def test_bad_profiler_arguments(linear):
     with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
         torchutil.Profiler(batch_size=0)
-    with pytest.raises(ValueError, match="peak must be one of 'auto', 'datasheet', 'computed', 'measured', got 'bogus'"):
+    with pytest.raises(ValueError, match="peak must be 'auto', 'datasheet', 'computed' or 'measured', got 'bogus'"):
         torchutil.Profiler(peak="bogus")  # before the block runs, not when it ends
     with pytest.raises(ValueError, match="peak_flops must be a positive number of FLOP/s, got -3"):
         torchutil.Profiler(peak_flops=-3.0)

@@ -72,7 +72,7 @@ def _check_input(name: str, batch: int, size: int, setup: Setup) -> None:
                          f"half the {memory / 1e9:,.1f} GB of memory of {setup.device} (the activations need more); "
                          f"use a smaller batch or image size")
     with torch.device("meta"):
-        meta = build_model(name).eval()
+        meta = build_model(name)[0].eval()
 
     def fails_at(side: int) -> Exception | None:
         try:
@@ -84,7 +84,7 @@ def _check_input(name: str, batch: int, size: int, setup: Setup) -> None:
 
     e = fails_at(size)
     # Refused only where the model's own size runs on meta: else meta is what failed, not the size.
-    if e is not None and fails_at(classifier_image_size(name)) is None:
+    if e is not None and fails_at(build_model(name)[1]) is None:
         raise UsageError(f"--image-size {size}: {name} cannot take a {size}x{size} image "
                          f"({' '.join(str(e).split())})")
 
