@@ -58,7 +58,7 @@ class ProfileRun {
                         device_.str());
     }
     checkPeakOverride(o_.peakFlops);
-    plan_ = planProfile(planInputs());
+    plan_ = planProfile(planInputsOf(o_, device_, *forward_));
     cpuTimes_ = o_.trace && device_.is_cpu();  // per-op wall time on a CPU (core/OpTimes.h)
     side_ = plan_.onCaptureStream ? captureStream(device_, plan_.mode) : std::nullopt;
     lock_ = std::make_unique<GpuLock>(o_.gpuLock, &out_.phases.wait);
@@ -101,31 +101,6 @@ class ProfileRun {
   }
 
  private:
-  // What the plan is made of: the options, the forward, the device, the build and the
-  // environment's switches, each read once here.
-  PlanInputs planInputs() const {
-    PlanInputs in;
-    in.device = device_.is_cuda()   ? DeviceKind::Cuda
-                : device_.is_meta() ? DeviceKind::Meta
-                : device_.is_cpu()  ? DeviceKind::Cpu
-                                    : DeviceKind::Other;
-    in.deviceName = device_.str();
-    in.timing = o_.timing;
-    in.cudaGraphs = cudaGraphsBuilt();
-    in.trace = o_.trace;
-    in.traceForwards = o_.traceForwards;
-    in.warmup = o_.warmup;
-    in.counters = !o_.counters.empty();
-    in.timeline = hw::hasSet(o_.counters, hw::CounterSet::Timeline);
-    in.energy = o_.energy;
-    in.mayFork = forward_->mayFork();
-    in.compiled = forward_->compiled();
-    in.modulePaths = o_.modulePaths;
-    in.correlation = correlationSwitch();
-    in.teardown = teardownWanted();
-    return in;
-  }
-
   // A step refused: the run goes on with the plan's fallback, or fails where timing=
   // "cuda_graph" cannot take it.
   void refuse(Refusal refusal, const std::string& why) {

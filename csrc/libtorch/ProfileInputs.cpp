@@ -2,7 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include "core/HwCounters.h"
 #include "core/Repetition.h"
+#include "libtorch/HardwareBackends.h"
+#include "libtorch/Timing.h"
 
 namespace torchutil {
 
@@ -36,6 +39,29 @@ void checkForwardCount(const char* name, int64_t n) {
   TORCH_CHECK_VALUE(n >= 0, "torchutil: ", name, " must be >= 0, got ", n);
   TORCH_CHECK_VALUE(n <= kMaxIters, "torchutil: ", name, " must be at most ", kMaxIters,
                     " forwards, got ", n);
+}
+
+PlanInputs planInputsOf(const ProfileOptions& o, c10::Device device, Forward& forward) {
+  PlanInputs in;
+  in.device = device.is_cuda()   ? DeviceKind::Cuda
+              : device.is_meta() ? DeviceKind::Meta
+              : device.is_cpu()  ? DeviceKind::Cpu
+                                 : DeviceKind::Other;
+  in.deviceName = device.str();
+  in.timing = o.timing;
+  in.cudaGraphs = cudaGraphsBuilt();
+  in.trace = o.trace;
+  in.traceForwards = o.traceForwards;
+  in.warmup = o.warmup;
+  in.counters = !o.counters.empty();
+  in.timeline = hw::hasSet(o.counters, hw::CounterSet::Timeline);
+  in.energy = o.energy;
+  in.mayFork = forward.mayFork();
+  in.compiled = forward.compiled();
+  in.modulePaths = o.modulePaths;
+  in.correlation = correlationSwitch();
+  in.teardown = teardownWanted();
+  return in;
 }
 
 }  // namespace torchutil

@@ -7,6 +7,10 @@
 #include <optional>
 #include <vector>
 
+#include "core/ProfilePlan.h"
+#include "libtorch/Forward.h"
+#include "libtorch/Profile.h"
+
 namespace torchutil {
 
 // The device of a profile's inputs: at least one, all defined, all on one device (else a
@@ -20,5 +24,9 @@ int64_t batchOf(const std::vector<at::Tensor>& inputs, std::optional<int64_t> ba
 
 // A count of forwards: >= 0 and, like iters, at most kMaxIters (more would never finish).
 void checkForwardCount(const char* name, int64_t n);
+
+// What a profile's plan is made of: the options, the forward, the device, the build and the
+// environment's switches, each read once here.
+PlanInputs planInputsOf(const ProfileOptions& o, c10::Device device, Forward& forward);
 
 }  // namespace torchutil
