@@ -70,9 +70,17 @@ def test_a_bad_energy_window_is_a_value_error_naming_it(window):
         torchutil.profile(_mlp(), torch.randn(4, 256), energy=True, energy_window=window)
 
 
+@pytest.mark.parametrize("windows", [0, -2, 101])
+def test_a_bad_energy_windows_is_a_value_error_naming_it(windows):
+    with pytest.raises(ValueError, match=rf"energy_windows .* got {windows}"):
+        torchutil.profile(_mlp(), torch.randn(4, 256), energy=True, energy_windows=windows)
+
+
 def test_energy_options_are_typed():
     with pytest.raises(TypeError, match="energy_window must be a number"):
         torchutil.profile(_mlp(), torch.randn(4, 256), energy=True, energy_window="1s")
+    with pytest.raises(TypeError, match="energy_windows must be an int"):
+        torchutil.profile(_mlp(), torch.randn(4, 256), energy=True, energy_windows=2.5)
     with pytest.raises(TypeError, match="energy must be a bool"):
         torchutil.profile(_mlp(), torch.randn(4, 256), energy=1)
 

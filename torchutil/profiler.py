@@ -47,6 +47,7 @@ def profile(
     gpu_lock: str | None = _D["gpu_lock"],
     energy: bool = _D["energy"],
     energy_window: float = _D["energy_window"],
+    energy_windows: int = _D["energy_windows"],
 ) -> ProfileResult:
     """Profiles model(*x), or model(*args, **kwargs): utilization, FLOPs, bytes, time and the
     per-op table.
@@ -111,7 +112,8 @@ def profile(
     energy: also measure joules per forward (joules, its interval joules_ci_low/high, watts,
         flops_per_joule, inputs_per_joule): after the timed forwards, the same kind of forward
         (graph replays or eager) runs back to back for energy_window seconds (0.5: five windows
-        aligned to the counter's updates) while the device's cumulative energy counter is read:
+        aligned to the counter's updates; energy_windows sets how many) while the device's
+        cumulative energy counter is read:
         NVML's total energy on a CUDA GPU, RAPL on a CPU. The figure is the whole device's
         draw; result.energy_source names the source and windows, and says why where nothing
         was measured (the fields are then NaN). See docs/energy.md.

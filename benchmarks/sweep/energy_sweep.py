@@ -3,8 +3,8 @@ cell (CIFAR-10 networks, batch 256, float16, channels_last, timing auto, as the 
 sweep), then how images per joule ranks the cells against utilization and against throughput:
 Spearman's rho, the cells where the ranks disagree most, and a plot.
 
-What it costs: each cell pays its energy windows (0.5 s of replays in five windows aligned to
-NVML's 100 ms updates) plus the wait for the counter's first change (~50 ms on average) on top of
+What it costs: each cell pays its energy windows (by default 0.5 s of replays in five windows
+aligned to NVML's 100 ms updates; --energy-window 0.3 --energy-windows 3 for 0.3 s) plus the wait for the counter's first change (~50 ms on average) on top of
 the ~13 ms of an untraced call (the sweep's threads build and capture the next cells meanwhile),
 so about 0.6 s a cell: 1,042 cells (every 15th) take ~11 min, every 75th (209 cells) ~2.2 min.
 --max-cells caps the count; a rerun with the same --out resumes.
@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--energy-window", type=float, default=0.5)
+    ap.add_argument("--energy-windows", type=int, default=5,
+                    help="windows per cell (0.3 s in 3 is the cheapest setting with an interval)")
     ap.add_argument("--out", default="energy-sweep")
     args = ap.parse_args()
     out = Path(args.out)
@@ -75,7 +77,8 @@ def main() -> None:
     indices = list(range(0, nb.num_archs(), args.every))[:args.max_cells]
     on_cuda = torch.device(args.device).type == "cuda"
     config = ev.EvalConfig(dataset="cifar10", batch=args.batch, dtype=args.dtype, device=args.device,
-                           channels_last=on_cuda, energy=True, energy_window=args.energy_window)
+                           channels_last=on_cuda, energy=True, energy_window=args.energy_window,
+                           energy_windows=args.energy_windows)
     db = out / "results.sqlite"
     started = time.perf_counter()
     stats = ev.sweep(config, indices, db, progress=False)
@@ -87,7 +90,8 @@ def main() -> None:
     print(text)
     per_cell = stats.seconds_per_arch if stats.evaluated else math.nan
     summary = {"cells": len(rows), "every": args.every, "evaluated_now": stats.evaluated, "sweep_seconds": seconds,
-               "seconds_per_cell": per_cell, "projected_1000_cells_minutes": 1000 * per_cell / 60,
+               "seconds_per_cell": per_cell, "energy_window": args.energy_window,
+               "energy_windows": args.energy_windows, "projected_1000_cells_minutes": 1000 * per_cell / 60,
                "device": device_name(torch.device(args.device)), "agreement": agreement}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"{stats.evaluated} cells measured in {seconds:.0f} s ({per_cell:.3f} s a cell; 1,000 cells: "

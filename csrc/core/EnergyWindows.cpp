@@ -86,11 +86,16 @@ void checkEnergyPlan(const EnergyPlan& p) {
         "(0, 3600], got " +
         threeDigits(p.windowSeconds));
   }
-  if (p.windows < 1 || p.inFlight < 1) {
+  if (p.windows < 1 || p.windows > kMostEnergyWindows) {
+    throw std::invalid_argument("torchutil: energy_windows is how many windows energy_window is "
+                                "split into, in [1, " +
+                                std::to_string(kMostEnergyWindows) + "], got " +
+                                std::to_string(p.windows));
+  }
+  if (p.inFlight < 1) {
     throw std::invalid_argument(
-        "torchutil: energy needs at least one window and one forward in "
-        "flight, got " +
-        std::to_string(p.windows) + " and " + std::to_string(p.inFlight));
+        "torchutil: energy needs at least one forward in flight, got " +
+        std::to_string(p.inFlight));
   }
   if (!(p.stallSeconds > 0.0 && std::isfinite(p.stallSeconds))) {
     throw std::invalid_argument(
@@ -198,6 +203,19 @@ EnergyResult measureEnergy(EnergyCounter& counter, ForwardQueue& queue, const En
   r.updateSeconds = medianOf(std::move(gaps));
   r.notes = counter.notes();
   return r;
+}
+
+std::string paceNote(const EnergyResult& r, double secondsPerForward, double tolerance) {
+  if (!r.measured() || !(secondsPerForward > 0.0) || !(r.forwards > 0.0)) {
+    return "";
+  }
+  const double pace = r.seconds / r.forwards;
+  if (!(pace > secondsPerForward * (1.0 + tolerance))) {
+    return "";
+  }
+  return "the windows' forwards took " + threeDigits(pace / secondsPerForward) + "x the timed " +
+         duration(secondsPerForward) + " each (" + duration(pace) +
+         "): the device idled or ran slower, and that time's draw is in the figure";
 }
 
 std::string describeEnergy(const EnergyResult& r, const std::string& source,

@@ -63,6 +63,8 @@ struct EnergyPlan {
   double stallSeconds = 2.0;
 };
 
+inline constexpr int64_t kMostEnergyWindows = 100;
+
 // Throws std::invalid_argument naming the value when the plan cannot be run.
 void checkEnergyPlan(const EnergyPlan& plan);
 
@@ -88,6 +90,11 @@ struct EnergyResult {
 // than the counter's updates, a window that holds less than one forward) is a refusal, not an
 // exception.
 EnergyResult measureEnergy(EnergyCounter& counter, ForwardQueue& queue, const EnergyPlan& plan);
+
+// What to add to the notes when the windows' forwards ran slower than the timed ones: the device
+// then idled (the host fell behind) or slowed, and that time's draw is in the figure. "" when
+// their pace is within `tolerance` (relative) of secondsPerForward, or either is unknown.
+std::string paceNote(const EnergyResult& r, double secondsPerForward, double tolerance = 0.05);
 
 // The result's text: "<source>, changes every 100 ms, 0.52 s of <what> in 5 windows (148
 // forwards)[; <notes>]", or

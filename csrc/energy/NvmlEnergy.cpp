@@ -31,9 +31,12 @@ class Counter final : public EnergyCounter {
 
   bool read(EnergyReading* out, std::string* why) override {
     unsigned long long millijoules = 0;
+    const double before = steadyClockSeconds();
     TORCHUTIL_NVML_CHECK(*lib_, nvmlDeviceGetTotalEnergyConsumption, (device_, &millijoules), why);
+    // Stamped halfway through the call (it can take milliseconds): the windows' edges are
+    // these stamps, and the forwards are counted at them.
+    out->seconds = 0.5 * (before + steadyClockSeconds());
     out->joules = static_cast<double>(millijoules) * 1e-3;
-    out->seconds = steadyClockSeconds();
     return true;
   }
 

@@ -101,6 +101,7 @@ ProfileOptions profileOptions(const OptionValues& values, bool summaryOp) {
   o.gpuLock = optional<std::string>(values, "gpu_lock");
   o.energy = get("energy").toBool();
   o.energyPlan.windowSeconds = get("energy_window").toDouble();
+  o.energyPlan.windows = get("energy_windows").toInt();
   return o;
 }
 

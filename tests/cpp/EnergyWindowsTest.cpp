@@ -170,10 +170,44 @@ TEST(EnergyWindowsTest, PlanIsChecked) {
     plan.windowSeconds = bad;
     EXPECT_THROW(measure(d, plan), std::invalid_argument) << bad;
   }
-  EnergyPlan none;
-  none.windows = 0;
-  EXPECT_THROW(checkEnergyPlan(none), std::invalid_argument);
+  for (const int64_t bad : {int64_t{0}, int64_t{-3}, kMostEnergyWindows + 1}) {
+    EnergyPlan plan;
+    plan.windows = bad;
+    try {
+      checkEnergyPlan(plan);
+      ADD_FAILURE() << bad << " windows were taken";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("energy_windows"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("got " + std::to_string(bad)), std::string::npos);
+    }
+  }
   EXPECT_EQ(d.reads, 0);
+}
+
+TEST(EnergyWindowsTest, ThreeWindowsSpanTheirWindowAtTheSameFigure) {
+  FakeEnergyDevice d;
+  EnergyPlan plan;
+  plan.windowSeconds = 0.3;
+  plan.windows = 3;
+  const EnergyResult r = measure(d, plan);
+  ASSERT_TRUE(r.measured()) << r.refusal;
+  EXPECT_EQ(r.joulesPerForward.size(), 3u);
+  EXPECT_NEAR(r.seconds, 0.3, 1e-4);  // to a poll
+  EXPECT_NEAR(r.perForward.median, d.busyWatts * d.forwardSeconds, 2e-3);
+}
+
+// Oracle: the result's own span and forwards, against a timed pace given by hand.
+TEST(EnergyWindowsTest, PaceNoteSaysWhenTheForwardsRanSlowerThanTimed) {
+  FakeEnergyDevice d;  // 4 ms forwards back to back
+  const EnergyResult r = measure(d);
+  ASSERT_TRUE(r.measured());
+  EXPECT_EQ(paceNote(r, 0.004), "");
+  EXPECT_EQ(paceNote(r, 0.0039), "");  // 2.6 % slower: within the 5 %
+  EXPECT_EQ(paceNote(r, 0.003),
+            "the windows' forwards took 1.33x the timed 3 ms each (4 ms): the device idled or "
+            "ran slower, and that time's draw is in the figure");
+  EXPECT_EQ(paceNote(r, std::nan("")), "");
+  EXPECT_EQ(paceNote(EnergyResult(), 0.003), "");  // nothing measured
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ class EvalConfig:
     channels_last: bool = False
     energy: bool = False  # joules per forward of every cell (torchutil.profile's energy=)
     energy_window: float = 0.5
+    energy_windows: int = 5
 
     def __post_init__(self) -> None:
         nb.input_shape(self.dataset)  # checks the name
@@ -119,7 +120,8 @@ def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: f
     params = pool.params(index) if pool is not None else sum(p.numel() for p in model.parameters())
     t1 = time.perf_counter()
     options = dict(warmup=config.warmup, iters=config.iters, timing=config.timing, peak_flops=peak_flops,
-                   trace=config.trace, gpu_lock=gpu_lock, energy=config.energy, energy_window=config.energy_window)
+                   trace=config.trace, gpu_lock=gpu_lock, energy=config.energy, energy_window=config.energy_window,
+                   energy_windows=config.energy_windows)
     # With energy, the full result: where none was measured, its text says why.
     result = torchutil.profile(model, x, module_paths=False, **options) if config.energy else None
     if result is not None and not result.joules > 0:

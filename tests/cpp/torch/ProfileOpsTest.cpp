@@ -139,9 +139,11 @@ TEST(ProfileOpsTest, OptionsAreParsedByNameAndBadValuesNamed) {
   values["batch_size"] = 3;
   values["energy"] = true;
   values["energy_window"] = 0.75;
+  values["energy_windows"] = 3;
   ProfileOptions o = profileOptions(values, /*summaryOp=*/false);
   EXPECT_TRUE(o.energy);
   EXPECT_EQ(o.energyPlan.windowSeconds, 0.75);
+  EXPECT_EQ(o.energyPlan.windows, 3);
   EXPECT_EQ(o.warmup, 5);
   EXPECT_EQ(o.repeat.minIters, 7);
   EXPECT_EQ(o.repeat.maxIters, 7);

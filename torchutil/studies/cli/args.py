@@ -226,5 +226,9 @@ def add_energy_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--energy", action="store_true",
                    help="also measure joules per forward, watts, FLOPs and inputs per joule (NVML on a GPU, "
                         "RAPL on a CPU; docs/energy.md)")
-    p.add_argument("--energy-window", type=positive_float, default=0.5,
-                   help="seconds of forwards the energy windows span, with --energy (default 0.5)")
+    p.add_argument("--energy-window", type=positive_float, default=_D["energy_window"],
+                   help=f"seconds of forwards the energy windows span, with --energy (default {_D['energy_window']:g})")
+    p.add_argument("--energy-windows", type=number(int, 1, "an integer in [1, 100]", high=100),
+                   default=_D["energy_windows"],
+                   help=f"how many windows energy_window is split into, each a figure of the median and its "
+                        f"interval, with --energy (default {_D['energy_windows']})")

@@ -136,7 +136,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         dtype=args.dtype or default_dtype(device), device=str(device),
         warmup=args.warmup, iters=args.iters, timing=timing(args, default="auto"), trace=args.trace,
         channels_last=on_cuda if args.channels_last is None else args.channels_last,
-        energy=args.energy, energy_window=args.energy_window)
+        energy=args.energy, energy_window=args.energy_window,
+        energy_windows=args.energy_windows)
     indices = args.indices if args.indices is not None else ev.parse_indices(None)
     # Default: on CUDA threads over half the host's cores shared by the ranks of this host, at most
     # 4 a GPU; one thread where what is asked for does not combine with threads (sweep() refuses

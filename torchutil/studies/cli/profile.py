@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
           f"{'channels_last' if setup.channels_last else 'contiguous'}, on {dev} ({where})", file=text)
     result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=mode,
                      target_ci=args.target_ci, max_time=args.max_time, peak=args.peak, energy=args.energy,
-                     energy_window=args.energy_window)
+                     energy_window=args.energy_window,
+                     energy_windows=args.energy_windows)
     print(result.format(top=args.top), file=text)
     if dev.type == "cpu":
         print("note: on a CPU the peak is a timed GEMM of this machine, so utilization says how "

@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         device=str(device), out=args.out, image_size=args.image_size,
         channels_last=args.channels_last, warmup=args.warmup, iters=args.iters, peak=args.peak,
         progress=not args.no_progress, retry_failed=args.retry_failed, counters=args.counters,
-        energy=args.energy, energy_window=args.energy_window)
+        energy=args.energy, energy_window=args.energy_window,
+        energy_windows=args.energy_windows)
     if args.report_only:
         rows = survey.load_results(args.out)
         path = os.path.join(args.out, survey.RESULTS)

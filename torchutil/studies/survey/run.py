@@ -52,6 +52,7 @@ class SurveyConfig:
     # watts, flops_per_joule, inputs_per_joule, and the row's energy_source.
     energy: bool = False
     energy_window: float = 0.5
+    energy_windows: int = 5
 
     def check(self) -> None:
         """ValueError naming what this device cannot run: tf32 and the timing modes but eager
@@ -108,7 +109,8 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
     with tf32_flags(dtype):
         result = profile(model, x, warmup=config.warmup, iters=config.iters,
                          timing=mode, peak=config.peak, counters=config.counters, energy=config.energy,
-                         energy_window=config.energy_window)
+                         energy_window=config.energy_window,
+                         energy_windows=config.energy_windows)
     roof = roofline(result, bandwidth=bandwidth)
     return {
         "image_size": size,
