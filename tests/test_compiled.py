@@ -178,6 +178,34 @@ def test_every_generated_kernel_is_recorded_with_its_ops_priced_against_flopcoun
     assert {v[1] for v in ops.values() if "aten::_native_batch_norm_legit_no_training" in v[0]} == {"bn"}
 
 
+def test_a_half_models_casts_are_priced_as_the_bytes_they_move():
+    """A half batch norm compiled by Inductor computes in float: its decomposition casts with
+    prims.convert_element_type, which the kernels fuse with the rest. Each cast is priced as
+    data movement: no FLOPs, its input's bytes read and its output's written (oracle: the
+    numel and element sizes of the node's own tensors), so every kernel has its nominal bytes."""
+    from torchutil._inductor import Recording
+
+    torch.manual_seed(0)
+    net = SmallNet().eval().half()
+    x = torch.randn(2, 3, 10, 12).half()
+    torch._dynamo.reset()
+    recording = Recording()
+    recording.start()
+    try:
+        with torch.inference_mode():
+            torch.compile(net)(x)
+    finally:
+        recording.stop()
+    status, kernels = recording.finish()
+    fused = [op for _, _, ops in kernels for op in ops]
+    assert fused and all(priced for *_, priced in fused), [op for op in fused if not op[-1]]
+    casts = [op for op in fused if op[1][:1] == ["prims::convert_element_type"]]
+    assert casts, status
+    for node, _, _, matrix, vector, nbytes, _ in casts:
+        # half to float or back, over one of the 2x8x10x12 activations (or 8 per-channel values)
+        assert (matrix, vector) == (0, 0) and nbytes in {n * (2 + 4) for n in (2 * 8 * 10 * 12, 8)}, (node, nbytes)
+
+
 # ---- compiled flex_attention ------------------------------------------------------------------
 
 B, H, T, D = 1, 2, 512, 16  # four 128-blocks a side

@@ -227,6 +227,8 @@ void registerAllFormulas(FormulaRegistry& r) {
          {"aten::copy_",
           "aten::clone",
           "aten::_to_copy",
+          // Inductor's decompositions cast with it (a half batch norm computes in float).
+          "prims::convert_element_type",
           "aten::cat",
           "aten::stack",
           "aten::constant_pad_nd",

@@ -1058,7 +1058,8 @@ TEST(FormulasTest, NmsComputesTheIouOfEveryPairOfBoxes) {
 
 TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
   const FormulaRegistry& r = FormulaRegistry::global();
-  for (const char* op : {"aten::copy_", "aten::clone", "aten::_to_copy", "aten::cat", "aten::stack",
+  for (const char* op : {"aten::copy_", "aten::clone", "aten::_to_copy",
+                         "prims::convert_element_type", "aten::cat", "aten::stack",
                          "aten::constant_pad_nd", "aten::index_select", "aten::embedding",
                          "aten::upsample_nearest2d", "aten::zeros", "aten::flip", "aten::repeat"}) {
     ASSERT_NE(r.find(op), nullptr) << op;
