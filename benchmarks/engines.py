@@ -36,7 +36,7 @@ from pathlib import Path
 
 # The checkout's root, wherever under benchmarks/ this file lives.
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "torchutil").is_dir())
-SWEEP = ROOT / "docs/results/nas/sweep_auto_a.csv.gz"
+SWEEP = ROOT / "torchutil/nas/data/sweep_h200_auto.csv.gz"  # the packaged sweep (docs/results/nas/sweep_auto_a)
 
 
 def run(cmd: list[str], log: Path, timeout: float) -> tuple[int, float, str]:
