@@ -3,7 +3,7 @@
 one service, torchutil.nas.service), and by `nas evaluate --ray` (a local Ray cluster, an actor
 per GPU Ray reports); each run's rate against the native one, and Spearman and the median level
 of its utilization against the committed sweep (benchmarks/sweep_agreement.py,
-docs/results/nas/sweep_auto_a.csv.gz).
+torchutil/nas/data/sweep_h200_auto.csv.gz, the bytes of docs/results/nas/sweep_auto_a.csv.gz).
 
     python benchmarks/engines.py --out $OUT                       # cells 5000:8000
     python benchmarks/engines.py --out /tmp/e --device cpu --indices 0:4 --phases optuna4,ray   # rehearsal
