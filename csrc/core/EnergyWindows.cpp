@@ -87,15 +87,14 @@ void checkEnergyPlan(const EnergyPlan& p) {
         threeDigits(p.windowSeconds));
   }
   if (p.windows < 1 || p.windows > kMostEnergyWindows) {
-    throw std::invalid_argument("torchutil: energy_windows is how many windows energy_window is "
-                                "split into, in [1, " +
-                                std::to_string(kMostEnergyWindows) + "], got " +
-                                std::to_string(p.windows));
+    throw std::invalid_argument(
+        "torchutil: energy_windows is how many windows energy_window is "
+        "split into, in [1, " +
+        std::to_string(kMostEnergyWindows) + "], got " + std::to_string(p.windows));
   }
   if (p.inFlight < 1) {
-    throw std::invalid_argument(
-        "torchutil: energy needs at least one forward in flight, got " +
-        std::to_string(p.inFlight));
+    throw std::invalid_argument("torchutil: energy needs at least one forward in flight, got " +
+                                std::to_string(p.inFlight));
   }
   if (!(p.stallSeconds > 0.0 && std::isfinite(p.stallSeconds))) {
     throw std::invalid_argument(

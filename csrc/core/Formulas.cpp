@@ -222,12 +222,12 @@ void registerAllFormulas(FormulaRegistry& r) {
   addAll(r, {"aten::upsample_bicubic2d", "aten::_upsample_bicubic2d_aa"}, C::Vector,
          &perOutput<16>);
 
-  // Data movement: bytes, no FLOPs.
+  // Data movement: bytes, no FLOPs (prims::convert_element_type: the casts of Inductor's
+  // decompositions, e.g. a half batch norm's computing in float).
   addAll(r,
          {"aten::copy_",
           "aten::clone",
           "aten::_to_copy",
-          // Inductor's decompositions cast with it (a half batch norm computes in float).
           "prims::convert_element_type",
           "aten::cat",
           "aten::stack",

@@ -1058,10 +1058,10 @@ TEST(FormulasTest, NmsComputesTheIouOfEveryPairOfBoxes) {
 
 TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
   const FormulaRegistry& r = FormulaRegistry::global();
-  for (const char* op : {"aten::copy_", "aten::clone", "aten::_to_copy",
-                         "prims::convert_element_type", "aten::cat", "aten::stack",
-                         "aten::constant_pad_nd", "aten::index_select", "aten::embedding",
-                         "aten::upsample_nearest2d", "aten::zeros", "aten::flip", "aten::repeat"}) {
+  for (const char* op :
+       {"aten::copy_", "aten::clone", "aten::_to_copy", "prims::convert_element_type", "aten::cat",
+        "aten::stack", "aten::constant_pad_nd", "aten::index_select", "aten::embedding",
+        "aten::upsample_nearest2d", "aten::zeros", "aten::flip", "aten::repeat"}) {
     ASSERT_NE(r.find(op), nullptr) << op;
     EXPECT_EQ(r.find(op)->opClass, OpClass::Memory) << op;
     EXPECT_EQ(r.find(op)->formula, nullptr) << op;
