@@ -12,12 +12,13 @@ import torch
 
 import torchutil
 
-# Every hardware field of the summary (23) and of an op row (11): NaN, never 0, unless read.
+# Every hardware field of the summary (26) and of an op row (11): NaN, never 0, unless read.
 HW_SUMMARY = ["hw_tensor_flops", "hw_flops_ratio", "hw_tensor_flops_fp16", "hw_tensor_flops_bf16",
               "hw_tensor_flops_tf32", "hw_tensor_flops_fp8", "hw_tensor_int8_ops", "hw_gmma_instructions",
               "hw_fma_instructions", "hw_alu_instructions", "sm_throughput_pct", "dram_throughput_pct",
               "tensor_active_pct", "achieved_occupancy_pct", "counter_kernels", "counter_passes",
-              "counter_seconds", "pm_sm_active_pct", "pm_tensor_active_pct", "pm_dram_throughput_pct",
+              "counter_seconds", "counter_setup_seconds", "counter_pass_seconds", "counter_decode_seconds",
+              "pm_sm_active_pct", "pm_tensor_active_pct", "pm_dram_throughput_pct",
               "pm_samples", "pm_interval_us", "pm_clock_offset_us"]
 HW_OP = ["hw_tensor_flops", "hw_flops_ratio", "hw_fma_instructions", "hw_alu_instructions", "sm_throughput_pct",
          "dram_throughput_pct", "tensor_active_pct", "achieved_occupancy_pct", "pm_sm_active_pct",

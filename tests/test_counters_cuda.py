@@ -105,7 +105,9 @@ def test_resnet50_per_op_hardware_table(resnet50):
     print(f"  hw tensor {r.hw_tensor_flops / 1e9:.3f} GFLOP vs counted matrix {r.matrix_flops / 1e9:.3f} "
           f"(ratio {r.hw_flops_ratio:.4f}); SM {r.sm_throughput_pct:.1f} %, DRAM {r.dram_throughput_pct:.1f} %, "
           f"tensor active {r.tensor_active_pct:.1f} %, occupancy {r.achieved_occupancy_pct:.1f} %; "
-          f"{r.counter_passes:.0f} passes in {r.counter_seconds:.3f} s, plain forward {1e3 * r.seconds:.3f} ms")
+          f"{r.counter_passes:.0f} passes in {r.counter_seconds:.3f} s (set-up {r.counter_setup_seconds:.3f} s, "
+          f"passes {r.counter_pass_seconds:.3f} s, decoding {r.counter_decode_seconds:.3f} s), "
+          f"plain forward {1e3 * r.seconds:.3f} ms")
     print(f"  {'op':<22} {'module':<28} {'GFLOP':>8} {'hw GFLOP':>9} {'hw/nom':>7} {'SM%':>6} {'DRAM%':>6} {'TC%':>6}")
     for row in sorted(r.ops, key=lambda o: -o.matrix_flops)[:25]:
         print(f"  {row.op:<22} {row.module[-28:]:<28} {row.matrix_flops / 1e9:>8.3f} "
@@ -115,6 +117,11 @@ def test_resnet50_per_op_hardware_table(resnet50):
     assert convs and all(math.isfinite(o.hw_flops_ratio) for o in convs)
     assert 0 < r.sm_throughput_pct <= 100 and 0 < r.dram_throughput_pct <= 100
     assert 0 < r.achieved_occupancy_pct <= 100
+    # The read's stages: each measured, and together no more than the whole read (the claim and
+    # the release are in counter_seconds only).
+    stages = [r.counter_setup_seconds, r.counter_pass_seconds, r.counter_decode_seconds]
+    assert all(math.isfinite(s) and s > 0 for s in stages), stages
+    assert sum(stages) <= r.counter_seconds
     # Per-kernel values add up to the per-op and the forward's: every counted record the ranges
     # were matched to (memsets too, where CUPTI profiled them) counts once in its op's row
     # (op_row) and once in the forward.

@@ -106,6 +106,9 @@ void fillSummary(std::vector<double>& summary, const HwResult& hw, double matrix
     set(Field::counter_kernels, static_cast<double>(hw.kernels.size()));
     set(Field::counter_passes, static_cast<double>(hw.passes));
     set(Field::counter_seconds, hw.seconds);
+    set(Field::counter_setup_seconds, hw.setupSeconds);
+    set(Field::counter_pass_seconds, hw.passSeconds);
+    set(Field::counter_decode_seconds, hw.decodeSeconds);
   }
   if (hw.timeline) {
     const PmAggregate window = pmOver(hw.samples, hw.offsetNs, hw.windowStartNs, hw.windowEndNs);

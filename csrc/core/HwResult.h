@@ -5,6 +5,7 @@
 // metric into the fields its row of the catalog names (core/MetricCatalog.h).
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,14 @@ struct HwResult {
   std::vector<HwKernel> kernels;    // one per matched kernel
   std::vector<size_t> kernelIndex;  // its index into the profile's kernel list
   size_t passes = 0;
-  double seconds = 0;  // wall time of the passes and decoding
+  // Wall time of the whole read (the claim, the profiler's creation, set-up, passes, decoding,
+  // release, and the ranges decoded into metric values), and of three of its stages
+  // (RangeProfile's; decodeSeconds with the ranges decoded into metric values): the three add up
+  // to at most `seconds`.
+  double seconds = 0;
+  double setupSeconds = std::numeric_limits<double>::quiet_NaN();
+  double passSeconds = std::numeric_limits<double>::quiet_NaN();
+  double decodeSeconds = std::numeric_limits<double>::quiet_NaN();
   // PM sampling.
   bool timeline = false;
   std::vector<PmSample> samples;  // the sampler's clock

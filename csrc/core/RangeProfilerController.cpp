@@ -9,7 +9,9 @@ namespace torchutil::hw {
 
 bool readRangeCounters(std::unique_ptr<RangeProfilerApi> api, int deviceIndex,
                        const std::vector<CounterSet>& sets, Replay replay, size_t maxRanges,
-                       const std::function<void()>& forward, RangeProfile* out, std::string* why) {
+                       const std::function<void()>& forward, RangeProfile* out, std::string* why,
+                       const std::function<double()>& clock) {
+  *out = RangeProfile();
   CounterClaim claim;
   if (!claim.owned()) {
     *why = counterReadBusyReason();
@@ -17,12 +19,12 @@ bool readRangeCounters(std::unique_ptr<RangeProfilerApi> api, int deviceIndex,
   }
   // Released before the claim, on every path out of here.
   const std::unique_ptr<RangeProfilerApi> profiler = std::move(api);
-  *out = RangeProfile();
   maxRanges = std::max<size_t>(maxRanges, 1);
   if (!profiler) {
     *why = "no range profiler in this build";
     return false;
   }
+  const double setupStart = clock();
   size_t passes = 0;
   if (!profiler->open(deviceIndex, why) ||
       !configureMetrics(*profiler, sets, &resolveRangeMetrics, &out->metrics, &passes,
@@ -37,6 +39,8 @@ bool readRangeCounters(std::unique_ptr<RangeProfilerApi> api, int deviceIndex,
   if (!profiler->enable(replay, maxRanges, why)) {
     return false;
   }
+  const double passStart = clock();
+  out->setupSeconds = passStart - setupStart;
   // User replay: one forward per pass, until CUPTI says every pass was submitted. Kernel
   // replay: CUPTI replays each kernel for its passes, so one forward submits them all. A pass
   // left open by a throwing forward is ended by the profiler's destructor.
@@ -56,6 +60,8 @@ bool readRangeCounters(std::unique_ptr<RangeProfilerApi> api, int deviceIndex,
            " forwards (it asked for " + std::to_string(passes) + ")";
     return false;
   }
+  const double decodeStart = clock();
+  out->passSeconds = decodeStart - passStart;
   size_t ranges = 0;
   if (!profiler->decode(&ranges, &out->droppedRanges, why)) {
     return false;
@@ -69,6 +75,7 @@ bool readRangeCounters(std::unique_ptr<RangeProfilerApi> api, int deviceIndex,
     out->rangeNames.push_back(std::move(name));
     out->values.push_back(std::move(values));
   }
+  out->decodeSeconds = clock() - decodeStart;
   return true;
 }
 

@@ -95,7 +95,15 @@ struct FieldSpec {
   X(achieved_occupancy_pct, Real, "active warps, % of the SM maximum, kernel-time-weighted mean") \
   X(counter_kernels, Real, "kernels whose counters were read and matched to the counted forward") \
   X(counter_passes, Real, "extra forwards the range profiler ran (one per replay pass)")      \
-  X(counter_seconds, Real, "wall time of reading the range counters (passes and decoding)")   \
+  X(counter_seconds, Real,                                                                    \
+    "wall time of reading the range counters: set-up, passes, decoding and release")          \
+  X(counter_setup_seconds, Real,                                                              \
+    "part of counter_seconds: the range profiler opened, its metrics configured, enabled")    \
+  X(counter_pass_seconds, Real,                                                               \
+    "part of counter_seconds: the replay passes (each begun, a forward run, ended)")          \
+  X(counter_decode_seconds, Real,                                                             \
+    "part of counter_seconds: the passes' data decoded, each range's values read and "        \
+    "decoded into metrics")                                                                   \
   X(pm_sm_active_pct, Real,                                                                   \
     "PM sampling: SM active cycles, % of elapsed, over the sampled forwards (counters='timeline')") \
   X(pm_tensor_active_pct, Real, "PM sampling: tensor-pipe active, % of peak, over the sampled forwards") \

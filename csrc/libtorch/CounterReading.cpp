@@ -4,12 +4,12 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <chrono>
 #include <ctime>
 #include <limits>
 #include <utility>
 
 #include "core/CounterConfig.h"
+#include "core/EnergyWindows.h"
 #include "core/PmSamplerController.h"
 #include "core/RangeProfilerController.h"
 
@@ -66,7 +66,11 @@ struct CounterReading::Impl {
   bool rangesRead = false;
   std::vector<hw::RangeValues> ranges;  // in execution order
   size_t passes = 0;
-  double rangeSeconds = 0;
+  double rangeSeconds = 0;  // the whole read
+  // Its stages (hw::HwResult's): NaN where not completed.
+  double setupSeconds = std::numeric_limits<double>::quiet_NaN();
+  double passSeconds = std::numeric_limits<double>::quiet_NaN();
+  double decodeSeconds = std::numeric_limits<double>::quiet_NaN();
   // Timeline.
   bool timelineStarted = false;
   bool timelineRead = false;
@@ -186,14 +190,16 @@ void CounterReading::readRanges(const std::function<void()>& forward, size_t max
   }
   // The range profiler reads the current context: the device's (its primary context).
   c10::DeviceGuard guard(m.device);
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = steadyClockSeconds();
   hw::RangeProfile profile;
   std::string why;
   const bool ok =
       hw::readRangeCounters(m.backend.rangeProfiler(), static_cast<int>(m.device.index()),
                             rangeSets, m.replay, maxRanges, forward, &profile, &why);
-  m.rangeSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.rangeSeconds = steadyClockSeconds() - t0;
   m.passes = profile.passes;
+  m.setupSeconds = profile.setupSeconds;
+  m.passSeconds = profile.passSeconds;
   if (!ok) {
     m.problems.push_back(setNames(rangeSets) + ": " + why);
     return;
@@ -204,9 +210,14 @@ void CounterReading::readRanges(const std::function<void()>& forward, size_t max
                          std::to_string(profile.droppedRanges) + " ranges");
     return;
   }
+  // The ranges decoded into metric values: part of the decode stage, and of the whole read.
+  const double decodeStart = steadyClockSeconds();
   for (size_t r : hw::rangeOrder(profile.rangeNames)) {
     m.ranges.push_back(hw::decodeRange(profile.metrics, profile.values[r]));
   }
+  const double end = steadyClockSeconds();
+  m.decodeSeconds = profile.decodeSeconds + (end - decodeStart);
+  m.rangeSeconds = end - t0;
   m.rangesRead = true;
 }
 
@@ -222,6 +233,9 @@ std::string CounterReading::finish(const std::vector<KernelRecord>& kernels,
     if (hw::matchRanges(m.ranges, kernels, events, out, &why)) {
       out->passes = m.passes;
       out->seconds = m.rangeSeconds;
+      out->setupSeconds = m.setupSeconds;
+      out->passSeconds = m.passSeconds;
+      out->decodeSeconds = m.decodeSeconds;
       anyRead = true;
     } else {
       m.problems.push_back(setNames(m.sets) + ": " + why);

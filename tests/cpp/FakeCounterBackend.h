@@ -5,6 +5,8 @@
 // needs, ranges with metric values, PM samples, a flagged or a lost PM buffer, dropped ranges,
 // and any step failing with the sentence CUPTI's would (explainFailure). It records what the
 // orchestration asked of it: passes begun and ended, what was configured, what is still alive.
+// Its clock (`now`, read through clock()) advances by stepSeconds[step] in each step, so that a
+// test can tell what the orchestration timed.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -71,6 +73,10 @@ class FakeCounterBackend final : public hw::CounterBackend {
   // profiler; "pm.open", "pm.enable", "pm.start", "pm.stop", "pm.decode", "pm.sample" of the
   // sampler) -> the sentence it fails with.
   std::map<std::string, std::string> failAt;
+  // A step (the names of failAt, and "buildConfig", "pm.buildConfig", "release" and
+  // "pm.release" for the destructors) -> the seconds it advances the fake clock, failing or not.
+  std::map<std::string, double> stepSeconds;
+  double now = 1000;  // the fake clock, seconds
   // Range profiler.
   size_t passes = 1;          // the configuration's passes (buildConfig)
   size_t submittedAfter = 0;  // passes after which every pass is submitted (0: `passes`)
@@ -107,8 +113,21 @@ class FakeCounterBackend final : public hw::CounterBackend {
   std::unique_ptr<hw::RangeProfilerApi> rangeProfiler() override;
   std::unique_ptr<hw::PmSamplerApi> pmSampler() override;
 
-  // Fails the step when failAt names it.
-  bool fails(const std::string& step, std::string* why) const {
+  // The fake clock, for readRangeCounters(..., clock).
+  std::function<double()> clock() {
+    return [this] { return now; };
+  }
+  // Advances the fake clock by the step's seconds.
+  void advance(const std::string& step) {
+    const auto it = stepSeconds.find(step);
+    if (it != stepSeconds.end()) {
+      now += it->second;
+    }
+  }
+
+  // Advances the clock by the step's seconds, then fails the step when failAt names it.
+  bool fails(const std::string& step, std::string* why) {
+    advance(step);
     const auto it = failAt.find(step);
     if (it == failAt.end()) {
       return false;
@@ -127,7 +146,10 @@ class FakeHost : public Api {
       : b_(b), prefix_(std::move(prefix)), record_(configured) {
     b_.alive += 1;
   }
-  ~FakeHost() override { b_.alive -= 1; }
+  ~FakeHost() override {
+    b_.advance(prefix_ + "release");
+    b_.alive -= 1;
+  }
 
   bool open(int, std::string* why) override { return !b_.fails(prefix_ + "open", why); }
   std::string chip() const override { return b_.chip; }
@@ -145,6 +167,7 @@ class FakeHost : public Api {
     return true;
   }
   bool buildConfig(size_t* passes, std::string*) override {
+    b_.advance(prefix_ + "buildConfig");
     *passes = passesNeeded();
     *record_ = configured_;
     return true;

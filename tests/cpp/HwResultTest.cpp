@@ -85,6 +85,8 @@ TEST(HwResultTest, SummaryOpAndKernelFields) {
       matchRanges({range(600, 90), range(500, 70), range(0, 20)}, f.kernels, f.events, &hw, &why));
   hw.passes = 3;
   hw.seconds = 0.25;
+  hw.setupSeconds = 0.125;
+  hw.passSeconds = 0.0625;
   std::vector<double> summary(kNumFields, kNaN);
   fillSummary(summary, hw, 1000.0);
   EXPECT_DOUBLE_EQ(field(summary, Field::hw_tensor_flops), 1100.0 * kTensorOpFlopsPerUnit);
@@ -97,7 +99,10 @@ TEST(HwResultTest, SummaryOpAndKernelFields) {
   EXPECT_DOUBLE_EQ(field(summary, Field::counter_kernels), 3.0);
   EXPECT_DOUBLE_EQ(field(summary, Field::counter_passes), 3.0);
   EXPECT_DOUBLE_EQ(field(summary, Field::counter_seconds), 0.25);
-  EXPECT_TRUE(std::isnan(field(summary, Field::pm_sm_active_pct)));  // no timeline
+  EXPECT_DOUBLE_EQ(field(summary, Field::counter_setup_seconds), 0.125);
+  EXPECT_DOUBLE_EQ(field(summary, Field::counter_pass_seconds), 0.0625);
+  EXPECT_TRUE(std::isnan(field(summary, Field::counter_decode_seconds)));  // not measured: NaN
+  EXPECT_TRUE(std::isnan(field(summary, Field::pm_sm_active_pct)));        // no timeline
 
   ResultTable ops("ops");
   ops.addRow();

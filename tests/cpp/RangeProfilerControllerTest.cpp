@@ -3,6 +3,7 @@
 // steps stand for CUPTI's (tests/cpp/FakeCounterBackend.h).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -166,6 +167,94 @@ TEST(RangeProfilerControllerTest, AFailedStepIsItsSentenceAndReleasesTheProfiler
     EXPECT_EQ(why, std::string("the ") + step + " step failed");
     EXPECT_EQ(fake.alive, 0) << step;
   }
+}
+
+// Every step of the fake takes its own time (powers of two, so that every sum is exact).
+void timeSteps(FakeCounterBackend& fake) {
+  fake.stepSeconds = {{"open", 1},     {"buildConfig", 2}, {"enable", 4},  {"beginPass", 8},
+                      {"endPass", 16}, {"decode", 64},     {"range", 128}, {"release", 512}};
+}
+constexpr double kForwardSeconds = 32;
+constexpr double kSetupSeconds = 1 + 2 + 4;                // open, buildConfig, enable
+constexpr double kPassSeconds = 8 + kForwardSeconds + 16;  // per pass
+constexpr double kDecodeSeconds = 64 + 2 * 128;            // decode, two ranges read
+
+// Reads kFlops through the fake on its clock; each forward takes kForwardSeconds.
+bool readTimed(FakeCounterBackend& fake, RangeProfile* out, std::string* why,
+               Replay replay = Replay::User) {
+  return readRangeCounters(
+      fake.rangeProfiler(), 0, kFlops, replay, 8, [&] { fake.now += kForwardSeconds; }, out, why,
+      fake.clock());
+}
+
+TEST(RangeProfilerControllerTest, EachStageTakesExactlyItsOwnSteps) {
+  FakeCounterBackend fake;
+  timeSteps(fake);
+  fake.passes = 3;
+  fake.ranges = {{"0", rangeValues({})}, {"1", rangeValues({})}};
+  RangeProfile out;
+  std::string why;
+  ASSERT_TRUE(readTimed(fake, &out, &why)) << why;
+  EXPECT_EQ(out.setupSeconds, kSetupSeconds);
+  EXPECT_EQ(out.passSeconds, 3 * kPassSeconds);
+  EXPECT_EQ(out.decodeSeconds, kDecodeSeconds);
+  // The release is in none of them: the clock moved by the stages and the release only.
+  EXPECT_EQ(fake.now, 1000 + kSetupSeconds + 3 * kPassSeconds + kDecodeSeconds + 512);
+
+  FakeCounterBackend kernel;  // kernel replay: one pass, one forward
+  timeSteps(kernel);
+  kernel.passes = 5;
+  kernel.ranges = fake.ranges;
+  ASSERT_TRUE(readTimed(kernel, &out, &why, Replay::Kernel)) << why;
+  EXPECT_EQ(out.setupSeconds, kSetupSeconds);
+  EXPECT_EQ(out.passSeconds, kPassSeconds);
+  EXPECT_EQ(out.decodeSeconds, kDecodeSeconds);
+}
+
+TEST(RangeProfilerControllerTest, AFailedStageAndEveryLaterOneStayNaN) {
+  struct Case {
+    const char* step;
+    bool setup, passes, decode;  // the stages measured
+  };
+  for (const Case& c : {Case{"open", false, false, false}, Case{"enable", false, false, false},
+                        Case{"beginPass", true, false, false}, Case{"endPass", true, false, false},
+                        Case{"decode", true, true, false}, Case{"range", true, true, false}}) {
+    FakeCounterBackend fake;
+    timeSteps(fake);
+    fake.passes = 2;
+    fake.ranges = {{"0", rangeValues({})}, {"1", rangeValues({})}};
+    fake.failAt[c.step] = "failed";
+    RangeProfile out;
+    std::string why;
+    EXPECT_FALSE(readTimed(fake, &out, &why)) << c.step;
+    // A stage measured has exactly its own time; one not measured is NaN, never 0.
+    const auto expect = [&](double got, bool measured, double seconds, const char* stage) {
+      if (measured) {
+        EXPECT_EQ(got, seconds) << c.step << ": " << stage;
+      } else {
+        EXPECT_TRUE(std::isnan(got)) << c.step << ": " << stage << " " << got;
+      }
+    };
+    expect(out.setupSeconds, c.setup, kSetupSeconds, "setup");
+    expect(out.passSeconds, c.passes, 2 * kPassSeconds, "passes");
+    expect(out.decodeSeconds, c.decode, kDecodeSeconds, "decode");
+  }
+  // Passes CUPTI never finished collecting: the passes stage failed.
+  FakeCounterBackend fake;
+  timeSteps(fake);
+  fake.passes = 2;
+  fake.submittedAfter = 100;
+  RangeProfile out;
+  std::string why;
+  EXPECT_FALSE(readTimed(fake, &out, &why));
+  EXPECT_EQ(out.setupSeconds, kSetupSeconds);
+  EXPECT_TRUE(std::isnan(out.passSeconds));
+  EXPECT_TRUE(std::isnan(out.decodeSeconds));
+  // Too many passes: refused within the set-up.
+  FakeCounterBackend many;
+  many.passes = kMaxPasses + 1;
+  EXPECT_FALSE(readTimed(many, &out, &why));
+  EXPECT_TRUE(std::isnan(out.setupSeconds));
 }
 
 }  // namespace

@@ -85,6 +85,11 @@ TEST(CounterReadingTest, RangesAndSamplesReadThroughTheBackendAreOnAndMatchTheKe
   EXPECT_EQ(forwards, 2);  // one per pass
   ASSERT_TRUE(hw.ranges);
   EXPECT_EQ(hw.passes, 2u);
+  // The read's stages, on the steady clock: each measured, together within the whole read.
+  for (double s : {hw.setupSeconds, hw.passSeconds, hw.decodeSeconds}) {
+    EXPECT_GE(s, 0.0);  // NaN fails too
+  }
+  EXPECT_LE(hw.setupSeconds + hw.passSeconds + hw.decodeSeconds, hw.seconds);
   ASSERT_EQ(hw.kernels.size(), 2u);
   EXPECT_EQ(hw.kernelIndex, (std::vector<size_t>{0, 1}));
   EXPECT_EQ(hw.kernels[0].values[static_cast<size_t>(RangeMetric::TensorHgmmaFp16)], 2000);
