@@ -61,9 +61,12 @@ def op_table(name: str, batch: int) -> dict:
     summary = {k: nan_to_none(getattr(r, k)) for k in (
         "matrix_flops", "hw_tensor_flops", "hw_flops_ratio", "hw_tensor_flops_fp16", "hw_fma_instructions",
         "sm_throughput_pct", "dram_throughput_pct", "tensor_active_pct", "achieved_occupancy_pct",
-        "counter_kernels", "counter_passes", "counter_seconds", "seconds", "kernels_per_forward")}
+        "counter_kernels", "counter_passes", "counter_seconds", "counter_setup_seconds", "counter_pass_seconds",
+        "counter_decode_seconds", "seconds", "kernels_per_forward")}
     print(f"{name} b{batch}: {r.counters_status}; hw/nominal {summary['hw_flops_ratio']}; "
-          f"{summary['counter_passes']} passes, {summary['counter_seconds']} s", flush=True)
+          f"{summary['counter_passes']} passes, {summary['counter_seconds']} s (set-up "
+          f"{summary['counter_setup_seconds']}, passes {summary['counter_pass_seconds']}, decoding "
+          f"{summary['counter_decode_seconds']})", flush=True)
     del model, x
     torch.cuda.empty_cache()
     return {"model": name, "batch": batch, "counters_status": r.counters_status, "summary": summary, "ops": rows}
@@ -343,6 +346,8 @@ def markdown(result: dict) -> str:
             s = tables["resnet50"]["summary"]
             lines.append(f"| torchutil range counters alone (`counter_seconds`, {s['counter_passes']} passes) | "
                          f"{s['counter_seconds']} | | |")
+            for stage in ("setup", "pass", "decode"):
+                lines.append(f"| of which `counter_{stage}_seconds` | {s.get(f'counter_{stage}_seconds')} | | |")
         lines.append("")
     for config, n in ncu.items():
         if n.get("all_kernels"):
