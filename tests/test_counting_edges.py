@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 import time
 
 import pytest
@@ -351,3 +352,55 @@ def test_a_measured_peak_reports_its_own_spread():
     r = torchutil.profile(torch.nn.Linear(8, 8), torch.randn(2, 8), warmup=0, iters=2,
                           peak="measured")
     assert r.peak_source == source and r.peak_flops_per_second == value
+
+
+def _pool_block(channels: int) -> torch.nn.Module:
+    """relu(bn(avgpool(x))) + x, of a class made for the call: TorchScript compiles a class
+    once, and its methods' executors (with the plan of the first call's optimization setting)
+    are shared by every instance."""
+
+    class PoolBlock(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bn = torch.nn.BatchNorm2d(channels)
+            self.pool = torch.nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.bn(self.pool(x))) + x
+
+    return PoolBlock()
+
+
+@pytest.mark.parametrize("optimize", [True, False], ids=["optimized", "not_optimized"])
+@pytest.mark.parametrize("device", cpu_and_cuda())
+def test_a_scripted_model_counts_what_its_eager_self_counts(device, optimize):
+    """A boxed call (Dispatcher::callBoxed, as TorchScript's interpreter makes) hands
+    RecordFunction its whole stack: the values of the caller's frame came first, and were read as
+    the op's arguments: without the executor's optimization (torch.jit.optimized_execution(False),
+    where a submodule's call keeps its frame and its `self` lies under the op's arguments; in
+    inference mode, as a sweep runs)
+    avg_pool2d's kernel size was read from a tensor (0 FLOPs) and relu's bytes doubled. Oracle: the closed forms of docs/counting.md's
+    conventions (a window's 9 adds per pooled element, 2 per element for inference batch norm,
+    1 for relu and the add) and bytes = each op's inputs and outputs."""
+    n, c, h, w = 2, 16, 32, 32
+    e = n * c * h * w
+    block = _pool_block(c).eval().to(device)
+    x = torch.randn(n, c, h, w, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit.script is deprecated
+        scripted = torch.jit.script(block)
+    with torch.jit.optimized_execution(optimize), torch.inference_mode():
+        results = [torchutil.profile(m, x, peak_flops=PEAK, warmup=0, iters=1, timing="eager")
+                   for m in (block, scripted)]
+    for r in results:
+        by_op = {}
+        for o in r.ops:
+            flops, nbytes = by_op.get(o.op, (0, 0))
+            by_op[o.op] = (flops + o.flops, nbytes + o.bytes)
+        b = 4 * e  # one float32 activation
+        assert by_op["aten::avg_pool2d"] == (9 * e, 2 * b)
+        assert by_op["aten::relu"] == (e, 2 * b)
+        assert by_op["aten::add"] == (e, 3 * b)
+        assert by_op["aten::batch_norm"][0] == 2 * e
+        assert r.unknown_ops == {}
+    assert results[0].flops == results[1].flops and results[0].bytes == results[1].bytes

@@ -26,6 +26,12 @@ struct ThreadState {
     const FormulaEntry* entry;
     bool isOperator;      // a dispatcher op, not a RecordFunction that marks a region of code
     bool compiledRegion;  // dynamo's mark around a compiled frame's code
+    // The schema's argument and return counts (npos: unknown, or varargs). A boxed call
+    // (Dispatcher::callBoxed, as TorchScript's interpreter makes) hands RecordFunction its
+    // whole stack, whose leading values belong to the caller's frame: only the last ones are
+    // the op's.
+    size_t arguments = std::string::npos;
+    size_t returns = std::string::npos;
   };
   std::unordered_map<const char*, CachedEntry> entries;
   at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
@@ -125,14 +131,25 @@ bool anyPythonTensor(c10::ArrayRef<const c10::IValue> inputs) {
   return false;
 }
 
+// The last n of a boxed call's values (all of them where n is npos or not fewer).
+c10::ArrayRef<const c10::IValue> ownValues(c10::ArrayRef<const c10::IValue> values, size_t n) {
+  return n < values.size() ? values.slice(values.size() - n) : values;
+}
+
 void enterOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* hooks) {
   const char* name = fn.name();
   auto it = tls.entries.find(name);
   if (it == tls.entries.end() || it->second.name != name) {
-    const ThreadState::CachedEntry entry{name, s->registry().find(name),
-                                         fn.operator_name().has_value(),
-                                         std::string_view(name).starts_with(kCompiledRegion)};
-    it = tls.entries.insert_or_assign(name, entry).first;
+    ThreadState::CachedEntry entry{name, s->registry().find(name), fn.operator_name().has_value(),
+                                   std::string_view(name).starts_with(kCompiledRegion)};
+    if (entry.isOperator) {
+      const std::optional<c10::FunctionSchema> schema = fn.operator_schema();
+      if (schema.has_value() && !schema->is_vararg() && !schema->is_varret()) {
+        entry.arguments = schema->arguments().size();
+        entry.returns = schema->returns().size();
+      }
+    }
+    it = tls.entries.insert_or_assign(name, std::move(entry)).first;
   }
   if (it->second.compiledRegion) {
     ++tls.compiledRegions;
@@ -156,7 +173,7 @@ void enterOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* ho
     s->markOpaque();
     return;
   }
-  const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
+  const c10::ArrayRef<const c10::IValue> inputs = ownValues(fn.inputs(), it->second.arguments);
   // Nothing may leave this callback: RecordFunction would swallow the exception and skip the
   // op's exit, leaving its frame open and everything after it uncounted.
   try {
@@ -196,7 +213,11 @@ void exitOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* hoo
   if (s->topIsCounted()) {
     Args outputs;
     try {
-      outputs = toArgs(fn.outputs());
+      const auto it = tls.entries.find(fn.name());
+      const size_t returns = it != tls.entries.end() ? it->second.returns : std::string::npos;
+      const std::vector<c10::IValue>& all = fn.outputs();
+      outputs =
+          toArgs(ownValues(c10::ArrayRef<const c10::IValue>(all.data(), all.size()), returns)).args;
     } catch (const std::exception& e) {
       TORCH_WARN_ONCE("torchutil: could not read the outputs of ", fn.name(), " (", e.what(),
                       "); it is reported as unknown");
