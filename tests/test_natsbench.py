@@ -12,13 +12,11 @@ import csv
 import itertools
 import random
 import re
-import threading
 from importlib import resources
 
 import pytest
 import torch
 
-import torchutil
 from torchutil.nas import natsbench as nb
 
 NUM_ARCHS = 15625
@@ -308,39 +306,3 @@ def test_macs_and_params_leaves_the_model_alone():
     assert all(torch.equal(before[k], after[k]) and after[k].device.type == "cpu" for k in before)
     assert cost.to_dict() == {
         "macs": 113_951_370, "params": 802_426, "macs_m": 113.95137, "params_m": 0.802426}
-
-
-def _aten_calls(model, x) -> list[str]:
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        model(x)
-    return [e.name for e in sorted(prof.events(), key=lambda e: e.time_range.start) if e.name.startswith("aten::")]
-
-
-@pytest.fixture(scope="module")
-def scripted_pool():
-    pool = nb.NetworkPool("cifar10", "cpu")
-    return pool, pool.scripted()
-
-
-@pytest.mark.parametrize("index", [0, 1, 6111, 9999, 15624])
-def test_scripted_network_runs_the_pool_network(index, scripted_pool):
-    """NetworkPool.scripted() against the pool's eager network (itself tested against network()
-    above): the same outputs bit for bit, the same aten calls in the same order (torch.profiler's
-    record), the same FLOPs and bytes, on the same weights, in a thread of its own and in a copy."""
-    pool, scripted = scripted_pool
-    x = torch.randn(2, 3, 32, 32)
-    with torch.inference_mode():
-        for net in (scripted, scripted.copy()):
-            model, ref = net.get(index), pool.get(index)
-            assert torch.equal(model(x), ref(x))
-            assert _aten_calls(model, x) == _aten_calls(ref, x)
-            a = torchutil.profile(ref, x, warmup=0, iters=1)
-            b = torchutil.profile(model, x, warmup=0, iters=1)
-            assert (b.flops, b.matrix_flops, b.bytes) == (a.flops, a.matrix_flops, a.bytes)
-            assert b.unknown_ops == {}
-            assert net.params(index) == pool.params(index)
-        out = []
-        t = threading.Thread(target=lambda: out.append(scripted.get(index)(x)))
-        t.start()
-        t.join()
-        assert torch.equal(out[0], pool.get(index)(x))

@@ -23,7 +23,6 @@ torchutil/nas/space.py, torch-free; this module builds their networks and re-exp
 from __future__ import annotations
 
 import copy
-import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,7 +45,6 @@ __all__ = [
     "NetworkPool",
     "ReLUConvBN",
     "ResNetBasicblock",
-    "ScriptedNetwork",
     "TinyNetwork",
     "Zero",
     "arch_of_index",
@@ -238,18 +236,6 @@ class NetworkPool:
         ops = _as_arch(arch).ops
         return self._base_params + sum(cell[k][op] for cell in self._op_params for k, op in enumerate(ops))
 
-    def scripted(self) -> ScriptedNetwork:
-        """This pool's modules as one TorchScript module that serves every arch (ScriptedNetwork)."""
-        cells: list[nn.Module] = []
-        edges = iter(self.pool)
-        for cell in self.model.cells:
-            cells.append(cell if isinstance(cell, ResNetBasicblock)
-                         else _ChoiceCell([_ChoiceEdge(ops) for ops in next(edges)]))
-        network = _ChoiceNetwork(self.model, cells).eval()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # torch.jit.script is deprecated
-            return ScriptedNetwork(torch.jit.script(network), self)
-
     def get(self, arch: Arch | str | int) -> TinyNetwork:
         arch = _as_arch(arch)
         self.model.arch = arch
@@ -258,86 +244,6 @@ class NetworkPool:
             for k, op in enumerate(arch.ops):
                 cell.layers[k] = edges[k][op]
         return self.model
-
-
-# The scripted network (NetworkPool.scripted): the same modules, each edge holding all five ops
-# and running the one its `choice` names, so that one TorchScript module serves every arch.
-_OP_INDEX = {op: i for i, op in enumerate(OPS)}
-assert EDGES == ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2)), "_ChoiceCell.forward spells EDGES out"
-
-
-class _ChoiceEdge(nn.Module):
-    def __init__(self, ops: dict[str, nn.Module]) -> None:
-        super().__init__()
-        self.none, self.skip = ops["none"], ops["skip_connect"]
-        self.conv1, self.conv3, self.pool = ops["nor_conv_1x1"], ops["nor_conv_3x3"], ops["avg_pool_3x3"]
-        self.choice = 0  # an int attribute of the scripted module, set by ScriptedNetwork.get
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        c = self.choice
-        if c == 0:
-            return self.none(x)
-        if c == 1:
-            return self.skip(x)
-        if c == 2:
-            return self.conv1(x)
-        if c == 3:
-            return self.conv3(x)
-        return self.pool(x)
-
-
-class _ChoiceCell(nn.Module):
-    """InferCell's forward with EDGES written out: the same ops in the same order."""
-
-    def __init__(self, edges: list[_ChoiceEdge]) -> None:
-        super().__init__()
-        self.e0, self.e1, self.e2, self.e3, self.e4, self.e5 = edges
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n1 = self.e0(x)
-        n2 = self.e1(x) + self.e2(n1)
-        return self.e3(x) + self.e4(n1) + self.e5(n2)
-
-
-class _ChoiceNetwork(TinyNetwork):
-    """A TinyNetwork's stem, cells and head under TinyNetwork.forward."""
-
-    def __init__(self, net: TinyNetwork, cells: list[nn.Module]) -> None:
-        nn.Module.__init__(self)  # no TinyNetwork.__init__: its modules are net's
-        self.stem, self.cells, self.lastact = net.stem, nn.ModuleList(cells), net.lastact
-        self.global_pooling, self.classifier = net.global_pooling, net.classifier
-
-
-class ScriptedNetwork:
-    """A NetworkPool as one TorchScript module (NetworkPool.scripted()): get(arch) sets each
-    edge's op and returns the module, which runs the same ops in the same order as the pool's
-    eager network (the same kernels, FLOPs and bytes) without Python, so a profile call of it
-    holds no GIL while it counts and captures, and threads of one process do that side by side.
-
-    get() turns the TorchScript executor's optimization off on the calling thread (a
-    thread-local setting): optimized, the executor would fuse ops into kernels of its own after
-    a few profiling runs. copy() makes another one in milliseconds (its own weights and edge
-    choices), where scripting takes seconds. Not thread-safe: get() changes the module."""
-
-    def __init__(self, module: torch.jit.ScriptModule, params: NetworkPool) -> None:
-        self.module = module
-        self._params = params
-        self._edges = [[getattr(cell, f"e{k}") for k in range(len(EDGES))]
-                       for cell in module.cells.children() if hasattr(cell, "e0")]
-
-    def params(self, arch: Arch | str | int) -> int:
-        return self._params.params(arch)
-
-    def get(self, arch: Arch | str | int) -> torch.jit.ScriptModule:
-        ops = _as_arch(arch).ops
-        torch._C._set_graph_executor_optimize(False)
-        for edges in self._edges:
-            for edge, op in zip(edges, ops):
-                edge.choice = _OP_INDEX[op]
-        return self.module
-
-    def copy(self) -> ScriptedNetwork:
-        return ScriptedNetwork(copy.deepcopy(self.module), self._params)
 
 
 @dataclass(frozen=True)

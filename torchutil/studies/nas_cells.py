@@ -109,7 +109,7 @@ _SUMMARY_INDEX = {name: FIELDS.index(name) for name in SUMMARY_COLUMNS}  # a row
 
 
 def evaluate_arch(index: int, config: EvalConfig, x: torch.Tensor, peak_flops: float | None = None,
-                  device: torch.device | None = None, pool: nb.NetworkPool | nb.ScriptedNetwork | None = None,
+                  device: torch.device | None = None, pool: nb.NetworkPool | None = None,
                   gpu_lock: str | None = None, stages: dict[str, float] | None = None) -> dict[str, Any]:
     """Profiles the network of arch `index` on x (taken from `pool`, else built afresh on the
     device): one result row. gpu_lock: the lock file of processes sharing the GPU (see
@@ -185,8 +185,6 @@ def evaluate_cells(config: EvalConfig, todo: Sequence[int], db: str | os.PathLik
             pool = None
             if todo and not options["rebuild"]:
                 pool = nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
-                if options.get("scripted"):
-                    pool = pool.scripted()
             peak = None
             if device.type != "meta":
                 peak, _ = torchutil.peak_flops(device, DTYPES[config.dtype])  # once, not per arch

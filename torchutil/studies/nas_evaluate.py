@@ -173,15 +173,12 @@ def default_threads(device: torch.device | str, ranks_on_host: int = 1) -> int:
 def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *,
           rank: int = 0, world_size: int = 1, commit_every: int = 1,
           cudnn_benchmark: bool = False, progress: bool = True, rebuild: bool = False,
-          skip: Iterable[int] = (), threads: int = 1, scripted: bool | None = None) -> SweepStats:
+          skip: Iterable[int] = (), threads: int = 1) -> SweepStats:
     """Evaluates `indices` (this rank's share of them) with `config` into `db`, skipping rows
     that are already there (and the indices in `skip`), committing every `commit_every` archs
     (default 1: a kill loses at most the arch in flight in each thread; WAL mode keeps a commit
     cheap) and saying on stderr what it resumes. rebuild: build every network afresh instead
-    of swapping edge ops in one (nb.NetworkPool). scripted (default: on CUDA, unless rebuild):
-    profile the pool as one TorchScript module (nb.ScriptedNetwork: the same ops, kernels and
-    counts) that runs without Python, so the threads' counted captures do not take turns at the
-    GIL. threads > 1 (CUDA; the CLI's default,
+    of swapping edge ops in one (nb.NetworkPool). threads > 1 (CUDA; the CLI's default,
     default_threads): that many threads of this process evaluate the cells, each building and
     capturing its own on the host while another replays on the GPU under the GPU's lock file
     (gpu_lock_path), in the process's one CUDA context (nas_parallel.py), so that the cells
@@ -217,11 +214,7 @@ def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str]
     desc = f"nas evaluate rank {rank}" if world_size > 1 else "nas evaluate"
     bar = Progress(len(todo), desc, "arch", enabled=progress, every=10.0)
     t0 = time.perf_counter()
-    if scripted and rebuild:
-        raise nas_error("scripted does not combine with rebuild (it scripts the one prebuilt network)")
-    if scripted is None:
-        scripted = device.type == "cuda" and not rebuild
-    options = dict(commit_every=commit_every, cudnn_benchmark=cudnn_benchmark, rebuild=rebuild, scripted=scripted)
+    options = dict(commit_every=commit_every, cudnn_benchmark=cudnn_benchmark, rebuild=rebuild)
     if threads > 1:
         lock = gpu_lock_path(device) if device.type == "cuda" else None
         evaluated, stages = run_threads(config, todo, db, threads, options, lock, bar)

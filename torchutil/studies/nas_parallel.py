@@ -105,13 +105,8 @@ def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[s
             torch.cuda.set_device(device)
         x = make_input(config, device)
         peak = None if device.type == "meta" else torchutil.peak_flops(device, DTYPES[config.dtype])[0]
-        pools: list[nb.NetworkPool] | list[nb.ScriptedNetwork]
-        if options.get("scripted"):
-            first = nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last).scripted()
-            pools = [first, *(first.copy() for _ in range(threads - 1))]
-        else:
-            pools = [nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
-                     for _ in range(threads)]
+        pools = [nb.NetworkPool(config.dataset, device, DTYPES[config.dtype], config.channels_last)
+                 for _ in range(threads)]
         if device.type == "cuda":
             device_name(device)  # cached: the rows' device_name asks no CUDA call beside a capture
             torch.cuda.synchronize(device)

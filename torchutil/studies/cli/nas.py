@@ -40,10 +40,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="archs per SQLite transaction (default 1: a kill loses only the arch in flight)")
     p.add_argument("--rebuild", action="store_true",
                    help="build every network afresh (default: swap edge ops in one prebuilt network)")
-    p.add_argument("--scripted", action=argparse.BooleanOptionalAction, default=None,
-                   help="profile the prebuilt network as one TorchScript module (the same ops and kernels, no "
-                        "Python in the forward, so threads count and capture side by side; default on for CUDA, "
-                        "off with --rebuild)")
     p.add_argument("--threads", type=positive, default=None,
                    help="threads of this process per GPU: each builds and captures cells on the host while one "
                         "at a time replays on the GPU, all in one CUDA context, so cells time as in a one-thread "
@@ -151,7 +147,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         alone = args.trace or args.rebuild
         threads = 1 if alone else ev.default_threads(device, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     kwargs = dict(commit_every=args.commit_every, cudnn_benchmark=args.cudnn_benchmark,
-                  progress=not args.no_progress, rebuild=args.rebuild, threads=threads, scripted=args.scripted)
+                  progress=not args.no_progress, rebuild=args.rebuild, threads=threads)
     if world > 1:
         import torch.distributed as dist
 
