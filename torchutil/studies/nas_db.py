@@ -351,7 +351,7 @@ def hold_for_writing(db: str | os.PathLike[str]) -> Iterator[None]:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise nas_error(f"{db} is being written by another nas evaluate (it holds the db's lock); wait for "
-                                f"it, or share the cells with --threads, --workers or torchrun ranks instead") from None
+                                f"it, or share the cells with --threads, torchrun ranks or --ray instead") from None
             yield
     finally:
         if created and os.path.isfile(db) and os.path.getsize(db) == 0:
