@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import warnings
 from html.parser import HTMLParser
 from pathlib import Path
@@ -457,6 +458,47 @@ def test_measured_peak_on_cpu(net):
     r = torchutil.profile(net, X, warmup=0, iters=2, peak="measured")
     assert r.peak_flops_per_second == value  # cached per device and dtype
     assert r.peak_source == source
+
+
+def test_measured_int8_peak_on_cpu():
+    """int8 on the CPU is measured with int8 x int8 -> int32 GEMMs (torch._int_mm). Oracle: a
+    user's own timing of the same 1024^3 product, best of five, 2 n^3 operations each."""
+    value, source = torchutil.peak_flops("cpu", torch.int8, "measured")
+    assert source.startswith("measured: square int8 GEMMs (1024x1024x1024) on cpu")
+    a = torch.randint(-128, 128, (1024, 1024), dtype=torch.int8)
+    b = torch.randint(-128, 128, (1024, 1024), dtype=torch.int8)
+    torch._int_mm(a, b)
+    best = math.inf
+    for _ in range(5):
+        t0 = time.perf_counter()
+        torch._int_mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    assert 0.5 < value / (2 * 1024**3 / best) < 2.0
+    with pytest.raises(ValueError, match="a measured peak for float8 on cpu is not implemented"):
+        torchutil.peak_flops("cpu", "fp8", "measured")
+
+
+def test_a_statically_quantized_model_profiles_with_the_defaults_on_cpu():
+    """An int8 model's peak is the measured int8 one (before, the default call raised)."""
+    from torch.ao import quantization as q
+
+    class Quantized(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.quant, self.linear, self.dequant = q.QuantStub(), torch.nn.Linear(256, 128), q.DeQuantStub()
+
+        def forward(self, x):
+            return self.dequant(self.linear(self.quant(x)))
+
+    model = Quantized().eval()
+    model.qconfig = q.get_default_qconfig("fbgemm")
+    prepared = q.prepare(model)
+    x = torch.randn(64, 256)
+    prepared(x)
+    r = torchutil.profile(q.convert(prepared), x, warmup=1, iters=2)
+    assert r.peak_source.startswith("measured: square int8 GEMMs")
+    assert r.matrix_flops == 2 * 64 * 256 * 128  # the quantized linear's products (closed form)
+    assert 0 < r.utilization < 1
 
 
 def test_peak_on_meta_is_nan():

@@ -1,7 +1,9 @@
 #include "libtorch/DevicePeak.h"
 
 #include <ATen/Context.h>
+#include <ATen/ops/_int_mm.h>
 #include <ATen/ops/mm.h>
+#include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -54,10 +56,25 @@ int64_t gemmSize(c10::Device device, PeakDtype dtype) {
   return device.is_cpu() ? (lowPrecisionCpu ? 512 : 1024) : 8192;
 }
 
+// int8 on the CPU: square int8 x int8 -> int32 GEMMs (at::_int_mm, what quantized linear
+// layers run), 2 n^3 integer operations each, counted as the matrix FLOPs of int8 rows are.
+RateSpread timeInt8Gemm(c10::Device device) {
+  c10::InferenceMode inference;
+  const int64_t n = gemmSize(device, PeakDtype::INT8);
+  const auto opts = at::TensorOptions().device(device).dtype(at::kChar);
+  const at::Tensor a = at::randint(-128, 128, {n, n}, opts);
+  const at::Tensor b = at::randint(-128, 128, {n, n}, opts);
+  return summarizeRates(timedRates(
+      device, [&] { at::_int_mm(a, b); }, 1, 2.0 * static_cast<double>(n) * n * n));
+}
+
 RateSpread timeGemm(c10::Device device, PeakDtype dtype) {
+  if (dtype == PeakDtype::INT8 && device.is_cpu()) {
+    return timeInt8Gemm(device);
+  }
   const auto type = gemmType(dtype);
   TORCH_CHECK_VALUE(type.has_value(), "torchutil: a measured peak for ", peakDtypeName(dtype),
-                    " is not implemented; pass peak_flops= instead");
+                    " on ", device.str(), " is not implemented; pass peak_flops= instead");
   c10::InferenceMode inference;
   Tf32Scope tf32(dtype == PeakDtype::TF32);
   const int64_t n = gemmSize(device, dtype);
