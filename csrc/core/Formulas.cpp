@@ -158,6 +158,11 @@ void registerAllFormulas(FormulaRegistry& r) {
   addAll(r, {"aten::equal", "aten::allclose"}, C::Vector, &perInput<1>);
   addAll(r, {"aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::native_dropout"}, C::Vector,
          &perOutput<2>);
+  // torch.ao.quantization's conversions: quantizing scales and rounds (2 per element, as
+  // quantized::linear_dynamic's own quantization counts), dequantizing subtracts the zero
+  // point and scales (2).
+  addAll(r, {"aten::quantize_per_tensor", "aten::quantize_per_channel", "aten::dequantize"},
+         C::Vector, &perInput<2>);
 
   // The attention fast path's qkv bias add: 1 per element (q's scaling is not counted).
   r.add("aten::_transform_bias_rescale_qkv", C::Vector, &perInput<1>);

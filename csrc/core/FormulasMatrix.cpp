@@ -231,6 +231,24 @@ Cost quantizedLinear(const Args& in, const Args& out) {
   return c;
 }
 
+// quantized::conv1d/2d/3d(qX, packed_weight, output_scale, output_zero_point) and their _relu
+// kin take the weight packed in a custom class, which the libtorch layer reads as the unpacked
+// weight's shape (IValueArgs.cpp): a convolution's MACs of 8-bit integers, and per output
+// element the int32 accumulator rescaled (1) and the bias added (1), Activation more for a
+// fused relu. A weight that could not be read leaves the call unpriced (reported).
+template <int Activation>
+Cost quantizedConvolution(const Args& in, const Args& out) {
+  const TensorInfo* o = firstTensor(out);
+  if (tensorAt(in, 1) == nullptr || o == nullptr) {
+    Cost unknown;
+    unknown.unpriced = true;
+    return unknown;
+  }
+  Cost c = convolution<kNoBias, kNever>(in, out);
+  c.vectorFlops = saturatingMul(2 + Activation, o->numel());
+  return c;
+}
+
 }  // namespace
 
 void registerMatrixFormulas(FormulaRegistry& r) {
@@ -281,6 +299,10 @@ void registerMatrixFormulas(FormulaRegistry& r) {
   r.add("quantized::linear_relu", C::Matrix, &quantizedLinear<false, 1>);
   r.add("quantized::linear_dynamic", C::Matrix, &quantizedLinear</*Dynamic=*/true, 0>);
   r.add("quantized::linear_relu_dynamic", C::Matrix, &quantizedLinear<true, 1>);
+  addAll(r, {"quantized::conv1d", "quantized::conv2d", "quantized::conv3d"}, C::Matrix,
+         &quantizedConvolution</*Activation=*/0>);
+  addAll(r, {"quantized::conv1d_relu", "quantized::conv2d_relu", "quantized::conv3d_relu"},
+         C::Matrix, &quantizedConvolution<1>);
 
   // Recurrent layers: oneDNN's (one layer and direction a call) and cuDNN's (all of them).
   r.add("aten::mkldnn_rnn_layer", C::Matrix, &mkldnnRnnLayer);

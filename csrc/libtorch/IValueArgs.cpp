@@ -2,10 +2,45 @@
 
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/class_type.h>
+#include <ATen/core/function.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
 #include <c10/core/ScalarType.h>
+
+#include <optional>
+#include <utility>
 
 namespace torchutil {
 namespace {
+
+// A quantized convolution's weight, packed in a custom class (torch.ao.quantization's
+// Conv2dPackedParamsBase and Conv3dPackedParamsBase; conv1d uses the 2-d one): the unpacked
+// weight's shape, through the class's own unpack(), with RecordFunction off so that its ops
+// are not taken for the model's. Nothing for any other object.
+std::optional<TensorInfo> packedConvolutionWeight(const c10::IValue& v) {
+  const c10::ClassTypePtr type = v.toObjectRef().type();
+  const std::optional<c10::QualifiedName>& name = type->name();
+  if (!name.has_value() ||
+      (name->name() != "Conv2dPackedParamsBase" && name->name() != "Conv3dPackedParamsBase")) {
+    return std::nullopt;
+  }
+  torch::jit::Function* unpack = type->findMethod("unpack");
+  if (unpack == nullptr) {
+    return std::nullopt;
+  }
+  const at::DisableRecordFunctionGuard quiet;
+  torch::jit::Stack stack{v};
+  unpack->run(stack);
+  if (stack.size() != 1 || !stack[0].isTuple()) {
+    return std::nullopt;
+  }
+  const auto& parts = stack[0].toTupleRef().elements();
+  if (parts.empty() || !parts[0].isTensor() || !parts[0].toTensor().defined()) {
+    return std::nullopt;
+  }
+  return tensorInfo(parts[0].toTensor());
+}
 
 Arg toArg(const c10::IValue& v, bool& pythonTensor) {
   if (v.isTensor()) {
@@ -64,6 +99,14 @@ Arg toArg(const c10::IValue& v, bool& pythonTensor) {
   }
   if (v.isNone()) {
     return Arg::none();
+  }
+  if (v.isObject()) {
+    if (std::optional<TensorInfo> weight = packedConvolutionWeight(v)) {
+      Arg a;
+      a.kind = ArgKind::Tensor;
+      a.tensor = std::move(*weight);
+      return a;
+    }
   }
   Arg other;
   other.kind = ArgKind::Other;

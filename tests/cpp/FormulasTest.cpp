@@ -1079,7 +1079,7 @@ TEST(FormulasTest, DataMovementIsMemoryAndViewsAreTransparent) {
 
 // ---- the registry as a whole --------------------------------------------------------------
 
-// ---- decompositions, solves, FFTs, embedding bags, quantized Linear, FlexAttention ----------
+// ---- decompositions, solves, FFTs, embedding bags, quantized layers, FlexAttention ---------
 // Golub & Van Loan's counts and the radix-2 FFT count, computed here.
 const Names kPricedOnce{"aten::linalg_lu_factor_ex",
                         "aten::linalg_cholesky_ex",
@@ -1101,6 +1101,15 @@ const Names kPricedOnce{"aten::linalg_lu_factor_ex",
                         "quantized::linear_relu",
                         "quantized::linear_dynamic",
                         "quantized::linear_relu_dynamic",
+                        "quantized::conv1d",
+                        "quantized::conv2d",
+                        "quantized::conv3d",
+                        "quantized::conv1d_relu",
+                        "quantized::conv2d_relu",
+                        "quantized::conv3d_relu",
+                        "aten::quantize_per_tensor",
+                        "aten::quantize_per_channel",
+                        "aten::dequantize",
                         "torchutil::flex_attention"};
 
 Arg typed(std::vector<int64_t> sizes, const char* dtype) {
@@ -1223,6 +1232,48 @@ TEST(FormulasTest, QuantizedLinearIsInt8MatrixWork) {
                    {t({4, 64}), packed, Arg::ofBool(false)}, {t({4, 32})})
                 .vectorFlops,
             dynamic.vectorFlops + 4 * 32);
+}
+
+TEST(FormulasTest, QuantizedConvolutionIsInt8MatrixWorkOnItsUnpackedWeight) {
+  // The libtorch layer hands the packed weight over as the unpacked weight's shape
+  // (IValueArgs.cpp): X [2, 3, 32, 32], W [16, 3, 3, 3] -> Y [2, 16, 30, 30].
+  const Args in{typed({2, 3, 32, 32}, "quint8"), typed({16, 3, 3, 3}, "qint8"), Arg::ofDouble(0.1),
+                Arg::ofInt(0)};
+  const Args out{typed({2, 16, 30, 30}, "quint8")};
+  const int64_t outputs = 2 * 16 * 30 * 30;
+  const Cost plain = priced("quantized::conv2d", OpClass::Matrix, in, out);
+  EXPECT_EQ(plain.matrixFlops, 2 * outputs * 3 * 3 * 3);
+  EXPECT_EQ(plain.vectorFlops, 2 * outputs);  // rescale and bias
+  EXPECT_FALSE(plain.unpriced);
+  EXPECT_EQ(priced("quantized::conv2d_relu", OpClass::Matrix, in, out).vectorFlops, 3 * outputs);
+  // Depthwise 3-d: W [8, 1, 3, 3, 3], groups 8.
+  const Cost depthwise = priced("quantized::conv3d", OpClass::Matrix,
+                                {typed({1, 8, 4, 8, 8}, "quint8"), typed({8, 1, 3, 3, 3}, "qint8")},
+                                {typed({1, 8, 4, 8, 8}, "quint8")});
+  EXPECT_EQ(depthwise.matrixFlops, 2 * (8 * 4 * 8 * 8) * 27);
+  EXPECT_EQ(priced("quantized::conv1d_relu", OpClass::Matrix,
+                   {typed({2, 4, 16}, "quint8"), typed({6, 4, 3}, "qint8")},
+                   {typed({2, 6, 14}, "quint8")})
+                .matrixFlops,
+            2 * (2 * 6 * 14) * 4 * 3);
+  // A weight the libtorch layer could not unpack: reported, not priced at 0.
+  Arg packed;
+  packed.kind = ArgKind::Other;
+  const Cost unknown = priced("quantized::conv3d_relu", OpClass::Matrix,
+                              {typed({1, 8, 4, 8, 8}, "quint8"), packed}, {t({1, 8, 4, 8, 8})});
+  EXPECT_TRUE(unknown.unpriced);
+}
+
+TEST(FormulasTest, QuantizingAndDequantizingCostTwoPerElement) {
+  EXPECT_EQ(vectorOf("aten::quantize_per_tensor",
+                     {t({2, 3, 8, 8}), Arg::ofDouble(0.1), Arg::ofInt(0), Arg::ofInt(13)},
+                     {typed({2, 3, 8, 8}, "quint8")}),
+            2 * 2 * 3 * 8 * 8);
+  EXPECT_EQ(vectorOf("aten::quantize_per_channel",
+                     {t({4, 6}), t({4}), typed({4}, "int64"), Arg::ofInt(0), Arg::ofInt(12)},
+                     {typed({4, 6}, "qint8")}),
+            2 * 4 * 6);
+  EXPECT_EQ(vectorOf("aten::dequantize", {typed({5, 7}, "quint8")}, {t({5, 7})}), 2 * 5 * 7);
 }
 
 TEST(FormulasTest, FlexAttentionMasksTheBlocksItsBlockMaskSkips) {
