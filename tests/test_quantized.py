@@ -65,3 +65,28 @@ def test_a_quantized_cnn_is_counted(conv, shape, fuse):
         assert sorted(o.vector_flops for o in rows[name]) == sorted([2 * first.numel(), 2 * second.numel()])
     assert sum(o.vector_flops for o in rows["aten::quantize_per_tensor"]) == 2 * x.numel()
     assert sum(o.vector_flops for o in rows["aten::dequantize"]) == 2 * second.numel()
+
+
+@pytest.mark.parametrize("name", ["resnet18", "shufflenet_v2_x1_0", "mobilenet_v3_large"])
+def test_torchvision_quantized_models_are_counted_whole(name):
+    """torchvision's quantized classifiers (random weights, quantized by torchvision's own
+    recipe): no op left unpriced, the matrix FLOPs of the float model (FlopCounterMode), and
+    resnet18's residual add_relu at 3 per output element (each block's output)."""
+    tvq = pytest.importorskip("torchvision.models.quantization")
+    x = torch.randn(1, 3, 64, 64)
+    model = getattr(tvq, name)(weights=None, quantize=True).eval()
+    with FlopCounterMode(display=False) as fcm:
+        getattr(tvq, name)(weights=None, quantize=False).eval()(x)
+    r = torchutil.profile(model, x, warmup=1, iters=1)
+    assert r.unknown_ops == {}
+    assert r.matrix_flops == fcm.get_total_flops()
+    assert r.peak_source.startswith("measured: square int8 GEMMs")
+    if name == "resnet18":
+        outputs = []
+        hooks = [m.register_forward_hook(lambda _m, _i, out: outputs.append(out.numel()))
+                 for m in model.modules() if type(m).__name__ == "QuantizableBasicBlock"]
+        model(x)
+        for h in hooks:
+            h.remove()
+        assert len(outputs) == 8
+        assert sum(o.vector_flops for o in r.ops if o.op == "quantized::add_relu") == 3 * sum(outputs)

@@ -163,6 +163,10 @@ void registerAllFormulas(FormulaRegistry& r) {
   // point and scales (2).
   addAll(r, {"aten::quantize_per_tensor", "aten::quantize_per_channel", "aten::dequantize"},
          C::Vector, &perInput<2>);
+  // Quantized elementwise ops (torch.ao.nn.quantized.FloatFunctional, quantized activations):
+  // the op (1) and the output's requantization (1) per element, 1 more for a fused ReLU.
+  addAll(r, {"quantized::add", "quantized::mul", "quantized::hardswish"}, C::Vector, &perOutput<2>);
+  addAll(r, {"quantized::add_relu", "quantized::mul_relu"}, C::Vector, &perOutput<3>);
 
   // The attention fast path's qkv bias add: 1 per element (q's scaling is not counted).
   r.add("aten::_transform_bias_rescale_qkv", C::Vector, &perInput<1>);
@@ -300,7 +304,8 @@ void registerAllFormulas(FormulaRegistry& r) {
           "aten::_nested_tensor_from_mask",
           "aten::_nested_from_padded_and_nested_example",
           "aten::to_padded_tensor",
-          "aten::_nested_tensor_from_tensor_list"},
+          "aten::_nested_tensor_from_tensor_list",
+          "quantized::cat"},
          C::Memory);
 
   // Views, allocations, metadata and composite wrappers whose callees are counted.
@@ -355,6 +360,14 @@ void registerAllFormulas(FormulaRegistry& r) {
           "aten::empty_strided",
           "aten::new_empty",
           "aten::new_empty_strided",
+          "aten::_empty_affine_quantized",
+          "aten::_empty_per_channel_affine_quantized",
+          "aten::qscheme",
+          "aten::q_scale",
+          "aten::q_zero_point",
+          "aten::q_per_channel_scales",
+          "aten::q_per_channel_zero_points",
+          "aten::q_per_channel_axis",
           "aten::resize",
           "aten::resize_as",
           "aten::set",

@@ -1110,6 +1110,11 @@ const Names kPricedOnce{"aten::linalg_lu_factor_ex",
                         "aten::quantize_per_tensor",
                         "aten::quantize_per_channel",
                         "aten::dequantize",
+                        "quantized::add",
+                        "quantized::mul",
+                        "quantized::hardswish",
+                        "quantized::add_relu",
+                        "quantized::mul_relu",
                         "torchutil::flex_attention"};
 
 Arg typed(std::vector<int64_t> sizes, const char* dtype) {
@@ -1274,6 +1279,25 @@ TEST(FormulasTest, QuantizingAndDequantizingCostTwoPerElement) {
                      {typed({4, 6}, "qint8")}),
             2 * 4 * 6);
   EXPECT_EQ(vectorOf("aten::dequantize", {typed({5, 7}, "quint8")}, {t({5, 7})}), 2 * 5 * 7);
+}
+
+TEST(FormulasTest, QuantizedElementwiseOpsRequantizeEachOutput) {
+  const Args in{typed({2, 8, 4, 4}, "quint8"), typed({2, 8, 4, 4}, "quint8"), Arg::ofDouble(0.1),
+                Arg::ofInt(0)};
+  const Args out{typed({2, 8, 4, 4}, "quint8")};
+  const int64_t n = 2 * 8 * 4 * 4;
+  EXPECT_EQ(vectorOf("quantized::add", in, out), 2 * n);
+  EXPECT_EQ(vectorOf("quantized::mul", in, out), 2 * n);
+  EXPECT_EQ(vectorOf("quantized::hardswish", {in[0], Arg::ofDouble(0.1), Arg::ofInt(0)}, out),
+            2 * n);
+  EXPECT_EQ(vectorOf("quantized::add_relu", in, out), 3 * n);
+  EXPECT_EQ(vectorOf("quantized::mul_relu", in, out), 3 * n);
+  const FormulaRegistry& r = FormulaRegistry::global();
+  EXPECT_EQ(r.find("quantized::cat")->opClass, OpClass::Memory);
+  for (const char* op : {"aten::_empty_affine_quantized", "aten::qscheme", "aten::q_scale",
+                         "aten::q_zero_point", "aten::q_per_channel_scales"}) {
+    EXPECT_EQ(r.find(op)->opClass, OpClass::Transparent) << op;
+  }
 }
 
 TEST(FormulasTest, FlexAttentionMasksTheBlocksItsBlockMaskSkips) {
