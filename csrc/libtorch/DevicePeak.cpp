@@ -56,35 +56,23 @@ int64_t gemmSize(c10::Device device, PeakDtype dtype) {
   return device.is_cpu() ? (lowPrecisionCpu ? 512 : 1024) : 8192;
 }
 
-// int8 on the CPU: square int8 x int8 -> int32 GEMMs (at::_int_mm, what quantized linear
-// layers run), 2 n^3 integer operations each, counted as the matrix FLOPs of int8 rows are.
-RateSpread timeInt8Gemm(c10::Device device) {
-  c10::InferenceMode inference;
-  const int64_t n = gemmSize(device, PeakDtype::INT8);
-  const auto opts = at::TensorOptions().device(device).dtype(at::kChar);
-  const at::Tensor a = at::randint(-128, 128, {n, n}, opts);
-  const at::Tensor b = at::randint(-128, 128, {n, n}, opts);
-  return summarizeRates(timedRates(
-      device, [&] { at::_int_mm(a, b); }, 1, 2.0 * static_cast<double>(n) * n * n));
-}
-
+// Square GEMMs in the dtype, 2 n^3 operations each; int8 on the CPU as int8 x int8 -> int32
+// (at::_int_mm, what quantized linear layers run), counted as the matrix FLOPs of int8 rows are.
 RateSpread timeGemm(c10::Device device, PeakDtype dtype) {
-  if (dtype == PeakDtype::INT8 && device.is_cpu()) {
-    return timeInt8Gemm(device);
-  }
-  const auto type = gemmType(dtype);
+  const bool int8 = dtype == PeakDtype::INT8 && device.is_cpu();
+  const auto type = int8 ? std::optional<at::ScalarType>(at::kChar) : gemmType(dtype);
   TORCH_CHECK_VALUE(type.has_value(), "torchutil: a measured peak for ", peakDtypeName(dtype),
                     " on ", device.str(), " is not implemented; pass peak_flops= instead");
   c10::InferenceMode inference;
   Tf32Scope tf32(dtype == PeakDtype::TF32);
   const int64_t n = gemmSize(device, dtype);
   const auto opts = at::TensorOptions().device(device).dtype(*type);
-  const at::Tensor a = at::randn({n, n}, opts);
-  const at::Tensor b = at::randn({n, n}, opts);
+  const at::Tensor a = int8 ? at::randint(-128, 128, {n, n}, opts) : at::randn({n, n}, opts);
+  const at::Tensor b = int8 ? at::randint(-128, 128, {n, n}, opts) : at::randn({n, n}, opts);
   // A wide spread is not warned about: devicePeak's source text (describeSpread) says it, in
   // every result's peak_source and in peak_flops()'s answer, once.
   return summarizeRates(timedRates(
-      device, [&] { at::mm(a, b); }, device.is_cpu() ? 1 : 10,
+      device, [&] { int8 ? at::_int_mm(a, b) : at::mm(a, b); }, device.is_cpu() ? 1 : 10,
       2.0 * static_cast<double>(n) * n * n));
 }
 
