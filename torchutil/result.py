@@ -379,7 +379,9 @@ def _energy(r: ProfileResult, per: str) -> str | None:
         return None
     if not r.joules > 0:
         return r.energy_source
-    return (f"{r.joules:.4g} J ({r.joules_ci_low:.4g}-{r.joules_ci_high:.4g}), {r.watts:.4g} W, "
+    # One window has no interval (NaN ends): the figure alone.
+    interval = f" ({r.joules_ci_low:.4g}-{r.joules_ci_high:.4g})" if r.joules_ci_low == r.joules_ci_low else ""
+    return (f"{r.joules:.4g} J{interval}, {r.watts:.4g} W, "
             f"{r.inputs_per_joule:.4g} inputs/J, {r.flops_per_joule / 1e9:.4g} GFLOP/J")
 
 

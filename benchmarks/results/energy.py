@@ -15,7 +15,11 @@ without. Reported per model:
   counter at the window's ends without aligning to it, so its window must be long for its own
   figure to be known to 2 %: 6 s puts its quantum at <= 1.7 %); target within 2 %;
 - the call's cost against its window: phase_energy_seconds / energy_window, and the median call
-  with energy less the median call without, over energy_window (target <= 1.1).
+  with energy less the median call without, over energy_window (target <= 1.1); beside them the
+  parts beyond the windows (energy_wait_seconds: queued to the first change; energy_drain_seconds:
+  the last change to the last forward finished), and how long the GPU was held back by its power
+  limit during each call (NVML's power violation time, read by nvidia-ml-py before and after;
+  "n/a" without it).
 
     python benchmarks/results/energy.py --out $OUT/energy            # ~2.5 min on an H200
     python benchmarks/results/energy.py --models resnet50 --calls 3 --processes 1 --device cuda
@@ -98,18 +102,37 @@ def zeus_joules(model: torch.nn.Module, inputs: dict, seconds_per_forward: float
             "watts": m.gpu_energy[device] / m.time}
 
 
+def power_violation(device: torch.device):
+    """A function giving the cumulative seconds the GPU was held back by its power limit (NVML's
+    violation time, through nvidia-ml-py), or None where that cannot be read."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        # NVML's numbering is CUDA's where CUDA_VISIBLE_DEVICES is unset (the benchmark's machine).
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        pynvml.nvmlDeviceGetViolationStatus(handle, pynvml.NVML_PERF_POLICY_POWER)
+    except Exception:  # noqa: BLE001 - a diagnostic: absent is "n/a"
+        return None
+    return lambda: pynvml.nvmlDeviceGetViolationStatus(handle, pynvml.NVML_PERF_POLICY_POWER).violationTime * 1e-9
+
+
 def measure(args: argparse.Namespace) -> dict:
     """One process: every model, args.calls calls with energy and three without."""
     device = torch.device(args.device)
+    violation = power_violation(device) if device.type == "cuda" else None
     rows = []
     for name in args.models:
         model, inputs, batch = build(name, device)
         calls = []
         for _ in range(args.calls):
+            before = violation() if violation else math.nan
             r = torchutil.profile(model, **inputs, energy=True, energy_window=args.energy_window)
             calls.append({f: getattr(r, f) for f in ("joules", "joules_ci_low", "joules_ci_high", "watts",
                                                        "inputs_per_joule", "flops_per_joule", "energy_seconds",
+                                                       "energy_wait_seconds", "energy_drain_seconds",
                                                        "phase_energy_seconds", "call_seconds", "seconds")})
+            calls[-1]["power_limited_seconds"] = violation() - before if violation else math.nan
         plain = [torchutil.profile(model, **inputs).call_seconds for _ in range(3)]
         row = {"model": name, "batch": batch, "timing_mode": r.timing_mode, "energy_source": r.energy_source,
                "calls": calls, "plain_call_seconds": plain}
@@ -127,8 +150,8 @@ def measure(args: argparse.Namespace) -> dict:
 
 def table(processes: list[dict], window: float) -> str:
     lines = ["| model | J / forward (p1) | CV p1 | CV p2 | level p2/p1 | W | images or seqs / J | Zeus J | ours / Zeus | "
-             "phase / window | call delta / window | source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "phase / window | call delta / window | wait ms (min-max) | drain ms | power-limited ms / call | source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for k, row in enumerate(processes[0]["rows"]):
         per = [p["rows"][k] for p in processes]
         means = [statistics.fmean(c["joules"] for c in r["calls"]) for r in per]
@@ -138,13 +161,16 @@ def table(processes: list[dict], window: float) -> str:
         zj = zeus.get("joules_per_forward", math.nan)
         calls = row["calls"]
         phase = statistics.median(c["phase_energy_seconds"] for c in calls) / window
+        waits = [c["energy_wait_seconds"] for c in calls]
         delta = (statistics.median(c["call_seconds"] for c in calls) - statistics.median(row["plain_call_seconds"])) / window
         lines.append(
             f"| {row['model']} b{row['batch']} | {means[0]:.4g} | {cvs[0]:.2f} % | "
             f"{cvs[1] if len(cvs) > 1 else math.nan:.2f} % | {level:+.2f} % | "
             f"{statistics.fmean(c['watts'] for c in calls):.0f} | "
             f"{statistics.fmean(c['inputs_per_joule'] for c in calls):.4g} | {zj:.4g} | {100 * (means[0] / zj - 1):+.2f} % | "
-            f"{phase:.3f} | {delta:.3f} | {row['energy_source']} |")
+            f"{phase:.3f} | {delta:.3f} | {1e3 * statistics.median(waits):.0f} ({1e3 * min(waits):.0f}-{1e3 * max(waits):.0f}) | "
+            f"{1e3 * statistics.median(c['energy_drain_seconds'] for c in calls):.1f} | "
+            f"{1e3 * statistics.median(c['power_limited_seconds'] for c in calls):.0f} | {row['energy_source']} |")
     return "\n".join(lines)
 
 

@@ -38,6 +38,9 @@ class EnergyCounter {
   virtual double wrapJoules() const = 0;
   // Reads it now; false with *why (a sentence) when the read fails.
   virtual bool read(EnergyReading* out, std::string* why) = 0;
+  // Called once the first forwards are queued, so that slow bookkeeping (NVML's list of the
+  // processes on the GPU) runs while the device works rather than before it starts.
+  virtual void started() {}
   // What the source adds after the windows ("1 other process on the GPU"), "" for nothing.
   virtual std::string notes() { return ""; }
 };
@@ -57,8 +60,14 @@ struct EnergyPlan {
   // to the counter's updates.
   double windowSeconds = 0.5;
   int64_t windows = 5;
-  // Forwards queued ahead of the device, so that it never idles while the host polls.
+  // Forwards queued ahead of the device, so that it never idles while the host polls: at least
+  // inFlight, and aheadSeconds of work where forwardSeconds (the timed pace; 0: unknown) says
+  // how many forwards that is. Once the change that closes the last window is due, only
+  // endAheadSeconds of work: what is queued when it comes is waited for.
   int64_t inFlight = 2;
+  double forwardSeconds = 0.0;
+  double aheadSeconds = 0.02;
+  double endAheadSeconds = 0.01;
   // A counter that does not move for this long while forwards run is refused as frozen.
   double stallSeconds = 2.0;
 };
@@ -72,10 +81,19 @@ struct EnergyResult {
   // Empty when measured; else why not (the fields below are then NaN, never 0).
   std::string refusal;
   std::vector<double> joulesPerForward;  // one per window
-  MedianInterval perForward;             // their median and its 95 % interval
-  double watts;                          // the windows' joules / their seconds
-  double seconds;                        // the windows' span
-  double forwards;                       // forwards in it (fractions at the ends)
+  std::vector<double> windowForwards;    // the forwards in each (fractions at the ends)
+  // The windows' joules over their forwards (`median`, the name kept for the interval type),
+  // and its 95 % interval: Student's t over the windows, each weighted by its forwards (a ratio
+  // estimator's standard error); NaN ends with one window.
+  MedianInterval perForward;
+  double watts;     // the windows' joules / their seconds
+  double seconds;   // the windows' span
+  double forwards;  // forwards in it (fractions at the ends)
+  // What the windows cost beyond their span: from the first forward queued to the change that
+  // opens the first window, and from the change that closes the last one to the last queued
+  // forward finished.
+  double waitSeconds;
+  double drainSeconds;
   // The median time between the counter's changes as the polls saw them: its update period, or
   // the time between polls where that is longer (a CPU's eager forward).
   double updateSeconds;
@@ -84,8 +102,18 @@ struct EnergyResult {
   bool measured() const { return refusal.empty(); }
 };
 
-// Runs forwards from `queue` back to back (inFlight queued) while polling `counter`, until
-// plan.windows aligned windows are full, then waits for the queued forwards by polling. Every
+// The two-sided 95 % quantile of Student's t with `dof` degrees of freedom (>= 1).
+double studentT975(int64_t dof);
+
+// The pooled joules per forward of windows holding `forwards` forwards and `joules` joules, and
+// its interval (EnergyResult::perForward).
+MedianInterval pooledPerForward(const std::vector<double>& joules,
+                                const std::vector<double>& forwards);
+
+// Runs forwards from `queue` back to back (EnergyPlan says how many queued) while polling
+// `counter`, until plan.windows aligned windows are full, then waits for the queued forwards by
+// polling. The device must be idle when it is called: the first window may open at any change
+// the counter makes after the first forward was queued, the device busy since. Every
 // failure (a read that fails, a frozen counter, a counter that goes backwards, windows shorter
 // than the counter's updates, a window that holds less than one forward) is a refusal, not an
 // exception.

@@ -67,6 +67,8 @@ std::vector<double> summarize(const SummaryInputs& in) {
     set(Field::flops_per_joule, ratio(flops, joules));
     set(Field::inputs_per_joule, ratio(static_cast<double>(in.batchSize), joules));
     set(Field::energy_seconds, in.energy->seconds);
+    set(Field::energy_wait_seconds, in.energy->waitSeconds);
+    set(Field::energy_drain_seconds, in.energy->drainSeconds);
   }
   set(Field::other_thread_op_calls, static_cast<double>(in.totals.otherThreadCalls));
   set(Field::count_saturated, in.totals.saturated ? 1.0 : 0.0);

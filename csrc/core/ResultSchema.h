@@ -117,13 +117,21 @@ struct FieldSpec {
   X(pm_clock_offset_us, Real,                                                                 \
     "microseconds added to PM sample times to line them up with the kernel records")          \
   X(joules, Real,                                                                             \
-    "median joules per forward over the energy windows (energy=True): the device's whole draw") \
-  X(joules_ci_low, Real, "95 % confidence interval of the median joules: low end")           \
-  X(joules_ci_high, Real, "95 % confidence interval of the median joules: high end")         \
+    "joules per forward (energy=True): the energy windows' joules over their forwards, the "   \
+    "device's whole draw")                                                                    \
+  X(joules_ci_low, Real,                                                                      \
+    "95 % confidence interval of joules, low end (Student's t over the windows; NaN with one)") \
+  X(joules_ci_high, Real, "95 % confidence interval of joules: high end")                    \
   X(watts, Real, "the device's mean power over the energy windows")                          \
   X(flops_per_joule, Real, "flops / joules")                                                 \
   X(inputs_per_joule, Real, "batch size / joules")                                           \
   X(energy_seconds, Real, "seconds of forwards the energy windows span")                     \
+  X(energy_wait_seconds, Real,                                                                \
+    "part of phase_energy_seconds: from the first forward queued to the counter's change "    \
+    "that opens the first window")                                                            \
+  X(energy_drain_seconds, Real,                                                               \
+    "part of phase_energy_seconds: from the change that closes the last window to the last "  \
+    "queued forward finished")                                                                \
   X(call_seconds, Real, "wall time of the profile call in C++; the phase_* fields add up to it") \
   X(phase_warmup_seconds, Real, "of call_seconds: the plain warm-up forwards")               \
   X(phase_count_seconds, Real,                                                                \

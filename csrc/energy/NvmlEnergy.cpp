@@ -62,6 +62,8 @@ class Counter final : public EnergyCounter {
     return true;
   }
 
+  void started() override { listProcesses(); }  // those at the start; notes() adds the end's
+
   std::string notes() override {
     if (!listProcesses()) {
       return "the processes on the GPU are unknown: " + listRefusal_;
@@ -153,7 +155,6 @@ std::unique_ptr<EnergyCounter> openEnergyCounter(std::shared_ptr<Library> librar
   if (!counter->read(&first, why)) {
     return nullptr;
   }
-  counter->listProcesses();  // the processes at the start; notes() adds those at the end
   return counter;
 }
 

@@ -38,8 +38,8 @@ class Library {
 // The energy counter of the GPU at pciBusId (cudaDeviceGetPCIBusId's: NVML and CUDA may number
 // the GPUs differently, the bus id names one device to both), `name` for its source text
 // ("cuda:0"). Reads it once, so that a GPU without the counter or without permission is refused
-// here: null with *why. Its notes() name the other processes seen on the GPU, at the open and
-// after the windows.
+// here: null with *why. Its notes() name the other processes seen on the GPU once the forwards
+// started (started()) and after the windows.
 std::unique_ptr<EnergyCounter> openEnergyCounter(std::shared_ptr<Library> library,
                                                  const std::string& pciBusId,
                                                  const std::string& name, std::string* why);

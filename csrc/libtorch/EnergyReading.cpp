@@ -89,14 +89,11 @@ EnergyBackend& energyBackend(const HardwareBackends* backends) {
 EnergyOutput measureEnergy(Runner& runner, c10::Device device, EnergyPlan plan,
                            const std::string& what, EnergyBackend& backend,
                            double secondsPerForward) {
-  // 20 ms of work queued: an NVML read can take milliseconds, and with 2 ms queued an H200 idled
-  // for a quarter of the windows (mobilenet_v3_large b64: 2.78 ms a forward against 2.06 timed).
-  constexpr double kQueuedSeconds = 0.02;
-  constexpr int64_t kMostQueued = 256;
-  if (secondsPerForward > 0.0) {
-    const double ahead = std::ceil(kQueuedSeconds / secondsPerForward);
-    plan.inFlight =
-        std::max(plan.inFlight, static_cast<int64_t>(std::min<double>(ahead, kMostQueued)));
+  // 20 ms of work queued (EnergyPlan's default): an NVML read can take milliseconds, and with
+  // 2 ms queued an H200 idled for a quarter of the windows (mobilenet_v3_large b64: 2.78 ms a
+  // forward against 2.06 timed).
+  if (secondsPerForward > 0.0 && std::isfinite(secondsPerForward)) {
+    plan.forwardSeconds = secondsPerForward;
   }
   EnergyOutput out;
   std::string why;

@@ -23,8 +23,8 @@ EnergyBackend& energyBackend(const HardwareBackends* backends = nullptr);
 
 // Runs the windows over runner's forwards on device (`what` names them in the text: "graph
 // replays", "eager forwards"), then waits for the device. secondsPerForward (the timed median)
-// sets how many forwards are queued ahead: 2 ms of work, at least plan.inFlight, so that the
-// device never waits for the host's polls of the counter.
+// sets how many forwards are queued ahead (EnergyPlan::aheadSeconds of work, at least
+// plan.inFlight), so that the device never waits for the host's polls of the counter.
 EnergyOutput measureEnergy(Runner& runner, c10::Device device, EnergyPlan plan,
                            const std::string& what, EnergyBackend& backend,
                            double secondsPerForward);

@@ -42,15 +42,92 @@ TEST(EnergyWindowsTest, JoulesPerForwardWhateverThePhaseOfTheCounter) {
     EXPECT_NEAR(r.seconds, 0.5, 1e-3);
     EXPECT_NEAR(r.updateSeconds, 0.1, 1e-3);
     EXPECT_NEAR(r.forwards, 125.0, 0.2);
-    // The interval of five windows is their range (order statistics 1 and 5).
+    // The figure is the windows' joules over their forwards, inside their interval.
+    double joules = 0.0, forwards = 0.0;
+    for (size_t i = 0; i < 5; ++i) {
+      joules += r.joulesPerForward[i] * r.windowForwards[i];
+      forwards += r.windowForwards[i];
+    }
+    EXPECT_NEAR(r.perForward.median, joules / forwards, 1e-12);
+    EXPECT_NEAR(forwards, r.forwards, 1e-9);
     EXPECT_LE(r.perForward.low, r.perForward.median);
     EXPECT_GE(r.perForward.high, r.perForward.median);
-    EXPECT_DOUBLE_EQ(r.perForward.low,
-                     *std::min_element(r.joulesPerForward.begin(), r.joulesPerForward.end()));
-    EXPECT_DOUBLE_EQ(r.perForward.high,
-                     *std::max_element(r.joulesPerForward.begin(), r.joulesPerForward.end()));
-    // What it cost: the wait for the first change (< one update), the windows, the drain.
+    // What it cost: the wait for the first change (< one update from the first launch), the
+    // windows, the drain (the plan knows no forward time here: two forwards queued).
+    EXPECT_GT(r.waitSeconds, 0.0);
+    EXPECT_LT(r.waitSeconds, 0.1 + 1e-3);
+    EXPECT_LT(r.drainSeconds, 2 * d.forwardSeconds + 1e-3);
     EXPECT_LT(d.now, 0.5 + 0.1 + 3 * d.forwardSeconds);
+  }
+}
+
+// Oracle: the textbook interval of a mean, x-bar +- t(0.975, k - 1) s / sqrt(k), which the
+// pooled figure is when every window holds as many forwards.
+TEST(EnergyWindowsTest, PooledFigureAndItsInterval) {
+  // Windows of 5 forwards at 2.0, 2.4 and 2.2 J each: mean 2.2, s 0.2, t(2) 4.3027.
+  const MedianInterval equal = pooledPerForward({10.0, 12.0, 11.0}, {5.0, 5.0, 5.0});
+  EXPECT_DOUBLE_EQ(equal.median, 2.2);
+  EXPECT_NEAR(equal.high - equal.median, 4.3027 * 0.2 / std::sqrt(3.0), 1e-9);
+  EXPECT_NEAR(equal.median - equal.low, 4.3027 * 0.2 / std::sqrt(3.0), 1e-9);
+  // Uneven windows weigh by their forwards: (10 + 24) / (5 + 10), not the mean of 2 and 2.4.
+  EXPECT_DOUBLE_EQ(pooledPerForward({10.0, 24.0}, {5.0, 10.0}).median, 34.0 / 15.0);
+  // Identical windows: no spread. One window: a figure, no interval.
+  const MedianInterval same = pooledPerForward({4.0, 4.0, 4.0}, {2.0, 2.0, 2.0});
+  EXPECT_DOUBLE_EQ(same.low, 2.0);
+  EXPECT_DOUBLE_EQ(same.high, 2.0);
+  const MedianInterval one = pooledPerForward({3.0}, {2.0});
+  EXPECT_DOUBLE_EQ(one.median, 1.5);
+  EXPECT_TRUE(std::isnan(one.low) && std::isnan(one.high));
+  EXPECT_TRUE(std::isnan(pooledPerForward({}, {}).median));
+}
+
+// Oracle: published quantiles of Student's t (two-sided 95 %).
+TEST(EnergyWindowsTest, StudentQuantiles) {
+  EXPECT_DOUBLE_EQ(studentT975(1), 12.7062);
+  EXPECT_DOUBLE_EQ(studentT975(4), 2.7764);
+  EXPECT_NEAR(studentT975(40), 2.0211, 1e-4);
+  EXPECT_NEAR(studentT975(60), 2.0003, 1e-4);
+  EXPECT_NEAR(studentT975(99), 1.9842, 1e-4);
+  EXPECT_NEAR(studentT975(1000000), 1.959964, 1e-5);
+  EXPECT_TRUE(std::isnan(studentT975(0)));
+}
+
+// The first window may open at a change that comes before any forward has finished, as long as
+// the device was busy since: a change 0.5 ms after the first launch opens it.
+TEST(EnergyWindowsTest, FirstWindowOpensAtTheFirstChangeOnceForwardsRun) {
+  FakeEnergyDevice d;
+  d.firstUpdate = 0.0005;
+  const EnergyResult r = measure(d);
+  ASSERT_TRUE(r.measured()) << r.refusal;
+  EXPECT_LT(r.waitSeconds, 1e-3);
+  EXPECT_NEAR(r.perForward.median, d.busyWatts * d.forwardSeconds, 2e-3);
+  EXPECT_NEAR(r.seconds, 0.5, 1e-3);
+}
+
+// With the forward time known, the queue holds aheadSeconds of work, and once the change that
+// closes the last window is due only endAheadSeconds: the drain is about that.
+TEST(EnergyWindowsTest, QueueShrinksBeforeTheLastChange) {
+  for (const double phase : {0.0, 0.021, 0.063}) {
+    FakeEnergyDevice d;
+    d.firstUpdate = phase;
+    d.forwardSeconds = 0.002;
+    EnergyPlan plan;
+    plan.forwardSeconds = d.forwardSeconds;
+    const EnergyResult r = measure(d, plan);
+    ASSERT_TRUE(r.measured()) << r.refusal;
+    EXPECT_NEAR(r.perForward.median, d.busyWatts * d.forwardSeconds, 1e-3 * 0.8);
+    EXPECT_GT(r.drainSeconds, 0.0);
+    EXPECT_LE(r.drainSeconds, plan.endAheadSeconds + d.forwardSeconds + 1e-3) << phase;
+    // No idle time crept in: the windows' forwards ran back to back.
+    EXPECT_NEAR(r.seconds / r.forwards, d.forwardSeconds, 1e-6);
+    // Keeping 20 ms queued to the end drains about that.
+    FakeEnergyDevice full;
+    full.firstUpdate = phase;
+    full.forwardSeconds = d.forwardSeconds;
+    plan.endAheadSeconds = plan.aheadSeconds;
+    const EnergyResult f = measure(full, plan);
+    ASSERT_TRUE(f.measured()) << f.refusal;
+    EXPECT_GT(f.drainSeconds, plan.aheadSeconds - d.forwardSeconds) << phase;
   }
 }
 

@@ -127,11 +127,14 @@ TEST(NvmlEnergyTest, NotesNameOtherProcessesOnTheGpu) {
   std::unique_ptr<EnergyCounter> alone = openEnergyCounter(lib, kBusId, "cuda:0", &why);
   ASSERT_NE(alone, nullptr) << why;
   EXPECT_EQ(alone->notes(), "");
-  // A process seen at the open and gone at the end still counts; the list outgrows the room
-  // first given (NVML answers "insufficient size" with the length).
-  fake.state->pids[1] = 4242;
+  // A process seen once the forwards started and gone at the end still counts; one there only
+  // at the open (before started()) does not. The list outgrows the room first given (NVML
+  // answers "insufficient size" with the length).
+  fake.state->pids[1] = 4000;
   fake.state->pidCount = 2;
   std::unique_ptr<EnergyCounter> shared = openEnergyCounter(lib, kBusId, "cuda:0", &why);
+  fake.state->pids[1] = 4242;
+  shared->started();
   for (unsigned i = 0; i < 12; ++i) {
     fake.state->pids[i] = i == 0 ? self : 5000 + i;
   }
