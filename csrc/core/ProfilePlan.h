@@ -139,7 +139,7 @@ struct ProfilePlan {
   Correlation correlation = Correlation::Markers;
   std::string traceNote;
   Attribution attribution = Attribution::None;
-  bool detachAfterTrace = false;
+  bool detachAfterTrace = false;  // cuptiFinalize when the trace ends
 
   bool captureForTiming = false;  // a capture after the eager counted forward
   bool replays = false;           // the traced and timed forwards are graph replays

@@ -308,6 +308,15 @@ TEST(ProfilePlanTest, TheTimelinesProbeModulesAndDetach) {
   EXPECT_EQ(timeline(1).probe, IntervalProbe::CountedForward);  // no plain warm-up to time
   EXPECT_FALSE(timeline(3).detachAfterTrace);                   // the counters' passes want CUPTI
   EXPECT_TRUE(planProfile(cuda([](PlanInputs& in) { in.teardown = true; })).detachAfterTrace);
+  // API records slow the process's later work down until CUPTI detaches: a trace that used
+  // them (a model that may fork, or the switch) detaches; markers and capture nodes do not.
+  EXPECT_TRUE(planProfile(cuda([](PlanInputs& in) { in.mayFork = true; })).detachAfterTrace);
+  EXPECT_TRUE(planProfile(cuda([](PlanInputs& in) {
+                in.correlation = CorrelationSwitch::Api;
+              })).detachAfterTrace);
+  EXPECT_FALSE(planProfile(cuda()).detachAfterTrace);
+  EXPECT_FALSE(
+      planProfile(cuda([](PlanInputs& in) { in.mayFork = in.counters = true; })).detachAfterTrace);
   EXPECT_EQ(planProfile(cpu()).probe, IntervalProbe::None);
   EXPECT_TRUE(planProfile(cpu()).namesModules);
   EXPECT_FALSE(planProfile(cpu([](PlanInputs& in) { in.modulePaths = false; })).namesModules);
