@@ -174,7 +174,7 @@ def test_energy_on_the_gpu_agrees_with_nvidia_ml_py_and_with_watts_times_seconds
     # a few 3 ms reads more where a change fell inside the first read: up to 105 ms seen), and
     # the forwards queued when the last change came (10 ms of work, one forward more).
     again = torchutil.profile(model, x, energy=True)
-    assert again.energy_seconds >= 0.45
+    assert again.energy_seconds >= 0.9
     assert 0 < again.energy_wait_seconds < 0.1 + 0.03
     assert 0 < again.energy_drain_seconds < 0.01 + again.seconds + 0.005
     parts = again.energy_wait_seconds + again.energy_seconds + again.energy_drain_seconds

@@ -111,7 +111,7 @@ def profile(
         host-only capture of an untraced graph profile runs without it).
     energy: also measure joules per forward (joules, its interval joules_ci_low/high, watts,
         flops_per_joule, inputs_per_joule): after the timed forwards, the same kind of forward
-        (graph replays or eager) runs back to back for energy_window seconds (0.5: five windows
+        (graph replays or eager) runs back to back for energy_window seconds (1: five windows
         aligned to the counter's updates; energy_windows sets how many) while the device's
         cumulative energy counter is read:
         NVML's total energy on a CUDA GPU, RAPL on a CPU. The figure is the whole device's

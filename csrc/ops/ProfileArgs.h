@@ -37,7 +37,7 @@ inline constexpr OptionSpec kProfileOptions[] = {
     {"counter_replay", "str", "\"user\"", true},
     {"gpu_lock", "str?", "None", true},
     {"energy", "bool", "False", true},
-    {"energy_window", "float", "0.5", true},
+    {"energy_window", "float", "1.0", true},
     {"energy_windows", "int", "5", true},
     {"chrome_trace", "bool", "False", false},
     {"module_paths", "bool", "True", false},

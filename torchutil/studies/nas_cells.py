@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 import torchutil
-from torchutil._ops import check_choice
+from torchutil._ops import OPTION_DEFAULTS, check_choice
 from torchutil.fields import FIELDS
 from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
@@ -61,8 +61,8 @@ class EvalConfig:
     trace: bool = False
     channels_last: bool = False
     energy: bool = False  # joules per forward of every cell (torchutil.profile's energy=)
-    energy_window: float = 0.5
-    energy_windows: int = 5
+    energy_window: float = OPTION_DEFAULTS["energy_window"]
+    energy_windows: int = OPTION_DEFAULTS["energy_windows"]
 
     def __post_init__(self) -> None:
         nb.input_shape(self.dataset)  # checks the name

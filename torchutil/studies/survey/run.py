@@ -51,8 +51,8 @@ class SurveyConfig:
     # Joules per forward per configuration (torchutil.profile's energy=): the summary's joules,
     # watts, flops_per_joule, inputs_per_joule, and the row's energy_source.
     energy: bool = False
-    energy_window: float = 0.5
-    energy_windows: int = 5
+    energy_window: float = OPTION_DEFAULTS["energy_window"]
+    energy_windows: int = OPTION_DEFAULTS["energy_windows"]
 
     def check(self) -> None:
         """ValueError naming what this device cannot run: tf32 and the timing modes but eager
