@@ -234,3 +234,14 @@ def test_profile_generate_on_the_gpu_prefill_amortizes_joules_over_its_tokens():
     # One forward over 64 tokens a sequence against one over a single token: per token, the
     # prefill's joules are far fewer.
     assert result.prefill_row.joules_per_token < min(r.joules_per_token for r in result.decode) / 4
+
+
+def test_the_command_line_and_the_op_refuse_the_same_window_counts(capsys):
+    from cli_status import status_and_err
+
+    most = torchutil._C.MOST_ENERGY_WINDOWS
+    status, err = status_and_err(["profile", "spec_4conv_64", "--device", "cpu", "--energy",
+                                  "--energy-windows", str(most + 1)], capsys)
+    assert status == 2 and f"an integer in [1, {most}], got {most + 1}" in err, (status, err)
+    with pytest.raises(ValueError, match=rf"energy_windows .* in \[1, {most}\], got {most + 1}"):
+        torchutil.profile(_mlp(), torch.randn(4, 256), energy=True, energy_windows=most + 1)

@@ -2,6 +2,7 @@
 // the few things the dispatcher cannot carry (boxing a Python callable, module scopes).
 #include <torch/python.h>
 
+#include "core/EnergyWindows.h"
 #include "core/TraceStages.h"
 #include "libtorch/OpCounter.h"
 #include "libtorch/Timing.h"
@@ -12,6 +13,8 @@ namespace py = pybind11;
 PYBIND11_MODULE(_C, m) {
   torchutil::registerPyModule();
   m.doc() = "torchutil C++ core; use the torchutil package, not this module";
+  // The most energy_windows the ops take (checkEnergyPlan), for the command line's own check.
+  m.attr("MOST_ENERGY_WINDOWS") = py::int_(torchutil::kMostEnergyWindows);
   m.def("_wrap_module", &torchutil::wrapCallable, py::arg("model"), py::arg("args") = py::none(),
         py::arg("kwargs") = py::none(),
         "Boxes a Python callable (called with args and kwargs when given) in a util.PyModule "

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import torch
 
+from torchutil import _C
 from torchutil._ops import CHOICES, OPTION_DEFAULTS as _D
 
 __all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_peak_argument", "add_repeat_arguments",
@@ -228,7 +229,8 @@ def add_energy_arguments(p: argparse.ArgumentParser) -> None:
                         "RAPL on a CPU; docs/energy.md)")
     p.add_argument("--energy-window", type=positive_float, default=_D["energy_window"],
                    help=f"seconds of forwards the energy windows span, with --energy (default {_D['energy_window']:g})")
-    p.add_argument("--energy-windows", type=number(int, 1, "an integer in [1, 100]", high=100),
+    most = _C.MOST_ENERGY_WINDOWS
+    p.add_argument("--energy-windows", type=number(int, 1, f"an integer in [1, {most}]", high=most),
                    default=_D["energy_windows"],
-                   help=f"how many windows energy_window is split into, each a figure of the median and its "
-                        f"interval, with --energy (default {_D['energy_windows']})")
+                   help=f"how many windows energy_window is split into; the interval comes from their spread, "
+                        f"with --energy (default {_D['energy_windows']})")
