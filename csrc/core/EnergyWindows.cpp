@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "core/Repetition.h"
+
 namespace torchutil {
 namespace {
 
@@ -16,13 +18,12 @@ std::string duration(double seconds) {
   return seconds < 1.0 ? threeDigits(seconds * 1e3) + " ms" : threeDigits(seconds) + " s";
 }
 
-// How many forwards had finished at each poll where that number grew, and between two such
-// polls, linearly interpolated: the forwards run back to back, so they finish at an even pace.
+// How many forwards had finished at the first launch (none) and at each poll where that number
+// grew, and between two such instants, linearly interpolated: the forwards run back to back,
+// so they finish at an even pace.
 class Completions {
  public:
   void add(double seconds, int64_t finished) { points_.push_back({seconds, finished}); }
-  bool empty() const { return points_.empty(); }
-  double first() const { return points_.front().seconds; }
 
   // Forwards finished at time t; NaN outside the polls seen.
   double at(double t) const {
@@ -68,9 +69,9 @@ EnergyResult::EnergyResult()
       watts(kNaN),
       seconds(kNaN),
       forwards(kNaN),
-      updateSeconds(kNaN),
       waitSeconds(kNaN),
-      drainSeconds(kNaN) {}
+      drainSeconds(kNaN),
+      updateSeconds(kNaN) {}
 
 double steadyClockSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -134,8 +135,7 @@ double studentT975(int64_t dof) {
          (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * v * v * v);
 }
 
-MedianInterval pooledPerForward(const std::vector<double>& joules,
-                                const std::vector<double>& forwards) {
+Estimate pooledPerForward(const std::vector<double>& joules, const std::vector<double>& forwards) {
   const size_t k = joules.size();
   if (k == 0 || forwards.size() != k) {
     return {kNaN, kNaN, kNaN};

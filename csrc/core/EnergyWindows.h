@@ -10,9 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "core/Repetition.h"
-
 namespace torchutil {
+
+// A figure and its 95 % confidence interval (NaN ends where there is none).
+struct Estimate {
+  double value = 0.0;
+  double low = 0.0;
+  double high = 0.0;
+};
 
 // One reading of a cumulative energy counter.
 struct EnergyReading {
@@ -82,10 +87,10 @@ struct EnergyResult {
   std::string refusal;
   std::vector<double> joulesPerForward;  // one per window
   std::vector<double> windowForwards;    // the forwards in each (fractions at the ends)
-  // The windows' joules over their forwards (`median`, the name kept for the interval type),
-  // and its 95 % interval: Student's t over the windows, each weighted by its forwards (a ratio
-  // estimator's standard error); NaN ends with one window.
-  MedianInterval perForward;
+  // The windows' joules over their forwards, and its 95 % interval: Student's t over the
+  // windows, each weighted by its forwards (a ratio estimator's standard error); NaN ends with
+  // one window.
+  Estimate perForward;
   double watts;     // the windows' joules / their seconds
   double seconds;   // the windows' span
   double forwards;  // forwards in it (fractions at the ends)
@@ -107,8 +112,7 @@ double studentT975(int64_t dof);
 
 // The pooled joules per forward of windows holding `forwards` forwards and `joules` joules, and
 // its interval (EnergyResult::perForward).
-MedianInterval pooledPerForward(const std::vector<double>& joules,
-                                const std::vector<double>& forwards);
+Estimate pooledPerForward(const std::vector<double>& joules, const std::vector<double>& forwards);
 
 // Runs forwards from `queue` back to back (EnergyPlan says how many queued) while polling
 // `counter`, until plan.windows aligned windows are full, then waits for the queued forwards by

@@ -59,7 +59,7 @@ std::vector<double> summarize(const SummaryInputs& in) {
     set(Field::unattributed_kernel_seconds, t.unattributedSeconds);
   }
   if (in.energy != nullptr && in.energy->measured()) {
-    const double joules = in.energy->perForward.median;
+    const double joules = in.energy->perForward.value;
     set(Field::joules, joules);
     set(Field::joules_ci_low, in.energy->perForward.low);
     set(Field::joules_ci_high, in.energy->perForward.high);

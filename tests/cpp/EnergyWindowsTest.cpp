@@ -32,7 +32,7 @@ TEST(EnergyWindowsTest, JoulesPerForwardWhateverThePhaseOfTheCounter) {
     const EnergyResult r = measure(d);
     ASSERT_TRUE(r.measured()) << r.refusal;
     const double truth = d.busyWatts * d.forwardSeconds;  // 1.6 J
-    EXPECT_NEAR(r.perForward.median, truth, 1e-3 * truth) << "phase " << phase;
+    EXPECT_NEAR(r.perForward.value, truth, 1e-3 * truth) << "phase " << phase;
     EXPECT_NEAR(r.watts, d.busyWatts, 1e-3 * d.busyWatts);
     ASSERT_EQ(r.joulesPerForward.size(), 5u);
     for (double j : r.joulesPerForward) {
@@ -48,10 +48,10 @@ TEST(EnergyWindowsTest, JoulesPerForwardWhateverThePhaseOfTheCounter) {
       joules += r.joulesPerForward[i] * r.windowForwards[i];
       forwards += r.windowForwards[i];
     }
-    EXPECT_NEAR(r.perForward.median, joules / forwards, 1e-12);
+    EXPECT_NEAR(r.perForward.value, joules / forwards, 1e-12);
     EXPECT_NEAR(forwards, r.forwards, 1e-9);
-    EXPECT_LE(r.perForward.low, r.perForward.median);
-    EXPECT_GE(r.perForward.high, r.perForward.median);
+    EXPECT_LE(r.perForward.low, r.perForward.value);
+    EXPECT_GE(r.perForward.high, r.perForward.value);
     // What it cost: the wait for the first change (< one update from the first launch), the
     // windows, the drain (the plan knows no forward time here: two forwards queued).
     EXPECT_GT(r.waitSeconds, 0.0);
@@ -65,20 +65,20 @@ TEST(EnergyWindowsTest, JoulesPerForwardWhateverThePhaseOfTheCounter) {
 // pooled figure is when every window holds as many forwards.
 TEST(EnergyWindowsTest, PooledFigureAndItsInterval) {
   // Windows of 5 forwards at 2.0, 2.4 and 2.2 J each: mean 2.2, s 0.2, t(2) 4.3027.
-  const MedianInterval equal = pooledPerForward({10.0, 12.0, 11.0}, {5.0, 5.0, 5.0});
-  EXPECT_DOUBLE_EQ(equal.median, 2.2);
-  EXPECT_NEAR(equal.high - equal.median, 4.3027 * 0.2 / std::sqrt(3.0), 1e-9);
-  EXPECT_NEAR(equal.median - equal.low, 4.3027 * 0.2 / std::sqrt(3.0), 1e-9);
+  const Estimate equal = pooledPerForward({10.0, 12.0, 11.0}, {5.0, 5.0, 5.0});
+  EXPECT_DOUBLE_EQ(equal.value, 2.2);
+  EXPECT_NEAR(equal.high - equal.value, 4.3027 * 0.2 / std::sqrt(3.0), 1e-9);
+  EXPECT_NEAR(equal.value - equal.low, 4.3027 * 0.2 / std::sqrt(3.0), 1e-9);
   // Uneven windows weigh by their forwards: (10 + 24) / (5 + 10), not the mean of 2 and 2.4.
-  EXPECT_DOUBLE_EQ(pooledPerForward({10.0, 24.0}, {5.0, 10.0}).median, 34.0 / 15.0);
+  EXPECT_DOUBLE_EQ(pooledPerForward({10.0, 24.0}, {5.0, 10.0}).value, 34.0 / 15.0);
   // Identical windows: no spread. One window: a figure, no interval.
-  const MedianInterval same = pooledPerForward({4.0, 4.0, 4.0}, {2.0, 2.0, 2.0});
+  const Estimate same = pooledPerForward({4.0, 4.0, 4.0}, {2.0, 2.0, 2.0});
   EXPECT_DOUBLE_EQ(same.low, 2.0);
   EXPECT_DOUBLE_EQ(same.high, 2.0);
-  const MedianInterval one = pooledPerForward({3.0}, {2.0});
-  EXPECT_DOUBLE_EQ(one.median, 1.5);
+  const Estimate one = pooledPerForward({3.0}, {2.0});
+  EXPECT_DOUBLE_EQ(one.value, 1.5);
   EXPECT_TRUE(std::isnan(one.low) && std::isnan(one.high));
-  EXPECT_TRUE(std::isnan(pooledPerForward({}, {}).median));
+  EXPECT_TRUE(std::isnan(pooledPerForward({}, {}).value));
 }
 
 // Oracle: published quantiles of Student's t (two-sided 95 %).
@@ -100,7 +100,7 @@ TEST(EnergyWindowsTest, FirstWindowOpensAtTheFirstChangeOnceForwardsRun) {
   const EnergyResult r = measure(d);
   ASSERT_TRUE(r.measured()) << r.refusal;
   EXPECT_LT(r.waitSeconds, 1e-3);
-  EXPECT_NEAR(r.perForward.median, d.busyWatts * d.forwardSeconds, 2e-3);
+  EXPECT_NEAR(r.perForward.value, d.busyWatts * d.forwardSeconds, 2e-3);
   EXPECT_NEAR(r.seconds, 0.5, 1e-3);
 }
 
@@ -115,7 +115,7 @@ TEST(EnergyWindowsTest, QueueShrinksBeforeTheLastChange) {
     plan.forwardSeconds = d.forwardSeconds;
     const EnergyResult r = measure(d, plan);
     ASSERT_TRUE(r.measured()) << r.refusal;
-    EXPECT_NEAR(r.perForward.median, d.busyWatts * d.forwardSeconds, 1e-3 * 0.8);
+    EXPECT_NEAR(r.perForward.value, d.busyWatts * d.forwardSeconds, 1e-3 * 0.8);
     EXPECT_GT(r.drainSeconds, 0.0);
     EXPECT_LE(r.drainSeconds, plan.endAheadSeconds + d.forwardSeconds + 1e-3) << phase;
     // No idle time crept in: the windows' forwards ran back to back.
@@ -140,7 +140,7 @@ TEST(EnergyWindowsTest, UnevenForwardsAndLongerWindows) {
   plan.windows = 4;  // 250 ms: the nearest update boundary, 200 or 300 ms
   const EnergyResult r = measure(d, plan);
   ASSERT_TRUE(r.measured()) << r.refusal;
-  EXPECT_NEAR(r.perForward.median, d.busyWatts * d.forwardSeconds, 1e-3 * 2.92);
+  EXPECT_NEAR(r.perForward.value, d.busyWatts * d.forwardSeconds, 1e-3 * 2.92);
   EXPECT_EQ(r.joulesPerForward.size(), 4u);
   EXPECT_GE(r.seconds, 0.8 - 1e-3);
   EXPECT_LE(r.seconds, 1.2 + 1e-3);
@@ -158,7 +158,7 @@ TEST(EnergyWindowsTest, FastCounterAndSynchronousForwards) {
   // The host's launch and poll time between forwards is idle: a little less than busy power.
   const double perForward =
       d.busyWatts * d.forwardSeconds + d.idleWatts * (d.launchSeconds + d.pollSeconds);
-  EXPECT_NEAR(r.perForward.median, perForward, 5e-3 * perForward);
+  EXPECT_NEAR(r.perForward.value, perForward, 5e-3 * perForward);
   // Changes are seen between forwards (one per poll: it finished inside launch()), so no
   // closer than that.
   EXPECT_GE(r.updateSeconds, d.forwardSeconds);
@@ -172,7 +172,7 @@ TEST(EnergyWindowsTest, CounterThatWrapsIsUnwrapped) {
   d.startJoules = 250.0;  // wraps in the first window, and again later
   const EnergyResult r = measure(d);
   ASSERT_TRUE(r.measured()) << r.refusal;
-  EXPECT_NEAR(r.perForward.median, 1.6, 1.6e-3);
+  EXPECT_NEAR(r.perForward.value, 1.6, 1.6e-3);
   EXPECT_NEAR(r.watts, 400.0, 0.4);
 }
 
@@ -182,7 +182,7 @@ TEST(EnergyWindowsTest, FrozenCounterIsRefused) {
   const EnergyResult r = measure(d);
   EXPECT_FALSE(r.measured());
   EXPECT_NE(r.refusal.find("did not move in 2"), std::string::npos) << r.refusal;
-  EXPECT_TRUE(std::isnan(r.perForward.median));
+  EXPECT_TRUE(std::isnan(r.perForward.value));
   EXPECT_TRUE(std::isnan(r.perForward.low));
   EXPECT_TRUE(std::isnan(r.watts));
   EXPECT_LT(d.now, 2.2);
@@ -198,7 +198,7 @@ TEST(EnergyWindowsTest, CounterGoingBackwardsIsRefusedWhereItDoesNotWrap) {
   d.resetAt = 0.3;
   const EnergyResult r = measure(d);
   EXPECT_NE(r.refusal.find("went backwards"), std::string::npos) << r.refusal;
-  EXPECT_TRUE(std::isnan(r.perForward.median));
+  EXPECT_TRUE(std::isnan(r.perForward.value));
 }
 
 TEST(EnergyWindowsTest, FailedReadIsRefusedWithItsReason) {
@@ -227,7 +227,7 @@ TEST(EnergyWindowsTest, ForwardLongerThanAWindowIsRefused) {
   d.forwardSeconds = 0.35;
   const EnergyResult r = measure(d);
   EXPECT_NE(r.refusal.find("less than one"), std::string::npos) << r.refusal;
-  EXPECT_TRUE(std::isnan(r.perForward.median));
+  EXPECT_TRUE(std::isnan(r.perForward.value));
 }
 
 TEST(EnergyWindowsTest, DescribeNamesSourceWindowAndNotes) {
@@ -270,7 +270,7 @@ TEST(EnergyWindowsTest, ThreeWindowsSpanTheirWindowAtTheSameFigure) {
   ASSERT_TRUE(r.measured()) << r.refusal;
   EXPECT_EQ(r.joulesPerForward.size(), 3u);
   EXPECT_NEAR(r.seconds, 0.3, 1e-4);  // to a poll
-  EXPECT_NEAR(r.perForward.median, d.busyWatts * d.forwardSeconds, 2e-3);
+  EXPECT_NEAR(r.perForward.value, d.busyWatts * d.forwardSeconds, 2e-3);
 }
 
 // Oracle: the result's own span and forwards, against a timed pace given by hand.
