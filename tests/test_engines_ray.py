@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 import signal
 import socket
 import shutil
@@ -22,8 +23,11 @@ import pytest
 import torch
 
 # Ray reads its auth mode once, on import: a driver joining a token-authenticated cluster by
-# address needs "token" before that (the nodes get it too, and their token from ~/.ray).
+# address needs "token" before that. The token is the test's own, in the environment the nodes
+# inherit: `ray start` makes none (a fresh machine has no ~/.ray/auth_token) and refuses to start
+# a head without one. 32 random bytes in hex, as Ray's own generator makes them.
 os.environ.setdefault("RAY_AUTH_MODE", "token")
+os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.tune")
 
