@@ -150,7 +150,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 def table(processes: list[dict], window: float) -> str:
     lines = ["| model | J / forward (p1) | CV p1 | CV p2 | level p2/p1 | W | images or seqs / J | Zeus J | ours / Zeus | "
-             "phase / window | call delta / window | wait ms (min-max) | drain ms | power-limited ms / call | source |",
+             "phase / window, median [q1, q3] | call delta / window | wait ms (min-max) | drain ms | power-limited ms / call | source |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for k, row in enumerate(processes[0]["rows"]):
         per = [p["rows"][k] for p in processes]
@@ -160,7 +160,7 @@ def table(processes: list[dict], window: float) -> str:
         zeus = row.get("zeus", {})
         zj = zeus.get("joules_per_forward", math.nan)
         calls = row["calls"]
-        phase = statistics.median(c["phase_energy_seconds"] for c in calls) / window
+        q1, phase, q3 = statistics.quantiles([c["phase_energy_seconds"] / window for c in calls], n=4)
         waits = [c["energy_wait_seconds"] for c in calls]
         delta = (statistics.median(c["call_seconds"] for c in calls) - statistics.median(row["plain_call_seconds"])) / window
         lines.append(
@@ -168,7 +168,7 @@ def table(processes: list[dict], window: float) -> str:
             f"{cvs[1] if len(cvs) > 1 else math.nan:.2f} % | {level:+.2f} % | "
             f"{statistics.fmean(c['watts'] for c in calls):.0f} | "
             f"{statistics.fmean(c['inputs_per_joule'] for c in calls):.4g} | {zj:.4g} | {100 * (means[0] / zj - 1):+.2f} % | "
-            f"{phase:.3f} | {delta:.3f} | {1e3 * statistics.median(waits):.0f} ({1e3 * min(waits):.0f}-{1e3 * max(waits):.0f}) | "
+            f"{phase:.3f} [{q1:.3f}, {q3:.3f}] | {delta:.3f} | {1e3 * statistics.median(waits):.0f} ({1e3 * min(waits):.0f}-{1e3 * max(waits):.0f}) | "
             f"{1e3 * statistics.median(c['energy_drain_seconds'] for c in calls):.1f} | "
             f"{1e3 * statistics.median(c['power_limited_seconds'] for c in calls):.0f} | {row['energy_source']} |")
     return "\n".join(lines)
@@ -205,7 +205,8 @@ def main() -> None:
     text += "".join(f"\nZeus, {r['model']}: {r['zeus']['error']}" for r in processes[0]["rows"]
                     if "error" in r.get("zeus", {}))
     print(text)
-    print(f"{args.processes} processes in {time.perf_counter() - started:.0f} s on {processes[0]['device']}")
+    print(f"{args.calls} calls a model in each of {args.processes} processes, {time.perf_counter() - started:.0f} s "
+          f"on {processes[0]['device']}")
     (out / "energy.json").write_text(json.dumps({"processes": processes, "energy_window": args.energy_window}, indent=1))
     (out / "energy.md").write_text(text + "\n")
 
