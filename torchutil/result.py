@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import html
 import json
+import math
 from dataclasses import asdict, dataclass, field as dataclass_field, fields
 from typing import Any, Callable, NamedTuple
 
@@ -380,7 +381,7 @@ def _energy(r: ProfileResult, per: str) -> str | None:
     if not r.joules > 0:
         return r.energy_source
     # One window has no interval (NaN ends): the figure alone.
-    interval = f" ({r.joules_ci_low:.4g}-{r.joules_ci_high:.4g})" if r.joules_ci_low == r.joules_ci_low else ""
+    interval = "" if math.isnan(r.joules_ci_low) else f" ({r.joules_ci_low:.4g}-{r.joules_ci_high:.4g})"
     return (f"{r.joules:.4g} J{interval}, {r.watts:.4g} W, "
             f"{r.inputs_per_joule:.4g} inputs/J, {r.flops_per_joule / 1e9:.4g} GFLOP/J")
 

@@ -68,7 +68,9 @@ struct EnergyPlan {
   // Forwards queued ahead of the device, so that it never idles while the host polls: at least
   // inFlight, and aheadSeconds of work where forwardSeconds (the timed pace; 0: unknown) says
   // how many forwards that is. Once the change that closes the last window is due, only
-  // endAheadSeconds of work: what is queued when it comes is waited for.
+  // endAheadSeconds of work: what is queued when it comes is waited for. An NVML read takes
+  // 3 ms on an H200 (16 ms the longest of 200); with 2 ms queued the device idled for a quarter
+  // of the windows (mobilenet_v3_large b64: 2.78 ms a forward against 2.06 timed).
   int64_t inFlight = 2;
   double forwardSeconds = 0.0;
   double aheadSeconds = 0.02;

@@ -89,9 +89,7 @@ EnergyBackend& energyBackend(const HardwareBackends* backends) {
 EnergyOutput measureEnergy(Runner& runner, c10::Device device, EnergyPlan plan,
                            const std::string& what, EnergyBackend& backend,
                            double secondsPerForward) {
-  // 20 ms of work queued (EnergyPlan's default): an NVML read can take milliseconds, and with
-  // 2 ms queued an H200 idled for a quarter of the windows (mobilenet_v3_large b64: 2.78 ms a
-  // forward against 2.06 timed).
+  // The timed pace says how many forwards make EnergyPlan::aheadSeconds of work.
   if (secondsPerForward > 0.0 && std::isfinite(secondsPerForward)) {
     plan.forwardSeconds = secondsPerForward;
   }
