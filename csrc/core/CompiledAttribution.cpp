@@ -97,7 +97,7 @@ std::vector<int64_t> matchRows(const FusedOp& op, const std::vector<OpStats>& ro
   return {};
 }
 
-std::string joined(const std::vector<std::string>& v) {
+std::string plusJoined(const std::vector<std::string>& v) {
   std::string s;
   for (const std::string& x : v) {
     s += (s.empty() ? "" : " + ") + x;
@@ -193,8 +193,8 @@ KernelShares sharesOf(const GeneratedKernel& k, const std::vector<OpStats>& rows
       out.table.row = r;
     }
   }
-  out.table.ops = joined(opNames);
-  out.table.modules = joined(modules);
+  out.table.ops = plusJoined(opNames);
+  out.table.modules = plusJoined(modules);
   return out;
 }
 

@@ -6,12 +6,11 @@
 #include <limits>
 #include <stdexcept>
 
+#include "core/NotANumber.h"
 #include "core/Repetition.h"
 
 namespace torchutil {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Seconds for people: "100 ms", "1.02 ms", "0.52 s".
 std::string duration(double seconds) {

@@ -1,4 +1,5 @@
 #include "core/HwResult.h"
+#include "core/NotANumber.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +9,6 @@
 
 namespace torchutil::hw {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The op-table row that accounts for a kernel (its launching op's row), -1 when none.
 int64_t rowOf(const KernelRecord& k, const std::vector<OpEvent>& events) {

@@ -5,11 +5,10 @@
 #include <limits>
 
 #include "core/HwCounters.h"
+#include "core/NotANumber.h"
 
 namespace torchutil::hw {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A value CUPTI reported: finite and not negative (it reports -1 / NaN for "no data").
 bool usable(double v) {

@@ -1,4 +1,5 @@
 #include "core/Metrics.h"
+#include "core/NotANumber.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +7,6 @@
 
 namespace torchutil {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double ratio(double num, double den) {
   return den > 0.0 && std::isfinite(den) ? num / den : kNaN;

@@ -1,4 +1,5 @@
 #include "core/PmSamples.h"
+#include "core/NotANumber.h"
 
 #include <algorithm>
 #include <array>
@@ -7,8 +8,6 @@
 
 namespace torchutil::hw {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 uint64_t overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1) {
   const uint64_t lo = std::max(a0, b0);

@@ -27,7 +27,7 @@ const std::vector<NamedSchema>& schemas() {
   return all;
 }
 
-std::string joined(const std::vector<std::string>& names) {
+std::string commaJoined(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) {
     out += (out.empty() ? "" : ", ") + n;
@@ -53,7 +53,7 @@ const std::vector<FieldSpec>& schema(std::string_view table) {
     }
   }
   throw std::invalid_argument("torchutil: no result table '" + std::string(table) +
-                              "'; tables are " + joined(schemaNames()));
+                              "'; tables are " + commaJoined(schemaNames()));
 }
 
 std::vector<std::string> schemaNames() {
@@ -146,7 +146,8 @@ size_t ResultTable::index(std::string_view field, ValueKind want) const {
     }
   }
   throw std::invalid_argument("torchutil: table " + table_ + " has no field '" +
-                              std::string(field) + "'; fields are " + joined(fieldNames(table_)));
+                              std::string(field) + "'; fields are " +
+                              commaJoined(fieldNames(table_)));
 }
 
 const std::vector<std::string>& ResultTable::textColumn(std::string_view field) const {
@@ -175,7 +176,7 @@ const std::string& NamedResult::text(std::string_view name) const {
     }
   }
   throw std::invalid_argument("torchutil: a profile has no text '" + std::string(name) +
-                              "'; texts are " + joined(fieldNames("texts")));
+                              "'; texts are " + commaJoined(fieldNames("texts")));
 }
 
 }  // namespace torchutil

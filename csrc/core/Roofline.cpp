@@ -1,4 +1,5 @@
 #include "core/Roofline.h"
+#include "core/NotANumber.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +9,6 @@
 
 namespace torchutil {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void checkDevice(double peak, double bandwidth) {
   if (!(peak > 0 && std::isfinite(peak) && bandwidth > 0 && std::isfinite(bandwidth))) {

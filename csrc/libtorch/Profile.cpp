@@ -14,6 +14,7 @@
 #include "core/ErrorText.h"
 #include "core/HwResult.h"
 #include "core/Metrics.h"
+#include "core/NotANumber.h"
 #include "core/OpTimes.h"
 #include "libtorch/CounterReading.h"
 #include "libtorch/Forward.h"
@@ -26,8 +27,6 @@
 
 namespace torchutil {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // One profile call: the route planned before anything runs (core/ProfilePlan.h), walked step
 // by step. A step the hardware or the forward refuses goes on with the plan's fallback
