@@ -1,6 +1,7 @@
 #include "libtorch/DevicePeak.h"
 
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <ATen/ops/_int_mm.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/randint.h>
@@ -8,11 +9,17 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
+#include <sched.h>
+
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <mutex>
 #include <sstream>
 
+#include "core/CpuPeak.h"
 #include "core/Metrics.h"
+#include "core/NotANumber.h"
 #include "libtorch/Devices.h"
 #include "libtorch/MeasuredRate.h"
 #include "libtorch/ValueErrors.h"
@@ -23,8 +30,6 @@
 
 namespace torchutil {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::optional<at::ScalarType> gemmType(PeakDtype d) {
   switch (d) {
@@ -74,6 +79,67 @@ RateSpread timeGemm(c10::Device device, PeakDtype dtype) {
   return summarizeRates(timedRates(
       device, [&] { int8 ? at::_int_mm(a, b) : at::mm(a, b); }, device.is_cpu() ? 1 : 10,
       2.0 * static_cast<double>(n) * n * n));
+}
+
+std::string fileText(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// This process's CPUs (its affinity), /proc/cpuinfo read once, and the highest cpufreq limit
+// among those CPUs (nullopt where the kernel gives none, as in many virtual machines).
+struct ThisCpu {
+  std::optional<CpuDescription> description;
+  std::string unreadable;  // why there is no description
+  std::optional<double> maxKHz;
+};
+
+const ThisCpu& thisCpu() {
+  static const ThisCpu cpu = [] {
+    ThisCpu out;
+    std::set<int> allowed;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      for (int i = 0; i < CPU_SETSIZE; ++i) {
+        if (CPU_ISSET(i, &set)) {
+          allowed.insert(i);
+        }
+      }
+    }
+    try {
+      out.description = parseCpuinfo(fileText("/proc/cpuinfo"), allowed);
+    } catch (const std::invalid_argument& e) {
+      out.unreadable = e.what();
+    }
+    for (int i : allowed) {
+      const std::string khz =
+          fileText("/sys/devices/system/cpu/cpu" + std::to_string(i) + "/cpufreq/cpuinfo_max_freq");
+      const double v = std::strtod(khz.c_str(), nullptr);
+      if (v > 0 && (!out.maxKHz.has_value() || v > *out.maxKHz)) {
+        out.maxKHz = v;
+      }
+    }
+    return out;
+  }();
+  return cpu;
+}
+
+// The computed peak of this CPU for the threads torch's GEMMs run on, or why there is none.
+std::optional<PeakValue> thisCpuPeak(PeakDtype dtype, std::string* whyNot) {
+  const ThisCpu& cpu = thisCpu();
+  if (!cpu.description.has_value()) {
+    *whyNot = cpu.unreadable;
+    return std::nullopt;
+  }
+  auto peak = computedCpuPeak(*cpu.description, cpu.maxKHz, at::get_num_threads(), dtype);
+  if (!peak.has_value()) {
+    *whyNot = "no rule for " + std::string(peakDtypeName(dtype)) + " on " +
+              (cpu.description->modelName.empty() ? "this CPU" : cpu.description->modelName) +
+              " (its flags name no unit for it, or no clock was found)";
+  }
+  return peak;
 }
 
 }  // namespace
@@ -129,11 +195,20 @@ Peak devicePeak(c10::Device device, PeakDtype dtype, RateSource source) {
     }
   }
 #endif
+  if (device.is_cpu() && (source == RateSource::Auto || source == RateSource::Computed)) {
+    std::string whyNot;
+    if (auto p = thisCpuPeak(dtype, &whyNot)) {
+      return {p->flopsPerSecond, p->source, dtypeName};
+    }
+    TORCH_CHECK_VALUE(source == RateSource::Auto,
+                      "torchutil: no computed peak for this CPU: ", whyNot,
+                      "; use peak='measured'");
+  }
   if (source == RateSource::Datasheet || source == RateSource::Computed) {
     TORCH_CHECK_VALUE(false, "torchutil: a ", rateSourceName(source),
-                      " peak exists only for CUDA "
-                      "GPUs, not for ",
-                      device.str(), "; use peak='measured' or 'auto'");
+                      " peak exists only for CUDA GPUs",
+                      source == RateSource::Computed ? " and CPUs" : "", ", not for ", device.str(),
+                      "; use peak='measured' or 'auto'");
   }
   const RateSpread measured = measuredGemmPeak(device, dtype);
   const int64_t n = gemmSize(device, dtype);
