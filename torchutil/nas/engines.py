@@ -30,8 +30,8 @@ from torchutil.studies._common import nas_error
 from torchutil.studies.nas_db import METRIC_COLUMNS
 from torchutil.studies.nas_evaluate import EvalConfig
 
-__all__ = ["DIRECTIONS", "EDGE_PARAMS", "Objective", "Reward", "arch_from_params", "arch_params",
-           "enqueue_cells", "optuna_objective", "plot_pareto_front", "suggest_arch", "tune_space",
+__all__ = ["DIRECTIONS", "EDGE_PARAMS", "SHARES_OF_PEAK", "Objective", "PeakExceeded", "Reward", "arch_from_params",
+           "arch_params", "enqueue_cells", "optuna_objective", "plot_pareto_front", "suggest_arch", "tune_space",
            "tune_trainable"]
 
 # One categorical parameter per edge of the cell, in natsbench.EDGES order: "edge_1_0" is the
@@ -75,6 +75,25 @@ def enqueue_cells(study: Any, cells: Iterable[nb.Arch | str | int]) -> None:
 @functools.lru_cache(maxsize=1)
 def _accuracies() -> list[nb.AccuracyRow]:
     return nb.load_accuracy_table()
+
+# Metrics that are a share of a peak (achieved rate / peak rate). Above 1 the peak was lower than
+# what ran (a peak="measured" timed on a loaded machine, a clock read below the one the CPU ran
+# at): such a figure says nothing of the cell, and is never handed to an engine as a reward.
+SHARES_OF_PEAK = ("utilization", "matrix_utilization", "bandwidth_utilization", "kernel_utilization")
+
+
+class PeakExceeded(ValueError):
+    """A cell's share of the peak came out above 1 (its results row's `peak_exceeded`): the
+    peak, not the cell, is wrong. Optuna's objective fails the trial with the reason in its user
+    attributes; Ray Tune's trainable ends the trial with this error."""
+
+    def __init__(self, metric: str, index: int, value: float, peak: float | None) -> None:
+        self.metric, self.index, self.value = metric, index, value
+        rate = f" of {peak:.4g} FLOP/s" if peak is not None and math.isfinite(peak) else ""
+        super().__init__(
+            f"{nas_error('').args[0]}metric {metric!r} of cell {index} is {value:.3g}, above 1: the peak{rate} is below "
+            "what the cell ran at, so the figure is not a reward (on a CPU, peak='auto' computes the peak from the CPU; "
+            "a peak='measured' moves with the machine's load)")
 
 
 class Reward:
@@ -161,6 +180,8 @@ class Reward:
                        "kernel columns need trace=True" if m.startswith("kernel") or m == "gpu_busy_fraction" else
                        "the measurement gave none")
                 raise nas_error(f"metric {m!r} of cell {row['idx']} is NaN ({why})")
+            if m in SHARES_OF_PEAK and value > 1:
+                raise PeakExceeded(m, row["idx"], value, row.get("peak_flops_per_second"))
             out[m] = value
         return out
 
@@ -192,7 +213,14 @@ class Objective:
         trial.set_user_attr("index", row["idx"])
         trial.set_user_attr("arch", str(arch))
         trial.set_user_attr("measured_by", row["measured_by"])
-        values = self.reward.values(row)
+        try:
+            values = self.reward.values(row)
+        except PeakExceeded as e:
+            # NaN fails the trial (Optuna goes on with the study); the attributes say why.
+            trial.set_user_attr("peak_exceeded", e.value)
+            trial.set_user_attr("failed_because", str(e))
+            nan = float("nan")
+            return nan if len(self.reward.metrics) == 1 else tuple(nan for _ in self.reward.metrics)
         return values[self.reward.metrics[0]] if len(values) == 1 else tuple(values.values())
 
 
