@@ -12,11 +12,20 @@
 #     has no torchvision to go with it: the demo then profiles a model that needs torch alone;
 #   - otherwise the CUDA build with torchvision (CUDA_SPEC, ~6 GB): the tests need torchvision
 #     (they build its models), so `make test` takes this one on any machine.
+#
+# Which Python: scripts/python.sh's answer (an active virtual environment or conda environment
+# as it is, else this project's own, .venv here, made below on first use with the system
+# python3: Debian 12 and Ubuntu 23.04+ refuse pip into the system Python, PEP 668). PYTHON=...
+# names another.
+#
+# Where pip finds no CPU wheel (PyPI has only the CUDA builds of torch for Linux), the install is
+# tried again with PyTorch's CPU index (TORCHUTIL_CPU_INDEX) added after the indexes pip already
+# uses, so a machine with a local mirror keeps taking torch from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
 CUDA_SPEC="torch==2.14.1 torchvision==0.29.1"
 CPU_SPEC="torch==2.13.0+cpu"
+CPU_INDEX=${TORCHUTIL_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
 what=${1:-demo}
 case "$what" in
   demo | test | browser) ;;
@@ -26,6 +35,7 @@ esac
 # System packages (apt), one per line as "<command or file that shows it is there>:<package>";
 # alternatives for the first part are separated by '|'. More packages go into these lists.
 demo_apt=(
+  "python3:python3"                       # the interpreter the project's virtual environment is made from
   "g++:g++"                               # the C++ compiler
   "ninja:ninja-build"                     # setup.py's build: parallel, and nothing recompiled twice
 )
@@ -65,6 +75,14 @@ has_gpu() {  # an NVIDIA GPU that the driver shows
   compgen -G "/dev/nvidia[0-9]*" >/dev/null || { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }
 }
 
+apt_install() {  # apt-get install PACKAGE...: once per run of this script, after one update
+  echo "install: apt-get install $*"
+  local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  [ -n "${apt_updated:-}" ] || $sudo apt-get update -q
+  apt_updated=1
+  $sudo apt-get install -y -q "$@"
+}
+
 apt_wanted=("${demo_apt[@]}")
 [ "$what" != demo ] && apt_wanted+=("${test_apt[@]}")
 [ "$what" = browser ] && apt_wanted+=("${browser_apt[@]}")
@@ -72,12 +90,29 @@ missing=()
 for entry in "${apt_wanted[@]}"; do
   have "${entry%%:*}" || missing+=("${entry##*:}")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "install: apt-get install ${missing[*]}"
-  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
-  $sudo apt-get update -q
-  $sudo apt-get install -y -q "${missing[@]}"
+[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+
+# The Python: the active environment's, else the project's own virtual environment.
+PYTHON=${PYTHON:-$(scripts/python.sh)}
+if [ "$PYTHON" = "$PWD/.venv/bin/python" ] && [ ! -x "$PYTHON" ]; then
+  # Debian and Ubuntu ship venv's pip (ensurepip) and Python's C headers (the build needs
+  # Python.h) as packages of their own: python3-venv and python3-dev.
+  base_apt=()
+  python3 -c "import ensurepip, venv" 2>/dev/null || base_apt+=(python3-venv)
+  python3 -c "import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))" \
+    2>/dev/null || base_apt+=(python3-dev)
+  [ ${#base_apt[@]} -eq 0 ] || apt_install "${base_apt[@]}"
+  echo "install: making the project's virtual environment: python3 -m venv .venv ($(python3 --version 2>&1))"
+  rm -rf .venv
+  python3 -m venv .venv
+  "$PYTHON" -m pip install -q --upgrade pip
 fi
+if "$PYTHON" -c "import sys, sysconfig, os; sys.exit(not (sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_paths()['stdlib'], 'EXTERNALLY-MANAGED'))))" 2>/dev/null; then
+  echo "install: $PYTHON is a Python that the system manages (PEP 668: it refuses pip). Leave PYTHON unset to" \
+    "use this project's own virtual environment (.venv), or activate one of yours first" >&2
+  exit 1
+fi
+echo "install: Python: $PYTHON ($("$PYTHON" --version 2>&1))"
 
 # What the chosen torch must bring: torch alone for the CPU wheel's demo, torchvision too otherwise.
 why=""
@@ -90,14 +125,27 @@ elif [ "$what" = demo ] && ! has_gpu; then
 else
   torch_spec=$CUDA_SPEC; needed="torch, torchvision"
 fi
+pip_torch() {  # pip install the torch spec; its output in build/pip-torch.log, shown on failure
+  # shellcheck disable=SC2086
+  "$PYTHON" -m pip install -q "$@" $torch_spec >build/pip-torch.log 2>&1 || { cat build/pip-torch.log >&2; return 1; }
+}
+mkdir -p build
 if ! "$PYTHON" -c "import $needed" 2>/dev/null; then
   echo "install: pip install $torch_spec$why"
-  # shellcheck disable=SC2086
-  if ! "$PYTHON" -m pip install -q $torch_spec; then
-    echo "install: pip could not install '$torch_spec' (pip's message is above). Where pip finds no +cpu wheel," \
-      "add PyTorch's CPU index: PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu; or name another torch" \
-      "with TORCHUTIL_TORCH_SPEC" >&2
-    exit 1
+  if ! pip_torch; then
+    if [[ "$torch_spec" == *+cpu* ]] && grep -q "No matching distribution" build/pip-torch.log; then
+      echo "install: pip's indexes have no $torch_spec (PyPI has no +cpu wheels): again with PyTorch's CPU index," \
+        "$CPU_INDEX, after them"
+      if ! pip_torch --extra-index-url "$CPU_INDEX"; then
+        echo "install: '$torch_spec' is not on pip's indexes nor on $CPU_INDEX (pip's message is above). Name" \
+          "another torch with TORCHUTIL_TORCH_SPEC, or another CPU index with TORCHUTIL_CPU_INDEX" >&2
+        exit 1
+      fi
+    else
+      echo "install: pip could not install '$torch_spec' (pip's message is above); TORCHUTIL_TORCH_SPEC names" \
+        "another torch" >&2
+      exit 1
+    fi
   fi
 fi
 if [ "$what" != demo ]; then
@@ -121,7 +169,6 @@ fi
 # another multi-GB torch). The build shows a line per compiled file; its whole output goes to
 # build/install.log.
 echo "install: building torchutil (pip install --no-build-isolation -e .; log: build/install.log)"
-mkdir -p build
 set +e
 # (pip -v indents the build's output by two spaces.)
 "$PYTHON" -m pip install -v --no-build-isolation -e . 2>&1 | tee build/install.log | sed -nuE \

@@ -3,7 +3,8 @@
 # the GoogleTest suite through CTest, then pytest. Installs first (what the tests need too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
+PYTHON=${PYTHON:-$(scripts/python.sh)}
+export PYTHON
 ./scripts/install.sh test
 
 "$PYTHON" -m ruff check .
