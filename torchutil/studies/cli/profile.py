@@ -116,9 +116,12 @@ def run(args: argparse.Namespace) -> int:
                      energy_window=args.energy_window,
                      energy_windows=args.energy_windows)
     print(result.format(top=args.top), file=text)
-    if dev.type == "cpu":
-        print("note: on a CPU the peak is a timed GEMM of this machine, so utilization says how "
-              "close the forward comes to this CPU's own matrix-multiply rate.", file=text)
+    if dev.type == "cpu" and result.peak_source.startswith("computed"):
+        print("note: on a CPU the peak is computed from the CPU (cores x clock x FLOP per clock of its widest unit), "
+              "so utilization says how much of this CPU's arithmetic the forward used.", file=text)
+    elif dev.type == "cpu" and result.peak_source.startswith("measured"):
+        print("note: the peak is a timed GEMM of this machine, so utilization says how close the forward comes to "
+              "this CPU's own matrix-multiply rate, and moves with the machine's load.", file=text)
     if args.json == "-":
         print(result.to_json(indent=2))
     elif args.json:
