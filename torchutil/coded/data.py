@@ -96,7 +96,8 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
 class _BatchUnpickler(pickle.Unpickler):
     """pickle.Unpickler that resolves only the globals a CIFAR-10 batch names: numpy's array
     reconstruction (protocols 0-4: _reconstruct, ndarray; 5: _frombuffer) and dtype, under
-    numpy 1's module names (CIFAR-10's own files) and numpy 2's. Any other global (os.system,
+    numpy 1's module names (CIFAR-10's own files) and numpy 2's, and _codecs.encode of latin-1
+    (protocol-2 bytes written by Python 3). Any other global (os.system,
     builtins.eval, ...) is refused, so nothing in the file runs: the dicts, lists, strings and
     numbers of a batch need no global at all."""
 
@@ -164,7 +165,8 @@ def read_cifar10_batch(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.nda
 
     The batches are pickles, read by a restricted unpickler: a file that names anything but
     numpy's array and dtype (a crafted pickle that would run code) is refused with a ValueError
-    naming the global, and nothing in it runs."""
+    naming the global, and nothing in it runs. What it holds is checked before it is converted
+    (_batch_arrays)."""
     with open(path, "rb") as f:
         try:
             batch = _BatchUnpickler(f, encoding="bytes").load()

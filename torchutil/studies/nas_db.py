@@ -243,7 +243,8 @@ def check_db(db: str | os.PathLike[str]) -> None:
 def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> list[dict[str, Any]]:
     """Rows of a results db (or of a packaged sweep, "builtin:NAME") as dicts (NULL -> NaN for
     metrics), filtered by key columns given as keywords (dataset="cifar10", batch=256, ...;
-    None means any). The db is opened read-only."""
+    None means any). The db is opened read-only, and every row checked (_checked): a row that is
+    not one nas evaluate writes is an error naming the db, the row and the value."""
     where = {k: v for k, v in where.items() if v is not None}
     for k in where:
         if k not in KEY_COLUMNS:
