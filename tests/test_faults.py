@@ -258,7 +258,8 @@ def test_readers_leave_an_old_schema_as_it_is(tmp_path):
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE results (idx INTEGER, dataset TEXT, batch INTEGER, dtype TEXT, device TEXT, "
                 "mode TEXT, arch TEXT, device_name TEXT, utilization REAL)")
-    con.execute("INSERT INTO results VALUES (0, 'cifar10', 256, 'float16', 'cuda', 'auto', 'a', 'gpu', 0.5)")
+    con.execute("INSERT INTO results VALUES (0, 'cifar10', 256, 'float16', 'cuda', 'auto', ?, 'gpu', 0.5)",
+                (str(nb.arch_of_index(0)),))
     con.commit()
     con.close()
     before = db.read_bytes()

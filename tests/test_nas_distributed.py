@@ -18,6 +18,7 @@ import pytest
 import torch
 from results_db import write_db
 
+from torchutil.nas import natsbench as nb
 from torchutil.studies import nas_distributed
 from torchutil.studies import nas_evaluate as ev
 
@@ -54,7 +55,7 @@ def _left_rows(indices):
     config = ev.EvalConfig(**FAST)
     rows = []
     for i in indices:
-        row = dict(zip(ev.KEY_COLUMNS, config.key(i)), arch="?", device_name=LEFT)
+        row = dict(zip(ev.KEY_COLUMNS, config.key(i)), arch=str(nb.arch_of_index(i)), device_name=LEFT)
         row.update({c: math.nan for c in ev.METRIC_COLUMNS}, eval_seconds=1000.0 + i)
         rows.append(row)
     return rows

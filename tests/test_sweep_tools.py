@@ -14,6 +14,7 @@ import pytest
 
 from results_db import write_db
 
+from torchutil.nas import natsbench as nb
 from torchutil.studies import nas_evaluate as ev
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +25,7 @@ def _rows(n, scale=1.0, reverse=False, mode="auto"):
     for i in range(n):
         u = 1e-3 * (1 + (n - i if reverse else i))
         row = {"idx": i, "dataset": "cifar10", "batch": 256, "dtype": "float16", "device": "cuda",
-               "mode": mode, "arch": f"arch{i}", "device_name": "synthetic"}
+               "mode": mode, "arch": str(nb.arch_of_index(i)), "device_name": "synthetic"}
         row.update({c: math.nan for c in ev.METRIC_COLUMNS})
         row.update(utilization=scale * u, bandwidth_utilization=scale * 10 * u, inputs_per_second=scale * 1e5 * u,
                    seconds=1.0 / (scale * u), cuda_graph=1.0, params=1e5, build_seconds=1e-3, eval_seconds=0.03)

@@ -39,6 +39,16 @@ def _tensor_bytes(obj: Any, depth: int = 4, seen: set[int] | None = None) -> int
     return sum(_tensor_bytes(v, depth - 1, seen) for v in items)
 
 
+def _logits(out: Any) -> torch.Tensor:
+    """What step= returned, when it is logits: a tensor [batch, vocab] or [batch, tokens, vocab]."""
+    if not isinstance(out, torch.Tensor) or out.dim() not in (2, 3):
+        what = (f"a {out.dim()}-D tensor of shape {tuple(out.shape)}" if isinstance(out, torch.Tensor)
+                else "None" if out is None else f"a {type(out).__name__}")
+        raise error(f"step= returned {what}; it must return logits (a tensor [batch, vocab] or [batch, tokens, "
+                    f"vocab])")
+    return out
+
+
 class Step(torch.nn.Module):
     """What torchutil.profile runs: `restore()` (the cache back at the measured context), then
     one forward. Every forward of a profile (warm-ups, the count, a CUDA-graph capture and its
@@ -163,7 +173,7 @@ class StepRunner:
         self.sizes: list[int] = []  # the cache's tensor bytes after the prefill and the first step
 
     def call(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.step(tokens, self.cache)
+        return _logits(self.step(tokens, self.cache))
 
     def observe(self) -> None:
         """Called after each forward of the generation itself (not of a profile)."""
@@ -183,7 +193,7 @@ class StepRunner:
 
     def loop(self, input_ids: torch.Tensor, n: int) -> torch.Tensor:
         self.rewind(self.cache, 0)
-        tokens = [next_token(self.step(input_ids, self.cache))]
+        tokens = [next_token(self.call(input_ids))]
         for _ in range(n - 1):
-            tokens.append(next_token(self.step(tokens[-1], self.cache)))
+            tokens.append(next_token(self.call(tokens[-1])))
         return torch.cat(tokens, 1)

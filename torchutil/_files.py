@@ -8,11 +8,12 @@ import io
 import json
 import os
 import secrets
+import stat
 from typing import IO, Any, Iterator
 
 from torchutil._json import json_safe
 
-__all__ = ["atomic_open", "named", "save_figure", "write_json"]
+__all__ = ["atomic_open", "named", "open_regular", "save_figure", "write_json"]
 
 
 def named(e: OSError, path: str | os.PathLike[str]) -> OSError:
@@ -34,6 +35,8 @@ def _create_temporary(path: str) -> tuple[int, str]:
             return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:  # 2**-64 per try: someone else's file; draw another name
             continue
+        except OSError as e:  # a missing or unwritable folder: say so of the output, not of a random name
+            raise OSError(e.errno, e.strerror, path) from None
 
 
 @contextlib.contextmanager
@@ -65,6 +68,49 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) ->
         if isinstance(e, OSError):  # named after the output, not the temporary file
             raise named(OSError(e.errno, e.strerror) if e.filename == tmp else e, path) from None
         raise
+
+
+def open_regular(path: str | os.PathLike[str], flags: int, what: str = "", follow: bool = False) -> int:
+    """os.open(path, flags | O_CLOEXEC, 0o666) of a regular file, for the writers and readers
+    that cannot work beside the file (an append, a db's lock, a read): a symbolic link at `path`
+    (dangling or not) is not followed unless `follow`, and a FIFO, device or folder is refused
+    without blocking (O_NONBLOCK while opening). Refusals are a ValueError "torchutil: <what>
+    <path> is ..."; another failure an OSError naming path."""
+    path = os.fspath(path)
+    label = f"{what} {path}".strip()
+    extra = os.O_CLOEXEC | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags | extra, 0o666)
+    except OSError as e:  # ELOOP: a link; ENXIO: a FIFO nobody reads; EISDIR: a folder
+        try:
+            mode = (os.stat if follow else os.lstat)(path).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if stat.S_ISLNK(mode):
+            raise ValueError(f"torchutil: {label} is a symbolic link (to {os.readlink(path)}), which is not "
+                             f"followed; remove it, or name the file it points to") from None
+        _check_regular(label, mode)
+        raise OSError(e.errno, e.strerror, path) from None
+    try:
+        _check_regular(label, os.fstat(fd).st_mode)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_regular(label: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"torchutil: {label} is not a regular file (it is a {_kind(mode)}); give a file's path")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISDIR, "folder"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def write_json(path: str | os.PathLike[str], value: Any, **kwargs: Any) -> None:

@@ -2,10 +2,20 @@
 peak of 0) are not JSON numbers, so they are written as null."""
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
-__all__ = ["json_safe"]
+__all__ = ["json_safe", "loads"]
+
+
+def loads(text: str | bytes) -> Any:
+    """json.loads(text), where a document nested too deep for Python's reader (100,000 levels of
+    `[`) is a ValueError like any other JSON that cannot be read, not a RecursionError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep to read") from None
 
 
 def json_safe(value: Any) -> Any:

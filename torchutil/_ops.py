@@ -107,6 +107,25 @@ def check_choice(what: str, value: Any, names: Collection[str], prefix: str = "t
         raise ValueError(f"{prefix}: {what} must be one of {_names(names)}, got {value!r}")
     return value
 
+def device_of(what: str, device: Any) -> torch.device:
+    """torch.device(device) for the function `what`, or a one-line error naming the value: a
+    ValueError for a string torch cannot read ("bogus") or a CUDA device this machine lacks (the
+    dispatcher would stop at an internal assert), a TypeError for something else."""
+    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
+        raise TypeError(f"torchutil: {what}'s device must be a torch.device, a str or an int, got "
+                        f"{type(device).__name__}")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"torchutil: {what}: unknown device {device!r}; use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"torchutil: {what}: device {device!r}, but CUDA is not available on this machine")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"torchutil: {what}: no device {device!r}; this machine has {torch.cuda.device_count()} "
+                         f"CUDA device(s)")
+    return dev
+
+
 _TYPE_WORDS = {"int": "an int", "float": "a number", "bool": "a bool (True or False)", "str": "a str"}
 _INT64_MAX = 2**63 - 1  # the dispatcher carries an int option as int64_t
 

@@ -34,6 +34,9 @@ def schema(table: str) -> tuple[FieldSpec, ...]:
     """The fields of a result table, in column order: "summary", "ops", "kernels",
     "unknown_ops", "roofline" or "texts". Read from C++ once per table and process (the
     schema is compiled in), so building a result's rows asks nothing of C++."""
+    if not isinstance(table, str):
+        raise TypeError(f"torchutil: schema's table must be a str (summary, ops, kernels, unknown_ops, roofline or "
+                        f"texts), got {type(table).__name__} {table!r}")
     names, kinds, docs = torch.ops.util._schema(table)
     return tuple(FieldSpec(n, k, d) for n, k, d in zip(names, kinds, docs))
 

@@ -25,7 +25,11 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["FoldedModel", "fold", "folded_channels"]
+__all__ = ["MOST_FOLD", "FoldedModel", "fold", "folded_channels"]
+
+# The largest folding factor fold() takes: an inner conv of the folded CNN has f times the
+# weights of the original (f = 10**6 asked for 864 GB), and the paper folds 2 to 16 images.
+MOST_FOLD = 1024
 
 
 def folded_channels(c: int, f: int, multiple_of: int = 1) -> int:
@@ -88,8 +92,9 @@ def fold(model: nn.Module, f: int, multiple_of: int = 1) -> "FoldedModel":
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"torchutil: fold takes a CNN (an nn.Module), got {type(model).__name__}")
-    if isinstance(f, bool) or not isinstance(f, int) or f < 1:
-        raise ValueError(f"torchutil: the folding factor f must be a positive int, got {f!r}")
+    if isinstance(f, bool) or not isinstance(f, int) or not 1 <= f <= MOST_FOLD:
+        raise ValueError(f"torchutil: the folding factor f must be an int in 1..{MOST_FOLD} (each inner conv gets f "
+                         f"times its weights), got {f!r}")
     folded_channels(1, 1, multiple_of)  # checks multiple_of
     folded = copy.deepcopy(model)
     named = list(folded.named_modules())

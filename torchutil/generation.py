@@ -33,6 +33,11 @@ __all__ = ["GenerationResult", "GenerationRow", "plot_generation", "profile_gene
 # The most tokens one profile_generate call generates: each is a forward, and no model has a context
 # this long (the loop is otherwise unbounded: a typo of 10**9 ran on and on).
 MAX_NEW_TOKENS = 1 << 20
+# With step= there is no max_position_embeddings to bound a generation by: 2**17 positions, the
+# longest context of today's open models (128 Ki), each a forward of the prefill's loop.
+MAX_STEP_NEW_TOKENS = 1 << 17
+# Timed runs of the plain loop: each generates max_new_tokens tokens (more never finished).
+MAX_LOOP_REPEATS = 1000
 # Keywords of torchutil.profile that profile_generate passes on (model and x are its own).
 _PROFILE_OPTIONS = frozenset(inspect.signature(profile).parameters) - {"model", "x", "args", "kwargs", "timing"}
 
@@ -306,6 +311,12 @@ def profile_generate(
     if max_new_tokens > MAX_NEW_TOKENS:
         raise error(f"max_new_tokens must be at most {MAX_NEW_TOKENS:,} (2**20 forwards, beyond any model's "
                     f"context), got {max_new_tokens:,}")
+    if step is not None and max_new_tokens > MAX_STEP_NEW_TOKENS:
+        raise error(f"with step=, max_new_tokens must be at most {MAX_STEP_NEW_TOKENS:,} (2**17 positions, the "
+                    f"longest context of today's models; each is a forward of every loop), got {max_new_tokens:,}")
+    if loop_repeats > MAX_LOOP_REPEATS:
+        raise error(f"loop_repeats must be at most {MAX_LOOP_REPEATS:,} (each run generates every token again), got "
+                    f"{loop_repeats:,}")
     unknown = sorted(set(options) - _PROFILE_OPTIONS)
     if unknown:
         raise TypeError(f"torchutil.profile_generate: no option {', '.join(map(repr, unknown))}; options are "

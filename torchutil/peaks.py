@@ -21,5 +21,5 @@ def peak_flops(
     source on a CPU). Same as torch.ops.util.peak_flops.
     """
     name = str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else dtype
-    value, where = torch.ops.util.peak_flops(torch.device(device), name, source)
+    value, where = torch.ops.util.peak_flops(_ops.device_of("peak_flops", device), name, source)
     return value, where

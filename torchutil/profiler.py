@@ -134,14 +134,34 @@ def utilization(flops: torch.Tensor, seconds: torch.Tensor, peak_flops_per_secon
     """flops / seconds / peak, elementwise (torch.ops.util.utilization): for batches of results.
     Python numbers are taken as float64 tensors."""
     values = []
-    for name, v in (("flops", flops), ("seconds", seconds), ("peak_flops_per_second", peak_flops_per_second)):
+    for name, v, low in (("flops", flops, ">= 0"), ("seconds", seconds, "> 0"),
+                         ("peak_flops_per_second", peak_flops_per_second, "> 0")):
         if not isinstance(v, torch.Tensor):
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise TypeError(f"torchutil: utilization's {name} must be a tensor or a number, got "
                                 f"{type(v).__name__}")
-            v = torch.tensor(float(v), dtype=torch.float64)
+            try:
+                v = torch.tensor(float(v), dtype=torch.float64)
+            except OverflowError:
+                raise ValueError(f"torchutil: utilization's {name} must be a finite number {low}, got an int of "
+                                 f"{v.bit_length()} bits") from None
+        _check_utilization_term(name, v, low)
         values.append(v)
     return torch.ops.util.utilization(*values)
+
+
+def _check_utilization_term(name: str, v: torch.Tensor, low: str) -> None:
+    """A ValueError naming the first value of `v` that is NaN, infinite or out of range (a NaN,
+    zero or negative time made a NaN, inf or negative utilization without a word). Tensors on the
+    meta device hold no values to check."""
+    if v.device.type == "meta" or v.dtype.is_complex or v.dtype == torch.bool:  # the op refuses these itself
+        return
+    good = torch.isfinite(v) & ((v >= 0) if low == ">= 0" else (v > 0))
+    if not bool(good.all()):
+        flat = v.detach().reshape(-1)
+        at = int((~good.reshape(-1)).nonzero()[0])
+        where = f" (element {at} of {tuple(v.shape)})" if v.dim() else ""
+        raise ValueError(f"torchutil: utilization's {name} must be finite and {low}, got {flat[at].item()}{where}")
 
 
 def _model_device(model: Any) -> torch.device | None:

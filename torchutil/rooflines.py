@@ -31,7 +31,7 @@ def memory_bandwidth(device: torch.device | str = "cuda", source: str = "auto") 
     "measured" (best read + write rate of a large tensor copy; the only source on a CPU).
     Same as torch.ops.util.memory_bandwidth.
     """
-    return torch.ops.util.memory_bandwidth(torch.device(device), source)
+    return torch.ops.util.memory_bandwidth(_ops.device_of("memory_bandwidth", device), source)
 
 
 def roofline_utilization(flops: torch.Tensor, bytes: torch.Tensor, peak_flops: float,

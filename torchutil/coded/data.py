@@ -96,7 +96,8 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
 class _BatchUnpickler(pickle.Unpickler):
     """pickle.Unpickler that resolves only the globals a CIFAR-10 batch names: numpy's array
     reconstruction (protocols 0-4: _reconstruct, ndarray; 5: _frombuffer) and dtype, under
-    numpy 1's module names (CIFAR-10's own files) and numpy 2's. Any other global (os.system,
+    numpy 1's module names (CIFAR-10's own files) and numpy 2's, and _codecs.encode of latin-1
+    (protocol-2 bytes written by Python 3). Any other global (os.system,
     builtins.eval, ...) is refused, so nothing in the file runs: the dicts, lists, strings and
     numbers of a batch need no global at all."""
 
@@ -106,10 +107,57 @@ class _BatchUnpickler(pickle.Unpickler):
         ("numpy", "ndarray"), ("numpy", "dtype")}
 
     def find_class(self, module: str, name: str) -> object:
+        if (module, name) == ("_codecs", "encode"):
+            # Python 3 writes bytes at protocol 2 as _codecs.encode(text, "latin1"); only that
+            # encoding is let through, so the global builds bytes and nothing else.
+            return _latin1_bytes
         if (module, name) not in self.ALLOWED:
             raise pickle.UnpicklingError(f"it names the global {module}.{name}, which a CIFAR-10 batch does "
                                          f"not hold (only numpy arrays are read, nothing is run)")
         return super().find_class(module, name)
+
+
+def _latin1_bytes(text: str, encoding: str = "utf-8") -> bytes:
+    """_codecs.encode as a protocol-2 pickle of bytes calls it: (str, "latin1") only."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"it calls _codecs.encode with {type(text).__name__}, {encoding!r}, not "
+                                     f"as pickled bytes do (str, 'latin1')")
+    return text.encode("latin1")
+
+
+def _batch_arrays(batch: object, path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(data, labels) of an unpickled batch, each checked for type and shape before anything
+    converts it: data a uint8 ndarray [N, 3072] (a nested list, a float array or a str would be
+    walked or cast by np.asarray: 2**30 leaves shared through the pickle's memo kept a core busy
+    for minutes, floats became arbitrary bytes); labels N ints in 0..CLASSES - 1, a list (as
+    CIFAR-10's files hold them) or an integer ndarray."""
+    def bad(what: str) -> ValueError:
+        return _error(f"{path} is not a CIFAR-10 python batch: {what}")
+
+    if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
+        raise bad("no b'data' and b'labels'")
+    data, labels = batch[b"data"], batch[b"labels"]
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        shown = (f"a {data.dtype} array of shape {list(data.shape)}" if isinstance(data, np.ndarray)
+                 else f"a {type(data).__name__}")
+        raise bad(f"b'data' is {shown}, not a uint8 array [N, 3072]")
+    n = len(data)
+    if isinstance(labels, np.ndarray):
+        if labels.ndim != 1 or labels.dtype.kind not in "iu" or len(labels) != n:
+            raise bad(f"b'labels' is a {labels.dtype} array of shape {list(labels.shape)}, not {n} integers")
+        outside = np.flatnonzero((labels < 0) | (labels >= CLASSES))
+        wrong = labels[outside[0]].item() if outside.size else None
+    elif isinstance(labels, list):
+        if len(labels) != n:
+            raise bad(f"b'labels' holds {len(labels)} labels for {n} images")
+        wrong = next((v for v in labels if type(v) is not int or not 0 <= v < CLASSES), None)
+    else:
+        raise bad(f"b'labels' is a {type(labels).__name__}, not a list of {n} integers")
+    if wrong is not None:  # named by its type, or as an int: a crafted object is never repr'd (walked)
+        shown = (f"a {type(wrong).__name__}" if type(wrong) is not int else
+                 str(wrong) if wrong.bit_length() < 64 else f"an int of {wrong.bit_length()} bits")
+        raise bad(f"a label is {shown}, not an int in 0..{CLASSES - 1}")
+    return data, np.array(labels, dtype=np.int64)
 
 
 def read_cifar10_batch(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -117,18 +165,14 @@ def read_cifar10_batch(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.nda
 
     The batches are pickles, read by a restricted unpickler: a file that names anything but
     numpy's array and dtype (a crafted pickle that would run code) is refused with a ValueError
-    naming the global, and nothing in it runs."""
+    naming the global, and nothing in it runs. What it holds is checked before it is converted
+    (_batch_arrays)."""
     with open(path, "rb") as f:
         try:
             batch = _BatchUnpickler(f, encoding="bytes").load()
         except Exception as e:  # a pickle can fail in many ways; all mean "not a CIFAR batch"
             raise _error(f"{path} is not a CIFAR-10 python batch ({type(e).__name__}: {e})") from None
-    if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
-        raise _error(f"{path} is not a CIFAR-10 python batch (no b'data' and b'labels')")
-    images = np.asarray(batch[b"data"], dtype=np.uint8)
-    labels = np.asarray(batch[b"labels"], dtype=np.int64)
-    if images.ndim != 2 or images.shape[1] != 3 * 32 * 32 or len(labels) != len(images):
-        raise _error(f"{path}: expected data [N, 3072] and N labels, got {list(images.shape)} and {len(labels)}")
+    images, labels = _batch_arrays(batch, path)
     return images.reshape(-1, 3, 32, 32), labels
 
 

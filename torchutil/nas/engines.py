@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from torchutil.nas import natsbench as nb
-from torchutil.studies._common import nas_error
+from torchutil.studies._common import nas_error, save_figure
 from torchutil.studies.nas_db import METRIC_COLUMNS
 from torchutil.studies.nas_evaluate import EvalConfig
 
@@ -112,6 +113,17 @@ class Reward:
 
         if isinstance(metrics, str) or not metrics:
             raise nas_error(f"metrics must be a non-empty list of names, got {metrics!r}")
+        twice = sorted({m for m in metrics if list(metrics).count(m) > 1})
+        if twice:
+            raise nas_error(f"metric {twice[0]!r} is given twice in {list(metrics)}; a study has each objective once")
+        if config is not None and not isinstance(config, EvalConfig):
+            raise TypeError(f"torchutil.nas: Reward's config must be an EvalConfig (eval_config(device=...)), got "
+                            f"{type(config).__name__} {config!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise nas_error(f"threads must be None or an int >= 1, got {threads!r}")
+        if isinstance(idle_seconds, bool) or not isinstance(idle_seconds, (int, float)) \
+                or not 0 < idle_seconds < math.inf:
+            raise nas_error(f"idle_seconds must be a finite number of seconds > 0, got {idle_seconds!r}")
         given = dict(directions or {})
         bad = {m: d for m, d in given.items() if d not in ("maximize", "minimize")}
         if bad:
@@ -174,7 +186,10 @@ class Reward:
             if m not in row:
                 have = ["accuracy", *(c for c in METRIC_COLUMNS if c in row)]
                 raise nas_error(f"no metric {m!r} in a results row; there are {', '.join(have)}")
-            value = float(row[m])
+            value = row[m]
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise nas_error(f"metric {m!r} of cell {row.get('idx')} is {value!r}, not a number")
+            value = float(value)
             if math.isnan(value):
                 why = ("the meta device times nothing" if self.config.device_type == "meta" else
                        "kernel columns need trace=True" if m.startswith("kernel") or m == "gpu_busy_fraction" else
@@ -243,8 +258,10 @@ def plot_pareto_front(study: Any, path: str, target_names: Sequence[str] | None 
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         ax = optuna.visualization.matplotlib.plot_pareto_front(study, target_names=list(target_names) if target_names
                                                                 else None)
-        ax.figure.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(ax.figure)
+        try:  # whole or not at all, and not through a link planted at path (atomic_open)
+            save_figure(ax.figure, path, dpi=120, bbox_inches="tight")
+        finally:
+            plt.close(ax.figure)
     return path
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
@@ -26,17 +27,24 @@ from torchutil.coded.evaluate import CodedMetrics, evaluate
 from torchutil.coded.train import LOSSES, base_epoch, code_epoch, make_optimizer
 from torchutil.studies._common import Progress, atomic_open, device_memory, figure, save_figure, write_json
 
-__all__ = ["CHECKPOINT", "TrainConfig", "TrainedRun", "cost_table", "evaluate_run", "format_cost",
+__all__ = ["CHECKPOINT", "MOST_EPOCHS", "MOST_SEED", "TrainConfig", "TrainedRun", "cost_table", "evaluate_run", "format_cost",
            "format_metrics", "format_simulation", "load_run", "metrics_record", "plot_simulation",
            "train_run",
            "write_cost", "write_simulation"]
 
 CHECKPOINT = "checkpoint.pt"
 FORMAT = "torchutil.coded/1"
+# The most epochs of F or of the code one run trains (10**30 ran without end); and the largest
+# seed (the epoch generators seed with seed x 1,000,003 + epoch, which must fit 64 bits).
+MOST_EPOCHS = 100_000
+MOST_SEED = 2**32 - 1
+
+
+_PREFIX = "torchutil.coded: "
 
 
 def _error(message: str) -> ValueError:
-    return ValueError(f"torchutil.coded: {message}")
+    return ValueError(f"{_PREFIX}{message}")
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,16 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 1e-5
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Every field of its type and in its range, checked before anything reads it (a
+        checkpoint's config is a user's file): a ValueError naming the field and the value."""
+        for name, kind, ok, want in _FIELD_CHECKS:
+            value = getattr(self, name)
+            if value is None and kind.endswith("?"):
+                continue
+            if not _of_kind(value, kind.rstrip("?")) or not ok(value):
+                raise _error(f"{name} must be {want}, got {value!r}")
 
     def resolved(self) -> "TrainConfig":
         """Defaults filled in, and everything checked (ValueError naming the value)."""
@@ -86,6 +104,27 @@ class TrainConfig:
         what = (f"learned code ({self.encoder} encoder, {self.loss} loss)" if self.paradigm == "learned"
                 else f"parity model ({self.encoder} encoder, {self.loss} loss)")
         return f"{self.dataset}, {what}, k = {self.k}, base model {self.base}"
+
+
+def _of_kind(value: Any, kind: str) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# (field, type ("?": or None), range, what it must be) of TrainConfig, as `coded train`'s options take them.
+_FIELD_CHECKS: tuple[tuple[str, str, Callable[[Any], bool], str], ...] = (
+    *((f, "str", lambda v: True, "a name") for f in ("dataset", "paradigm")),
+    *((f, "str?", lambda v: True, "a name or None") for f in ("data_dir", "encoder", "loss", "base")),
+    ("k", "int", lambda v: v >= 2, "an int >= 2"),
+    *((f, "int", lambda v: 1 <= v <= MOST_EPOCHS, f"an int in 1..{MOST_EPOCHS:,}") for f in ("base_epochs", "epochs")),
+    *((f, "int", lambda v: v >= 1, "an int >= 1") for f in ("batch_size", "groups_per_batch")),
+    ("lr", "float", lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    ("weight_decay", "float", lambda v: v >= 0, "a finite number >= 0"),
+    ("seed", "int", lambda v: 0 <= v <= MOST_SEED, f"an int in 0..{MOST_SEED:,}"),
+)
 
 
 @dataclass
@@ -124,9 +163,15 @@ def _read_checkpoint(folder: str) -> dict[str, Any]:
     if wrong:
         raise _error(f"{path} is not a coded-train checkpoint: it lacks {', '.join(wrong)}")
     try:
-        state["config"] = TrainConfig(**state["config"])
+        state["config"] = config = TrainConfig(**state["config"])
     except TypeError as e:  # fields this version does not know, or lacks
         raise _error(f"{path} holds a configuration this version cannot read ({e})") from None
+    except ValueError as e:  # a field of the wrong type or out of range
+        raise _error(f"{path} is not a coded-train checkpoint: its config's {str(e).removeprefix(_PREFIX)}") from None
+    for done, of in (("base_epochs_done", "base_epochs"), ("epochs_done", "epochs")):
+        if not 0 <= state[done] <= getattr(config, of):
+            raise _error(f"{path} is not a coded-train checkpoint: {done} is {state[done]}, outside 0..{of} "
+                         f"({getattr(config, of)})")
     return state
 
 

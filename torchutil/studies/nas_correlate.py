@@ -44,16 +44,6 @@ def _config_name(config: tuple[Any, ...]) -> str:
     return f"{dataset} b{batch} {dtype} {device} {mode}"
 
 
-def _check_arch(db: str | os.PathLike[str], row: dict[str, Any], table: list[nb.AccuracyRow]) -> None:
-    """An error unless the db row's index is a cell of the space and its arch that cell's."""
-    index = row["idx"]
-    if not 0 <= index < len(table):
-        raise nas_error(f"{db}: a row has index {index}; the cells of the space are 0..{len(table) - 1}")
-    if row["arch"] != str(table[index].arch):
-        raise nas_error(f"{db}: the row of index {index} holds arch {row['arch']!r}, not that cell's "
-                        f"({table[index].arch}); it would join to the wrong accuracy")
-
-
 def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
               metrics: Sequence[str] = tuple(METRICS)) -> tuple[list[dict[str, Any]], dict[tuple, dict[str, np.ndarray]]]:
     """Correlation rows (one per config x subset x accuracy dataset x metric) and, per config,
@@ -64,8 +54,7 @@ def correlate(db: str | os.PathLike[str], table_csv: str | None = None,
     table = nb.load_accuracy_table(table_csv)
     connected = np.array([nb.is_connected(r.arch) for r in table])
     by_config: dict[tuple, list[dict[str, Any]]] = {}
-    for r in rows:
-        _check_arch(db, r, table)
+    for r in rows:  # read_rows checked each row's index and arch; the table's archs are arch_of_index's
         by_config.setdefault(tuple(r[k] for k in CONFIG_COLUMNS), []).append(r)
     results: list[dict[str, Any]] = []
     joined: dict[tuple, dict[str, np.ndarray]] = {}

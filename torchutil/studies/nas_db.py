@@ -6,6 +6,7 @@ torchutil/studies/nas_cells.py measures the rows; nas_evaluate.py re-exports the
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import re
@@ -14,6 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from torchutil._files import open_regular
 from torchutil._ops import CHOICES
 from torchutil.studies._common import nas_error
 
@@ -241,20 +243,79 @@ def check_db(db: str | os.PathLike[str]) -> None:
 def read_rows(db: str | os.PathLike[str] | sqlite3.Connection, **where: Any) -> list[dict[str, Any]]:
     """Rows of a results db (or of a packaged sweep, "builtin:NAME") as dicts (NULL -> NaN for
     metrics), filtered by key columns given as keywords (dataset="cifar10", batch=256, ...;
-    None means any). The db is opened read-only."""
+    None means any). The db is opened read-only, and every row checked (_checked): a row that is
+    not one nas evaluate writes is an error naming the db, the row and the value."""
     where = {k: v for k, v in where.items() if v is not None}
     for k in where:
         if k not in KEY_COLUMNS:
             raise nas_error(f"can filter by {', '.join(KEY_COLUMNS)}, got {k!r}")
     if is_builtin(db):
-        return [r for r in _builtin_rows(str(db)) if all(r[k] == v for k, v in where.items())]
+        return _checked(db, [r for r in _builtin_rows(str(db)) if all(r[k] == v for k, v in where.items())])
     con = db if isinstance(db, sqlite3.Connection) else connect(db, create=False)
     try:
         with db_errors(db):
-            return _read(con, where)
+            return _checked(db, _read(con, where))
     finally:
         if con is not db:
             con.close()
+
+
+@functools.lru_cache(maxsize=1)
+def _cell_archs() -> tuple[str, ...]:
+    """The arch string of every cell, by index (natsbench.arch_of_index)."""
+    from torchutil.nas.space import arch_of_index, num_archs
+
+    return tuple(str(arch_of_index(i)) for i in range(num_archs()))
+
+
+_SQL_TYPES = {str: "text", bytes: "a blob", float: "a real", int: "an integer", type(None): "NULL"}
+
+
+def _shown(value: Any) -> str:
+    """A db value for an error line: its repr (cut) and its SQLite type."""
+    text = repr(value)
+    return f"{text[:40]}{'...' if len(text) > 40 else ''} ({_SQL_TYPES.get(type(value), type(value).__name__)})"
+
+
+def _checked(db: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` as read, once each is known to be a row nas evaluate writes: the one check of every
+    reader (nas correlate, nas search, nas merge, the resumption of a sweep). An integer index
+    of a cell of the space (0..15624: numpy would read -1 as the last cell), the arch of that
+    cell (else its measurements join to another cell's accuracy), text and integer key columns,
+    each key once (a table without its primary key doubled n in the correlations), and metrics
+    that are numbers or NULL (NaN). A nas_error naming the db, the row and the value."""
+    name = _db_name(db)
+    archs = _cell_archs()
+    seen: set[tuple[Any, ...]] = set()
+    for r in rows:
+        index = r["idx"]
+        if type(index) is not int:
+            raise nas_error(f"{name}: a row has index {_shown(index)}, not an integer; the cells of the space are "
+                            f"0..{len(archs) - 1}")
+        if not 0 <= index < len(archs):
+            raise nas_error(f"{name}: a row has index {index}; the cells of the space are 0..{len(archs) - 1}")
+        if r["arch"] != archs[index]:
+            raise nas_error(f"{name}: the row of index {index} holds arch {r['arch']!r}, not that cell's "
+                            f"({archs[index]}); it would join to the wrong accuracy")
+        odd = next((c for c in CONFIG_COLUMNS if not (type(r[c]) is int and r[c] >= 1 if c == "batch"
+                                                        else isinstance(r[c], str))), None)
+        if odd is not None:
+            want = "an integer >= 1" if odd == "batch" else "text"
+            raise nas_error(f"{name}: the row of index {index} has {odd} {_shown(r[odd])}, not {want}")
+        key = tuple(r[c] for c in KEY_COLUMNS)
+        if key in seen:
+            raise nas_error(f"{name}: the row of index {index} ({', '.join(map(str, key[1:]))}) is there twice; a "
+                            f"results table holds each key once (is its primary key missing?)")
+        seen.add(key)
+        for c in METRIC_COLUMNS:
+            v = r[c]
+            if v is None:
+                r[c] = math.nan
+            elif type(v) in (int, float):
+                r[c] = float(v)
+            else:
+                raise nas_error(f"{name}: the row of index {index} has {c} {_shown(v)}, not a number")
+    return rows
 
 
 def _read(con: sqlite3.Connection, where: dict[str, Any]) -> list[dict[str, Any]]:
@@ -265,13 +326,7 @@ def _read(con: sqlite3.Connection, where: dict[str, Any]) -> list[dict[str, Any]
     select = ", ".join(c if c in have else f"NULL AS {c}" for c in _COLUMNS)
     clause = " AND ".join(f"{k}=?" for k in where) or "1"
     cur = con.execute(f"SELECT {select} FROM results WHERE {clause} ORDER BY idx", tuple(where.values()))
-    rows = []
-    for values in cur:
-        row = dict(zip(_COLUMNS, values))
-        for c in METRIC_COLUMNS:
-            row[c] = math.nan if row[c] is None else float(row[c])
-        rows.append(row)
-    return rows
+    return [dict(zip(_COLUMNS, values)) for values in cur]  # checked by _checked
 
 
 def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]) -> int:
@@ -279,11 +334,12 @@ def merge(dst: str | os.PathLike[str], sources: Iterable[str | os.PathLike[str]]
     and returns the number of rows it adds to `dst` (a replaced row is not counted again: the
     same shard merged twice adds its rows once)."""
     sources = list(sources)
-    for src in sources:  # every source readable and not empty before anything is written
+    for src in sources:  # every source readable, not empty and its rows valid before anything is written
         with contextlib.closing(connect(src, create=False)) as c, db_errors(src):
             if not c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='results'").fetchone():
                 raise nas_error(f"{src} has no results table ({os.path.getsize(src):,} bytes: an empty db); there "
                                 f"is nothing in it to merge")
+            _checked(src, _read(c, {}))
     con = connect(dst)
     with db_errors(dst):
         before = _count(con)
@@ -329,10 +385,11 @@ def remove_db(db: str | os.PathLike[str]) -> None:
 
 
 def worker_pattern(db: str | os.PathLike[str]) -> re.Pattern[str]:
-    """The file names of db's worker dbs, exactly: results.worker<digits>.sqlite (not a user's
-    results.worker-backup.sqlite)."""
+    """The file names of db's worker dbs, exactly: results.worker<digits>.sqlite, ASCII digits
+    only (not a user's results.worker-backup.sqlite, nor results.worker١.sqlite: `\\d` matches
+    every Unicode digit)."""
     db = Path(db)
-    return re.compile(rf"{re.escape(db.stem)}\.worker\d+{re.escape(db.suffix or '.sqlite')}")
+    return re.compile(rf"{re.escape(db.stem)}\.worker[0-9]+{re.escape(db.suffix or '.sqlite')}")
 
 
 @contextlib.contextmanager
@@ -344,9 +401,13 @@ def hold_for_writing(db: str | os.PathLike[str]) -> Iterator[None]:
     readers and `nas merge` go on."""
     import fcntl
 
-    created = not os.path.exists(db)
+    created = not os.path.lexists(db)
+    if os.path.islink(db) and not os.path.exists(db):
+        raise nas_error(f"{db} is a symbolic link to a missing file ({os.readlink(db)}); give the path where the db is "
+                        f"to be made")
     try:
-        with open(db, "ab") as f:
+        # A link to a db is followed (SQLite follows it too), a FIFO refused without blocking.
+        with open(open_regular(db, os.O_WRONLY | os.O_APPEND | os.O_CREAT, follow=True), "ab") as f:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -362,7 +423,7 @@ def shard_pattern(db: str | os.PathLike[str]) -> re.Pattern[str]:
     """The file names of db's shards and of their workers' dbs (results.rank3.sqlite,
     results.rank3.worker1.sqlite): group 1 is the rank, group 2 the worker part or None."""
     db = Path(db)
-    return re.compile(rf"{re.escape(db.stem)}\.rank(\d+)(\.worker\d+)?{re.escape(db.suffix or '.sqlite')}")
+    return re.compile(rf"{re.escape(db.stem)}\.rank([0-9]+)(\.worker[0-9]+)?{re.escape(db.suffix or '.sqlite')}")
 
 
 def iter_shards(db: str | os.PathLike[str]) -> Iterator[Path]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -15,9 +15,10 @@ from torchutil._ops import CHOICES, OPTION_DEFAULTS as _D
 
 __all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_peak_argument", "add_repeat_arguments",
            "add_timing_arguments", "cuda_only", "default_dtype",
-           "existing_dir", "existing_file", "finite", "fraction", "indices", "known_device", "nonnegative",
+           "db_file", "existing_dir", "existing_file", "finite", "forwards", "fraction", "indices", "known_device",
+           "nonnegative",
            "nonnegative_float", "number", "output_dir", "output_file", "pick_device",
-           "positive", "positive_float", "probability", "results_db", "seeds", "timing"]
+           "positive", "positive_float", "probability", "results_db", "seeds", "timed_forwards", "timing"]
 
 
 class UsageError(Exception):
@@ -39,6 +40,11 @@ def number(kind: type, low: float, what: str, strict: bool = False, high: float 
 
 
 positive = number(int, 1, "an integer >= 1")
+# More forwards than anyone waits for, as torchutil.profile bounds warmup and iters
+# (csrc/core/Repetition.h, kMaxIters): refused here with exit 2, before any model is built.
+MOST_FORWARDS = 10_000_000
+forwards = number(int, 0, f"an integer in 0..{MOST_FORWARDS:,}", high=MOST_FORWARDS)
+timed_forwards = number(int, 1, f"an integer in 1..{MOST_FORWARDS:,}", high=MOST_FORWARDS)
 nonnegative = number(int, 0, "an integer >= 0")
 positive_float = number(float, 0.0, "a number > 0", strict=True)
 nonnegative_float = number(float, 0.0, "a number >= 0")
@@ -98,6 +104,22 @@ def output_file(text: str) -> str:
     return text
 
 
+def db_file(text: str) -> str:
+    """A results db the command writes (output_file), which must be a regular file or missing:
+    not a FIFO (opening it would block for ever) nor a symbolic link to a missing file (the db
+    would be made wherever the link points)."""
+    output_file(text)
+    if os.path.islink(text) and not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"{text} is a symbolic link to a missing file ({os.readlink(text)}); give "
+                                         f"the path where the db is to be made")
+    if os.path.exists(text) and not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"{text} is not a regular file")
+    return text
+
+
+db_file.__name__ = "results db"
+
+
 def output_dir(text: str) -> str:
     """A folder that exists or can be made, checked before any work."""
     existing = _nearest_existing(text)
@@ -153,14 +175,22 @@ def indices(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(e).removeprefix("torchutil.nas: ")) from None
 
 
-def seeds(text: str) -> list[int]:
-    """'10' -> seeds 0..9; '3,5,8' -> those seeds."""
+MOST_SEEDS = 10_000  # searches per strategy: each is --iterations policy samples
+
+
+def seeds(text: str) -> Sequence[int]:
+    """'10' -> seeds 0..9 (a range: nothing is built for a count that is refused); '3,5,8' ->
+    those seeds. At most MOST_SEEDS of them."""
+    count = number(int, 1, f"a number of seeds in 1..{MOST_SEEDS:,} or a list '3,5,8'", high=MOST_SEEDS)
     if "," in text:
-        values = [nonnegative(s) for s in text.split(",")]
+        words = text.split(",")
+        if len(words) > MOST_SEEDS:
+            raise argparse.ArgumentTypeError(f"expected at most {MOST_SEEDS:,} seeds, got {len(words):,}")
+        values = [nonnegative(s) for s in words]
         if len(set(values)) != len(values):
             raise argparse.ArgumentTypeError(f"repeated seeds in {text!r}")
         return values
-    return list(range(positive(text)))
+    return range(count(text))
 
 
 def cuda_only(device: torch.device, *asked: tuple[bool, str, str]) -> None:
@@ -186,9 +216,9 @@ def default_dtype(dev: torch.device) -> str:
 def add_repeat_arguments(p: argparse.ArgumentParser, what: str = "forwards", target_ci: bool = False) -> None:
     """--warmup and --iters (and with target_ci, --target-ci and --max-time), their defaults
     those of torchutil.profile (the options table, csrc/ops/ProfileArgs.h)."""
-    p.add_argument("--warmup", type=nonnegative, default=_D["warmup"],
+    p.add_argument("--warmup", type=forwards, default=_D["warmup"],
                    help=f"untimed {what} first (default {_D['warmup']})")
-    p.add_argument("--iters", type=positive, default=_D["iters"],
+    p.add_argument("--iters", type=timed_forwards, default=_D["iters"],
                    help=f"timed {what} (default {_D['iters']}{'; with --target-ci: at least that many' if target_ci else ''})")
     if target_ci:
         p.add_argument("--target-ci", type=fraction, default=_D["target_ci"],

@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from torchutil._json import loads
 from torchutil.models import DTYPES
 from torchutil.studies._common import fail, plots_available
 from torchutil.studies.cli.args import (UsageError, add_repeat_arguments, existing_dir, existing_file, fraction, known_device,
@@ -20,6 +21,7 @@ from torchutil.studies.cli.args import (UsageError, add_repeat_arguments, existi
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from torchutil.coded import codes, data, models, sim
     from torchutil.coded.train import LOSSES
+    from torchutil.studies.coded import MOST_EPOCHS, MOST_SEED
 
     coded = sub.add_parser("coded", help="learned coded computation: train, evaluate, cost, simulate, serve")
     csub = coded.add_subparsers(dest="coded_command", required=True)
@@ -49,13 +51,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--loss", default=None, choices=LOSSES, help="default kl (learned), mse (parity)")
     t.add_argument("--base", default=None, choices=models.BASE_MODELS,
                    help="base model F (default mlp; resnet18 for cifar10)")
-    t.add_argument("--base-epochs", type=positive, default=30, help="epochs of F (default 30)")
-    t.add_argument("--epochs", type=positive, default=100, help="epochs of the code (default 100)")
+    epochs = number(int, 1, f"an integer in 1..{MOST_EPOCHS:,}", high=MOST_EPOCHS)
+    t.add_argument("--base-epochs", type=epochs, default=30, help=f"epochs of F (default 30, at most {MOST_EPOCHS:,})")
+    t.add_argument("--epochs", type=epochs, default=100,
+                   help=f"epochs of the code (default 100, at most {MOST_EPOCHS:,})")
     t.add_argument("--batch-size", type=positive, default=64, help="images per step of F's training")
     t.add_argument("--groups-per-batch", type=positive, default=64, help="groups of k per step of the code's")
     t.add_argument("--lr", type=_learning_rate, default=1e-3, help="Adam's learning rate, in (0, 1] (default 1e-3)")
     t.add_argument("--weight-decay", type=nonnegative_float, default=1e-5)
-    t.add_argument("--seed", type=nonnegative, default=0, help="weights, epoch order and the digits split")
+    t.add_argument("--seed", type=number(int, 0, f"an integer in 0..{MOST_SEED:,}", high=MOST_SEED), default=0,
+                   help="weights, epoch order and the digits split")
     t.add_argument("--restart", action="store_true", help="start afresh, overwriting OUT/checkpoint.pt")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     metrics(t)
@@ -211,10 +216,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.cost and args.service_seconds is not None:
         raise UsageError("--service-seconds contradicts --cost (the cost file gives the service times)")
     if args.cost:
-        with open(args.cost) as f:
+        with open(args.cost, "rb") as f:
             try:
-                cost = json.load(f)
-            except json.JSONDecodeError as e:
+                cost = loads(f.read())
+            except ValueError as e:  # not JSON, not UTF-8, or nested too deep
                 raise fail(f"{args.cost} is not JSON ({e})") from None
         run, config = sim.config_from_cost(cost, args.run, args.cost, **model)
     elif args.service_seconds is not None:

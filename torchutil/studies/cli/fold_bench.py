@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 
+from torchutil.folding import MOST_FOLD
 from torchutil.studies._common import TORCH_DTYPES, exit_on_error
 from torchutil.studies.cli.args import (add_counters_argument, add_repeat_arguments, cuda_only, default_dtype,
-                                        known_device, output_dir, pick_device, positive)
+                                        known_device, number, output_dir, pick_device, positive)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("fold-bench", help="original versus FoldedCNN utilization and throughput")
     b.add_argument("--models", nargs="+", default=None,
                    help="names from torchutil.models.FOLD_BENCH_MODELS (default: all)")
-    b.add_argument("--f", nargs="+", type=positive, default=[2, 3, 4], help="folding factors (default 2 3 4)")
+    b.add_argument("--f", nargs="+", type=number(int, 1, f"an integer in 1..{MOST_FOLD:,}", high=MOST_FOLD),
+                   default=[2, 3, 4], help=f"folding factors (default 2 3 4; at most {MOST_FOLD:,})")
     b.add_argument("--batch", type=positive, default=1024, help="images per forward (default 1024)")
     b.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default=None,
                    help="default float16 on CUDA, float32 on CPU")

@@ -10,9 +10,9 @@ from torchutil._ops import CHOICES
 from torchutil.models import DTYPES
 from torchutil.studies._common import fail, plots_available, write_json
 from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_energy_arguments, add_timing_arguments, cuda_only,
-                                        default_dtype, existing_file, finite, fraction, indices, known_device, nonnegative,
-                                        nonnegative_float, number, output_dir, output_file, pick_device, positive,
-                                        positive_float, results_db, seeds, timing)
+                                        db_file, default_dtype, existing_file, finite, forwards, fraction, indices,
+                                        known_device, nonnegative, nonnegative_float, number, output_dir, pick_device,
+                                        positive, positive_float, results_db, seeds, timed_forwards, timing)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = nsub.add_parser("evaluate", help="profile every arch (or a slice) into a SQLite db; resumable; "
                                          "shards over ranks under torchrun")
-    p.add_argument("--db", type=output_file, default="results.sqlite", help="SQLite db (shards: <stem>.rank<r>.sqlite)")
+    p.add_argument("--db", type=db_file, default="results.sqlite", help="SQLite db (shards: <stem>.rank<r>.sqlite)")
     p.add_argument("--indices", type=indices, default=None,
                    help="'0:100' (cells 0..99), '5', '1,7,9:12' (default: all 15,625)")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100", "ImageNet16-120"],
@@ -29,8 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=positive, default=None, help="default 256 on CUDA, 8 on CPU")
     p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default float16 on CUDA, float32 on CPU")
     p.add_argument("--device", type=known_device, default="auto", help="auto, cpu, cuda (under torchrun: cuda:LOCAL_RANK)")
-    p.add_argument("--warmup", type=nonnegative, default=1)
-    p.add_argument("--iters", type=positive, default=3)
+    p.add_argument("--warmup", type=forwards, default=1)
+    p.add_argument("--iters", type=timed_forwards, default=3)
     add_timing_arguments(p, default="auto")
     p.add_argument("--trace", action="store_true", help="record kernels with CUPTI (kernel-time columns)")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
@@ -56,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_evaluate)
 
     p = nsub.add_parser("merge", help="merge shard dbs into one")
-    p.add_argument("--db", type=output_file, default="results.sqlite")
+    p.add_argument("--db", type=db_file, default="results.sqlite")
     p.add_argument("shards", nargs="*", type=existing_file, help="default: <db stem>.rank*.sqlite next to --db")
     p.set_defaults(func=run_merge)
 
@@ -82,7 +82,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="... device type")
     p.add_argument("--mode", choices=CHOICES["timing"], default=None, help="... mode")
     p.add_argument("--seeds", type=seeds, default="10", help="N (seeds 0..N-1) or a list '3,5,8'")
-    p.add_argument("--iterations", type=positive, default=200, help="policy samples per search")
+    p.add_argument("--iterations", type=number(int, 1, f"an integer in 1..{MOST_ITERATIONS:,}", high=MOST_ITERATIONS),
+                   default=200, help=f"policy samples per search (at most {MOST_ITERATIONS:,}; the space has 15,625 "
+                                     f"cells)")
     p.add_argument("--time-budget", type=positive_float, default=None, help="simulated seconds per search")
     p.add_argument("--lr", type=positive_float, default=0.01)
     p.add_argument("--momentum", type=nonnegative_float, default=0.9, help="of the baseline's moving average")
@@ -103,6 +105,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=output_dir, default="nas-search", help="output folder (default ./nas-search)")
     p.add_argument("--no-plots", action="store_true")
     p.set_defaults(func=run_search)
+
+
+# Policy samples of one search: beyond this a search has drawn every cell of the space many
+# times over (10**15 ran without end).
+MOST_ITERATIONS = 100_000
 
 
 def _gpu_share(text: str) -> float:

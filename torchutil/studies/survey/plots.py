@@ -3,6 +3,7 @@ throughput and ImageNet top-1, and each model's ops on the device's roofline; wh
 (CAPTIONS), and the numbers as the plots and the report write them."""
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from typing import Any
@@ -22,8 +23,18 @@ def _safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+# Bytes of a model's name kept in its plot's file name: a file name is at most 255 bytes.
+_NAME_BYTES = 120
+
+
 def roofline_plot_name(model: str) -> str:
-    return f"roofline_{_safe_name(model)}.png"
+    """roofline_<model>.png, the model's name made safe for a file name; a name longer than
+    _NAME_BYTES bytes is cut there, and a hash of the whole name keeps two cut names apart."""
+    name = _safe_name(model)
+    if len(name.encode()) > _NAME_BYTES:
+        digest = hashlib.sha256(model.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        name = f"{name.encode()[:_NAME_BYTES].decode(errors='ignore')}-{digest}"
+    return f"roofline_{name}.png"
 
 
 def _spread(values: list[float], gap: float) -> list[float]:

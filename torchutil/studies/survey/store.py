@@ -6,13 +6,16 @@ from __future__ import annotations
 import contextlib
 import csv
 import gzip
+import io
 import json
+import math
 import os
 import warnings
 from typing import Any, BinaryIO
 
-from torchutil._json import json_safe
+from torchutil._json import json_safe, loads
 from torchutil.fields import FIELDS
+from torchutil._files import open_regular
 from torchutil.studies._common import atomic_open, named, write_json
 
 __all__ = ["CSV_COLUMNS", "OP_KEYS", "RESULTS", "ResultsFile", "key", "load_results", "ok_rows", "ops_by_name",
@@ -72,13 +75,17 @@ def _row_problem(row: Any) -> str | None:
 REPORT_FIELDS = ("utilization", "inputs_per_second", "flops", "arithmetic_intensity", "peak_flops_per_second")
 
 
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def check_report_rows(rows: list[dict[str, Any]], out: str) -> None:
     """A ValueError naming the file, the row and the field where an ok row lacks a number the
     report reads (a hand-made or foreign survey.jsonl), before anything is written."""
     for r in rows:
         if r.get("status") != "ok":
             continue
-        missing = next((k for k in REPORT_FIELDS if not isinstance(r["summary"].get(k), (int, float))), None)
+        missing = next((k for k in REPORT_FIELDS if not _finite(r["summary"].get(k))), None)
         if missing is not None:
             raise ValueError(f"torchutil: {os.path.join(out, RESULTS)}: the row of {r['model']} batch {r['batch']} "
                              f"{r['dtype']} {r['mode']} has no number for summary field {missing} (it has "
@@ -97,16 +104,18 @@ def load_results(out: str) -> list[dict[str, Any]]:
     bad = []
     # A published survey keeps its rows gzipped (docs/results/survey): they are read first, and
     # a plain survey.jsonl beside them (where a survey appends) after, its rows the newer.
-    sources = [(p, opener) for p, opener in ((path + ".gz", gzip.open), (path, open)) if os.path.exists(p)]
-    for source, opener in sources:
-        with opener(source, "rt") as f:
+    sources = [p for p in (path + ".gz", path) if os.path.lexists(p)]
+    for source in sources:
+        # Not through a link someone planted, nor blocking on a FIFO: a regular file or an error.
+        raw = open(open_regular(source, os.O_RDONLY), "rb")
+        with raw, (gzip.open(raw, "rt") if source.endswith(".gz") else io.TextIOWrapper(raw)) as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    problem = "not JSON (cut short?)"
+                    row = loads(line)
+                except ValueError as e:
+                    problem = f"not JSON (cut short?): {e}"
                 else:
                     problem = _row_problem(row)
                 if problem:
@@ -136,7 +145,9 @@ class ResultsFile:
         self._sink: BinaryIO | None = None
 
     def __enter__(self) -> "ResultsFile":
-        self._sink = open(self.path, "a+b", buffering=0)  # unbuffered: a failed write is seen at once
+        # A link planted at survey.jsonl is not followed (the row would be appended to its target).
+        fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        self._sink = open(fd, "a+b", buffering=0)  # unbuffered: a failed write is seen at once
         # A last line cut short by a kill must not swallow the first row appended after it.
         if self._sink.seek(0, os.SEEK_END):
             self._sink.seek(-1, os.SEEK_END)
