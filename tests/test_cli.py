@@ -323,15 +323,55 @@ def test_evaluate_killed_loses_at_most_the_cell_in_flight(tmp_path):
     assert "evaluated 2 archs" in out and _count(db) == kept + 2
 
 
-def test_survey_without_torchvision_says_so(monkeypatch, tmp_path, capsys):
+def test_without_torchvision_each_name_says_what_it_needs(monkeypatch, tmp_path, capsys):
+    """Where torchvision is missing (the CPU wheel of torch), a torchvision name says it needs it
+    and names the pip line; a typo gets the near names, never "needs torchvision"; --help marks the
+    torchvision names; the survey knows the CNNs of torchutil.models."""
     monkeypatch.setitem(sys.modules, "torchvision", None)  # import torchvision raises ImportError
-    status, err = _status(["survey", "--device", "cpu", "--out", str(tmp_path)], capsys)
-    assert status == 1 and "torchvision" in err and "Traceback" not in err
-    status, err = _status(["profile", "resnet18", "--device", "cpu"], capsys)
-    assert status == 1 and "needs torchvision" in err and "Traceback" not in err
     monkeypatch.setitem(sys.modules, "torchvision.models.resnet", None)  # imported already by other tests
-    status, err = _status(["profile", "resnet18_cifar", "--device", "cpu"], capsys)
-    assert status == 1 and "needs torchvision" in err and "Traceback" not in err
+    for name in ("resnet18", "resnet18_cifar"):
+        status, err = _status(["profile", name, "--device", "cpu"], capsys)
+        assert status == 1 and f"{name} needs torchvision (pip install torchvision==0." in err, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    for typo, near in (("spec_4conv64", "did you mean spec_4conv_64"), ("resnet18_cifr", "did you mean resnet18_cifar"),
+                       ("foo", "the names are spec_2conv_32")):
+        status, err = _status(["profile", typo, "--device", "cpu"], capsys)
+        assert status == 1 and near in err and "needs torchvision" not in err, err
+    status, err = _status(["survey", "--models", "spec_4conv64", "--device", "cpu", "--out", str(tmp_path)], capsys)
+    assert status == 1 and "did you mean spec_4conv_64" in err, err
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "need torchvision, which is not installed" in help_text
+    assert help_text.index("resnet18_cifar") > help_text.index("(default spec_4conv_64)")
+    assert survey.default_models() == list(torchutil.models.SPECIALIZED)
+
+
+def test_torchvision_names_match_the_installed_torchvision():
+    """The packaged list and the pip line are torchvision's own, where it is installed."""
+    tv = pytest.importorskip("torchvision")
+    assert sorted(torchutil.models.TORCHVISION_CLASSIFIERS) == sorted(tv.models.list_models(module=tv.models))
+    minor = ".".join(tv.__version__.split(".")[:2])
+    assert torchutil.models.torchvision_hint() == f"pip install torchvision=={minor}.*"
+
+
+def test_survey_runs_a_torch_only_model(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "torchvision", None)
+    monkeypatch.setattr(survey, "write_outputs", lambda rows, config, plots=True: ["survey.csv"])
+    args = ["survey", "--models", "spec_2conv_32", "--batches", "1", "--device", "cpu", "--warmup", "0",
+            "--iters", "1", "--no-progress", "--out", str(tmp_path)]
+    status, err = _status(args, capsys)
+    assert status == 0, err
+    (row,) = survey.load_results(str(tmp_path))
+    assert row["status"] == "ok" and row["image_size"] == 32 and row["summary"]["flops"] > 0
+
+
+def test_profile_model_example_runs_without_torchvision():
+    code = ("import runpy, sys; sys.modules['torchvision'] = None; "
+            "runpy.run_path('examples/profile_model.py', run_name='__main__')")
+    p = subprocess.run([sys.executable, "-c", code], env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "top 5 ops by FLOPs" in p.stdout and "aten::convolution" in p.stdout
 
 
 def test_profile_default_model_without_torchvision(monkeypatch, capsys):

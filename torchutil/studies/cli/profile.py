@@ -6,11 +6,12 @@ import sys
 
 import torch
 
-from torchutil.models import DTYPES, FOLD_BENCH_MODELS, build, build_classifier, classifier_image_size
+from torchutil import models
+from torchutil.models import DTYPES, SPECIALIZED, has_torchvision, torchvision_hint
 from torchutil.profiler import profile
 from torchutil.studies._common import Setup, atomic_open, device_memory, exit_on_error
 from torchutil.studies.cli.args import (UsageError, add_energy_arguments, add_peak_argument, add_repeat_arguments,
-                                        add_timing_arguments, default_dtype, known_device, nonnegative, output_file,
+                                        add_timing_arguments, cuda_only, default_dtype, known_device, nonnegative, output_file,
                                         pick_device, positive, timing)
 
 DEFAULT_MODEL = "resnet50"
@@ -21,28 +22,30 @@ DEFAULT_MODEL_TORCH_ONLY = "spec_4conv_64"
 
 def default_model() -> str:
     """DEFAULT_MODEL where torchvision can be imported, else DEFAULT_MODEL_TORCH_ONLY."""
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        return DEFAULT_MODEL_TORCH_ONLY
-    return DEFAULT_MODEL
+    return DEFAULT_MODEL if has_torchvision() else DEFAULT_MODEL_TORCH_ONLY
 
 
 def build_model(name: str) -> tuple[torch.nn.Module, int]:
-    """The model and its input height and width: a CNN of torchutil.models.FOLD_BENCH_MODELS, or
-    a classifier of build_classifier. An unknown name ends the program with the list."""
+    """The model and its input height and width (torchutil.models.build_model). A name it
+    refuses ends the program with one line: the near names, or what the model needs."""
     with exit_on_error():
-        if name in FOLD_BENCH_MODELS:
-            model, size, _ = build(name)
-            return model, size
-        return build_classifier(name), classifier_image_size(name)
+        return models.build_model(name)
+
+
+def _model_help() -> str:
+    """The model argument's help: with torchvision missing, its names are marked as needing it."""
+    torch_only = ", ".join(SPECIALIZED)
+    if has_torchvision():
+        return (f"a torchvision classification model (resnet50, vit_b_16, ...), timm:<name>, or a CNN of "
+                f"torchutil.models: {torch_only}, resnet18_cifar (default {DEFAULT_MODEL})")
+    return (f"a CNN of torchutil.models: {torch_only} (default {DEFAULT_MODEL_TORCH_ONLY}); resnet18_cifar and "
+            f"torchvision's classifiers (resnet50, ...) need torchvision, which is not installed "
+            f"({torchvision_hint()}); timm:<name> needs timm")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="profile a classification model")
-    p.add_argument("model", nargs="?", default=None,
-                   help=f"a torchvision model name, timm:<name>, or one of {', '.join(FOLD_BENCH_MODELS)} "
-                        f"(default {DEFAULT_MODEL}; {DEFAULT_MODEL_TORCH_ONLY} where torchvision is not installed)")
+    p.add_argument("model", nargs="?", default=None, help=_model_help())
     p.add_argument("--batch", type=positive, default=None, help="batch size (default 32 on CUDA, 4 on CPU)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default=None,
                    help="default float16 on CUDA, float32 on CPU")
@@ -93,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
     mode = timing(args)
     dev = pick_device(args.device)
     on_cuda = dev.type == "cuda"
+    # Refused before the model is built (seconds for the large ones).
+    cuda_only(dev, (mode == "cuda_graph", "--cuda-graph" if args.cuda_graph else "--timing cuda_graph",
+                    "CUDA-graph replays"))
     dtype_name = args.dtype or default_dtype(dev)
     batch = args.batch or (32 if on_cuda else 4)
     setup = Setup.on(dev, DTYPES[dtype_name], args.channels_last)

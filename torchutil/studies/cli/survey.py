@@ -16,7 +16,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("survey", help="utilization of many CNNs over batch sizes, dtypes, modes")
     s.add_argument("--models", nargs="+", default=None,
-                   help="torchvision names or timm:<name> (default: every torchvision classification model)")
+                   help="names as torchutil profile takes them: torchvision classifiers, CNNs of torchutil.models "
+                        "(spec_4conv_64, ...), timm:<name> (default: every torchvision classification model; "
+                        "where torchvision is not installed, the CNNs that need torch alone)")
     s.add_argument("--batches", nargs="+", type=positive, default=None,
                    help="batch sizes (default 1 8 32 128 256 on CUDA, 1 8 on CPU)")
     s.add_argument("--dtypes", nargs="+", choices=SURVEY_DTYPES, default=None,
@@ -41,8 +43,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchutil.models import check_name, has_torchvision
     from torchutil.studies import survey
 
+    for name in args.models or ():
+        check_name(name)  # a typo's near names before anything runs
+    if not args.models and not args.report_only and not has_torchvision():
+        print("survey: torchvision is not installed, so the models are the CNNs of torchutil.models that need "
+              "torch alone", file=sys.stderr)
     device = pick_device(args.device)
     on_cuda = device.type == "cuda"
     config = survey.SurveyConfig(
