@@ -31,13 +31,24 @@ import difflib
 import torch
 from torch import nn
 
-__all__ = ["DTYPES", "FOLD_BENCH_MODELS", "NEEDS_TORCHVISION", "SPECIALIZED", "TORCHVISION_CLASSIFIERS", "build",
+__all__ = ["DTYPES", "DTYPE_ALIASES", "dtype_name", "FOLD_BENCH_MODELS", "NEEDS_TORCHVISION", "SPECIALIZED", "TORCHVISION_CLASSIFIERS", "build",
            "build_classifier", "build_model", "check_name", "classifier_image_size", "has_torchvision",
            "known_models", "noscope_cnn", "resnet18_cifar", "specialized_cnn", "torchvision_hint"]
 
 #: dtype names the commands accept (the survey adds "tf32": float32 with TF32 allowed).
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
           "bfloat16": torch.bfloat16}
+#: The other spellings of DTYPES' names, in any case, that torchutil.peak_flops accepts too
+#: (csrc/core/PeakTable.cpp, parsePeakDtype): the commands' --dtype takes the same.
+DTYPE_ALIASES = {"fp64": "float64", "double": "float64", "fp32": "float32", "float": "float32",
+                 "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+
+
+def dtype_name(text: str) -> str:
+    """The DTYPES name of a spelling of DTYPE_ALIASES or of a DTYPES name, in any case; any
+    other text as it was (for the caller's list of names to refuse)."""
+    low = text.lower()
+    return DTYPE_ALIASES.get(low, low if low in DTYPES else text)
 
 
 #: torchvision's classification models (torchvision.models.list_models(module=torchvision.models)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from torchutil.models import dtype_name
 from torchutil.studies._common import TORCH_DTYPES, exit_on_error
-from torchutil.studies.cli.args import (add_counters_argument, add_repeat_arguments, cuda_only, default_dtype,
+from torchutil.studies.cli.args import (ALIASES_HELP, add_counters_argument, add_repeat_arguments, cuda_only, default_dtype,
                                         known_device, output_dir, pick_device, positive)
 
 
@@ -15,8 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="names from torchutil.models.FOLD_BENCH_MODELS (default: all)")
     b.add_argument("--f", nargs="+", type=positive, default=[2, 3, 4], help="folding factors (default 2 3 4)")
     b.add_argument("--batch", type=positive, default=1024, help="images per forward (default 1024)")
-    b.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default=None,
-                   help="default float16 on CUDA, float32 on CPU")
+    b.add_argument("--dtype", type=dtype_name, choices=sorted(TORCH_DTYPES), default=None,
+                   help=f"default float16 on CUDA, float32 on CPU ({ALIASES_HELP})")
     b.add_argument("--device", type=known_device, default="auto", help="auto (CUDA if present), cpu, cuda, ...")
     add_repeat_arguments(b)
     b.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")

@@ -7,10 +7,10 @@ import sys
 import torch
 
 from torchutil import models
-from torchutil.models import DTYPES, SPECIALIZED, has_torchvision, torchvision_hint
+from torchutil.models import DTYPES, SPECIALIZED, dtype_name, has_torchvision, torchvision_hint
 from torchutil.profiler import profile
 from torchutil.studies._common import Setup, atomic_open, device_memory, exit_on_error
-from torchutil.studies.cli.args import (UsageError, add_energy_arguments, add_peak_argument, add_repeat_arguments,
+from torchutil.studies.cli.args import (ALIASES_HELP, UsageError, add_energy_arguments, add_peak_argument, add_repeat_arguments,
                                         add_timing_arguments, cuda_only, default_dtype, known_device, nonnegative, output_file,
                                         pick_device, positive, timing)
 
@@ -47,8 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="profile a classification model")
     p.add_argument("model", nargs="?", default=None, help=_model_help())
     p.add_argument("--batch", type=positive, default=None, help="batch size (default 32 on CUDA, 4 on CPU)")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default=None,
-                   help="default float16 on CUDA, float32 on CPU")
+    p.add_argument("--dtype", type=dtype_name, choices=sorted(DTYPES), default=None,
+                   help=f"default float16 on CUDA, float32 on CPU ({ALIASES_HELP})")
     p.add_argument("--device", type=known_device, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
                    help="channels_last memory format (default on for CUDA)")
