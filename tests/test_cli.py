@@ -3,6 +3,7 @@ substitution), --json - and closed pipes, --version, exit statuses, --retry-fail
 without carriage returns in logs, and a nas evaluate killed with SIGKILL."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import torchutil
 from torchutil.nas import natsbench as nb
 from torchutil.studies import nas_evaluate as ev
 from torchutil.studies import survey
+from torchutil.studies._common import StageLine
 from torchutil.studies.cli import main
 from cli_status import status_and_err as _status
 
@@ -388,3 +390,33 @@ def test_profile_default_model_without_torchvision(monkeypatch, capsys):
     # at 32x32, 64->128 at 16x16, 128->128 at 8x8) and 2 x 128 x 4 for the Linear.
     convs = [(3, 32, 64), (32, 64, 32), (64, 128, 16), (128, 128, 8)]
     assert summary["matrix_flops"] == sum(2 * 9 * i * o * s * s for i, o, s in convs) + 2 * 128 * 4
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_stage_line_on_a_terminal_only():
+    tty = _Terminal()
+    with StageLine(stream=tty, every=0.01).stage("building x"):
+        time.sleep(0.05)
+    assert "\r| building x (0 s)\033[K" in tty.getvalue() and tty.getvalue().endswith("\r\033[K")
+    for stream, enabled in ((io.StringIO(), True), (_Terminal(), False)):
+        with StageLine(enabled=enabled, stream=stream).stage("building x"):
+            pass
+        assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_profile_shows_its_stages_on_a_terminal_and_not_under_json(json_out, monkeypatch, capsys):
+    tty = _Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    argv = ["profile", "spec_2conv_32", "--device", "cpu", "--batch", "1", "--warmup", "0", "--iters", "1"]
+    assert main(argv + (["--json", "-"] if json_out else [])) == 0
+    stages = ("building spec_2conv_32", "finding the peak FLOP/s of cpu", "counting and timing spec_2conv_32")
+    if json_out:
+        assert "\r" not in tty.getvalue() and json.loads(capsys.readouterr().out)["summary"]["flops"] > 0
+    else:
+        assert all(f" {s}" in tty.getvalue() for s in stages), tty.getvalue()
+        assert "\r" not in capsys.readouterr().out

@@ -8,8 +8,9 @@ import torch
 
 from torchutil import models
 from torchutil.models import DTYPES, SPECIALIZED, dtype_name, has_torchvision, torchvision_hint
+from torchutil.peaks import peak_flops
 from torchutil.profiler import profile
-from torchutil.studies._common import Setup, atomic_open, device_memory, exit_on_error
+from torchutil.studies._common import Setup, StageLine, atomic_open, device_memory, exit_on_error
 from torchutil.studies.cli.args import (ALIASES_HELP, UsageError, add_energy_arguments, add_peak_argument, add_repeat_arguments,
                                         add_timing_arguments, cuda_only, default_dtype, known_device, nonnegative, output_file,
                                         pick_device, positive, timing)
@@ -103,24 +104,30 @@ def run(args: argparse.Namespace) -> int:
     batch = args.batch or (32 if on_cuda else 4)
     setup = Setup.on(dev, DTYPES[dtype_name], args.channels_last)
     name = args.model or default_model()
-    model, size = build_model(name)
-    size = args.image_size or size
-    _check_input(name, batch, size, setup)
-    model = setup.model(model)
-    x = setup.input(batch, 3, size, size)
+    # With --json - the JSON is stdout's only content; the text goes to stderr, and no stage line.
+    text = sys.stderr if args.json == "-" else sys.stdout
+    stages = StageLine(enabled=args.json != "-")
+    with stages.stage(f"building {name}"):
+        model, size = build_model(name)
+        size = args.image_size or size
+        _check_input(name, batch, size, setup)
+        model = setup.model(model)
+        x = setup.input(batch, 3, size, size)
 
     where = torch.cuda.get_device_name(dev) if on_cuda else "CPU"
-    # With --json - the JSON is stdout's only content; the text goes to stderr.
-    text = sys.stderr if args.json == "-" else sys.stdout
     if args.model is None and name != DEFAULT_MODEL:
         print(f"torchutil: torchvision is not installed, so the default model is {name} "
               f"(torchutil.models; {DEFAULT_MODEL} needs torchvision)", file=text)
     print(f"torchutil: {name}, batch {batch}, {dtype_name}, "
           f"{'channels_last' if setup.channels_last else 'contiguous'}, on {dev} ({where})", file=text)
-    result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=mode,
-                     target_ci=args.target_ci, max_time=args.max_time, peak=args.peak, energy=args.energy,
-                     energy_window=args.energy_window,
-                     energy_windows=args.energy_windows)
+    text.flush()
+    with stages.stage(f"finding the peak FLOP/s of {dev} ({args.peak})"):
+        peak_flops(dev, dtype_name, args.peak)  # kept by the process: the profile below reuses it
+    with stages.stage(f"counting and timing {name}'s forwards"):
+        result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=mode,
+                         target_ci=args.target_ci, max_time=args.max_time, peak=args.peak, energy=args.energy,
+                         energy_window=args.energy_window,
+                         energy_windows=args.energy_windows)
     print(result.format(top=args.top), file=text)
     if dev.type == "cpu":
         print("note: on a CPU the peak is a timed GEMM of this machine, so utilization says how "
