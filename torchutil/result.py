@@ -326,7 +326,7 @@ def _seconds(r: ProfileResult, per: str) -> str:
         return f"{time} (median of {n}, no interval)"
     pct = 100 * half
     if pct > 100:
-        return f"{time} ± > 100 % (median of {n}, 95 % CI: unreliable)"
+        return f"{time} ± > 100 % (median of {n}, unreliable)"
     return f"{time} ± {pct:{'.2g' if pct < 10 else '.0f'}} % (median of {n}, 95 % CI)"
 
 
