@@ -8,7 +8,8 @@ against measured utilization, the Pareto front plotted.
 Every process's cells are measured in the GPU's one service (torchutil.nas.service), so N
 processes and their threads get the figures of one process. On a machine without a GPU it
 measures on the CPU at batch 8 (slow: ~seconds a cell); --metric inputs_per_second (or
-inputs_per_joule, where rows have it) for another objective.
+inputs_per_joule, where rows have it) for another objective. The plot needs matplotlib: without
+it the example says so and skips it.
 """
 import argparse
 
@@ -32,4 +33,7 @@ objective.reward.close()
 for t in study.best_trials:
     print(f"accuracy {t.values[0]:6.2f} %  {args.metric} {t.values[1]:.4g}  cell {t.user_attrs['index']:5d} "
           f"{t.user_attrs['arch']}")
-print("Pareto front:", engines.plot_pareto_front(study, args.plot, ["accuracy (%)", args.metric]))
+try:
+    print("Pareto front:", engines.plot_pareto_front(study, args.plot, ["accuracy (%)", args.metric]))
+except ModuleNotFoundError:  # matplotlib, the plot's one optional need; the study is whole without it
+    print("no Pareto plot: matplotlib is not installed (pip install matplotlib)")

@@ -20,6 +20,7 @@ import torchvision.models as tvm
 from torch.utils.flop_counter import FlopCounterMode
 
 import torchutil
+from torchutil._format import si
 from nets import SmallNet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,7 +254,7 @@ def test_format(result):
     assert re.search(r"^device +cpu,", text, re.MULTILINE)
     assert "timing eager" in text
     assert "aten::convolution" in text
-    assert f"{MATRIX / 1e9:.3f}" in text
+    assert f"(matrix {si(MATRIX, 'FLOP')}," in text
     assert str(result) == text
 
 
@@ -261,7 +262,7 @@ def test_repr_is_a_short_summary(result):
     text = repr(result)
     assert text.startswith("ProfileResult(") and "\n" not in text and len(text) <= 150
     assert "tensor(" not in text  # no raw tensors
-    for part in ("cpu", "utilization", "FLOP / forward", " ms"):
+    for part in ("cpu", "utilization", "FLOP / forward", "s ± "):
         assert part in text
 
 

@@ -3,6 +3,7 @@ substitution), --json - and closed pipes, --version, exit statuses, --retry-fail
 without carriage returns in logs, and a nas evaluate killed with SIGKILL."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import torchutil
 from torchutil.nas import natsbench as nb
 from torchutil.studies import nas_evaluate as ev
 from torchutil.studies import survey
+from torchutil.studies._common import StageLine
 from torchutil.studies.cli import main
 from cli_status import status_and_err as _status
 
@@ -323,15 +325,55 @@ def test_evaluate_killed_loses_at_most_the_cell_in_flight(tmp_path):
     assert "evaluated 2 archs" in out and _count(db) == kept + 2
 
 
-def test_survey_without_torchvision_says_so(monkeypatch, tmp_path, capsys):
+def test_without_torchvision_each_name_says_what_it_needs(monkeypatch, tmp_path, capsys):
+    """Where torchvision is missing (the CPU wheel of torch), a torchvision name says it needs it
+    and names the pip line; a typo gets the near names, never "needs torchvision"; --help marks the
+    torchvision names; the survey knows the CNNs of torchutil.models."""
     monkeypatch.setitem(sys.modules, "torchvision", None)  # import torchvision raises ImportError
-    status, err = _status(["survey", "--device", "cpu", "--out", str(tmp_path)], capsys)
-    assert status == 1 and "torchvision" in err and "Traceback" not in err
-    status, err = _status(["profile", "resnet18", "--device", "cpu"], capsys)
-    assert status == 1 and "needs torchvision" in err and "Traceback" not in err
     monkeypatch.setitem(sys.modules, "torchvision.models.resnet", None)  # imported already by other tests
-    status, err = _status(["profile", "resnet18_cifar", "--device", "cpu"], capsys)
-    assert status == 1 and "needs torchvision" in err and "Traceback" not in err
+    for name in ("resnet18", "resnet18_cifar"):
+        status, err = _status(["profile", name, "--device", "cpu"], capsys)
+        assert status == 1 and f"{name} needs torchvision (pip install torchvision==0." in err, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    for typo, near in (("spec_4conv64", "did you mean spec_4conv_64"), ("resnet18_cifr", "did you mean resnet18_cifar"),
+                       ("foo", "the names are spec_2conv_32")):
+        status, err = _status(["profile", typo, "--device", "cpu"], capsys)
+        assert status == 1 and near in err and "needs torchvision" not in err, err
+    status, err = _status(["survey", "--models", "spec_4conv64", "--device", "cpu", "--out", str(tmp_path)], capsys)
+    assert status == 1 and "did you mean spec_4conv_64" in err, err
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "need torchvision, which is not installed" in help_text
+    assert help_text.index("resnet18_cifar") > help_text.index("(default spec_4conv_64)")
+    assert survey.default_models() == list(torchutil.models.SPECIALIZED)
+
+
+def test_torchvision_names_match_the_installed_torchvision():
+    """The packaged list and the pip line are torchvision's own, where it is installed."""
+    tv = pytest.importorskip("torchvision")
+    assert sorted(torchutil.models.TORCHVISION_CLASSIFIERS) == sorted(tv.models.list_models(module=tv.models))
+    minor = ".".join(tv.__version__.split(".")[:2])
+    assert torchutil.models.torchvision_hint() == f"pip install torchvision=={minor}.*"
+
+
+def test_survey_runs_a_torch_only_model(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "torchvision", None)
+    monkeypatch.setattr(survey, "write_outputs", lambda rows, config, plots=True: ["survey.csv"])
+    args = ["survey", "--models", "spec_2conv_32", "--batches", "1", "--device", "cpu", "--warmup", "0",
+            "--iters", "1", "--no-progress", "--out", str(tmp_path)]
+    status, err = _status(args, capsys)
+    assert status == 0, err
+    (row,) = survey.load_results(str(tmp_path))
+    assert row["status"] == "ok" and row["image_size"] == 32 and row["summary"]["flops"] > 0
+
+
+def test_profile_model_example_runs_without_torchvision():
+    code = ("import runpy, sys; sys.modules['torchvision'] = None; "
+            "runpy.run_path('examples/profile_model.py', run_name='__main__')")
+    p = subprocess.run([sys.executable, "-c", code], env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "top 5 ops by FLOPs" in p.stdout and "aten::convolution" in p.stdout
 
 
 def test_profile_default_model_without_torchvision(monkeypatch, capsys):
@@ -348,3 +390,33 @@ def test_profile_default_model_without_torchvision(monkeypatch, capsys):
     # at 32x32, 64->128 at 16x16, 128->128 at 8x8) and 2 x 128 x 4 for the Linear.
     convs = [(3, 32, 64), (32, 64, 32), (64, 128, 16), (128, 128, 8)]
     assert summary["matrix_flops"] == sum(2 * 9 * i * o * s * s for i, o, s in convs) + 2 * 128 * 4
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_stage_line_on_a_terminal_only():
+    tty = _Terminal()
+    with StageLine(stream=tty, every=0.01).stage("building x"):
+        time.sleep(0.05)
+    assert "\r| building x (0 s)\033[K" in tty.getvalue() and tty.getvalue().endswith("\r\033[K")
+    for stream, enabled in ((io.StringIO(), True), (_Terminal(), False)):
+        with StageLine(enabled=enabled, stream=stream).stage("building x"):
+            pass
+        assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_profile_shows_its_stages_on_a_terminal_and_not_under_json(json_out, monkeypatch, capsys):
+    tty = _Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    argv = ["profile", "spec_2conv_32", "--device", "cpu", "--batch", "1", "--warmup", "0", "--iters", "1"]
+    assert main(argv + (["--json", "-"] if json_out else [])) == 0
+    stages = ("building spec_2conv_32", "finding the peak FLOP/s of cpu", "counting and timing spec_2conv_32")
+    if json_out:
+        assert "\r" not in tty.getvalue() and json.loads(capsys.readouterr().out)["summary"]["flops"] > 0
+    else:
+        assert all(f" {s}" in tty.getvalue() for s in stages), tty.getvalue()
+        assert "\r" not in capsys.readouterr().out

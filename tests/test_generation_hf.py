@@ -158,3 +158,23 @@ def test_hf_steps_replay_as_cuda_graphs(cache):
     keys = [prompt + new if cache == "static" else r.context + 1 for r in result.decode]
     assert [r.matrix_flops for r in result.decode] == [matrix_flops(forms, batch, 1, k) for k in keys]
     assert result.peak_bytes_per_second > 0 and result.loop_seconds > 0
+
+
+@pytest.mark.parametrize("build", [llama, gpt2], ids=["llama", "gpt2"])
+def test_our_calls_use_the_cache_argument_the_installed_transformers_takes(build, caplog):
+    """transformers 5.2x renamed past_key_values to cache and warns (a logger warning, and a
+    FutureWarning from generate's deprecate_kwarg) where the old name is passed: neither may come
+    from profile_generate's own calls, with the installed transformers or a newer one
+    (PYTHONPATH=/tmp/tf525 runs this file against 5.25)."""
+    import logging
+    import warnings
+
+    model, config = build()
+    ids = torch.randint(3, config.vocab_size, (1, 5))
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING, logger="transformers"):
+        warnings.filterwarnings("error", category=FutureWarning)
+        warnings.filterwarnings("error", category=DeprecationWarning, module="transformers")
+        warnings.filterwarnings("error", message=".*deprecat.*")
+        torchutil.profile_generate(model, ids, 3, **QUICK)
+    deprecated = [r.getMessage() for r in caplog.records if "deprecat" in r.getMessage()]
+    assert not deprecated, deprecated

@@ -3,6 +3,7 @@ a short repr, the roofline as a table, the parameter count, the views by operato
 module tree (checked against FlopCounterMode), and per-op time and a Chrome trace on the CPU."""
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -15,6 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import torchutil
 from nets import SmallNet
+from torchutil import _format
 
 PEAK = 1e12  # a given peak keeps the timed CPU GEMM out of the tests that do not need it
 X = torch.randn(2, 3, 10, 12)
@@ -45,10 +47,13 @@ def resnet():
 def test_the_time_line_says_how_sure_it_is(resnet):
     _, r = resnet
     line = next(t for t in r.format().splitlines() if t.startswith("time / forward"))
-    m = re.search(r"([\d.]+) ms ± ([\d.]+) % \(median of 5, 95 % CI\)", line)
+    m = re.search(r"([\d.]+) (µs|ms|s) ± (> 100|[\d.]+) % \(median of 5, (95 % CI|unreliable)\)", line)
     assert m, line
-    assert float(m[1]) == pytest.approx(r.seconds * 1e3, rel=1e-3)
-    assert float(m[2]) == pytest.approx(100 * r.seconds_relative_ci, rel=0.05, abs=0.05)
+    assert float(m[1]) * {"µs": 1e-6, "ms": 1e-3, "s": 1.0}[m[2]] == pytest.approx(r.seconds, rel=1e-3)
+    if r.seconds_relative_ci > 1:  # a loaded machine: wider than the median, said as unreliable
+        assert m[3] == "> 100" and m[4] == "unreliable"
+    else:
+        assert float(m[3]) == pytest.approx(100 * r.seconds_relative_ci, rel=0.05, abs=0.05) and m[4] == "95 % CI"
     # The interval is the order statistics': seconds_ci_low/high around the median.
     assert r.seconds_ci_low <= r.seconds <= r.seconds_ci_high
     one = torchutil.profile(SmallNet().eval(), X, warmup=0, iters=1, peak_flops=PEAK)
@@ -78,7 +83,7 @@ def test_repr_is_one_short_line(resnet):
     text = repr(r)
     assert len(text) <= 150 and "\n" not in text, text
     assert text.startswith("ProfileResult(ResNet, cpu, float32, batch 1: utilization ")
-    for part in ("MFLOP / forward", " ms ± ", "(median of 5, 95 % CI)"):
+    for part in ("MFLOP / forward", "s ± ", "(median of 5, "):
         assert part in text, text
 
 
@@ -142,7 +147,7 @@ def test_by_op_type_adds_up_to_the_forward(resnet):
     conv = view[0]
     assert conv.op == "aten::convolution" and conv.calls == 20  # resnet18's 20 convolutions
     lines = str(view).splitlines()
-    assert lines[0].split() == ["op", "calls", "GFLOP", "share", "MB", "time", "ms", "time", "share"]
+    assert lines[0].split() == ["op", "calls", "FLOPs", "share", "bytes", "time", "time", "share"]
     assert len(lines) == 2 + len(view) and lines[2].startswith("aten::convolution")
     assert view.to_dicts()[0]["op"] == "aten::convolution"
 
@@ -185,7 +190,7 @@ def test_module_tree_depth_order_and_text(resnet):
     assert sum(row.flops for row in top[1:]) == r.flops  # resnet18 runs no op at its top level
     assert sum(row.share for row in top[1:]) == pytest.approx(1.0)
     lines = str(r.module_tree(depth=2)).splitlines()
-    assert lines[0].split() == ["module", "params", "GFLOP", "share", "MB", "time", "ms"]
+    assert lines[0].split() == ["module", "params", "FLOPs", "share", "bytes", "time"]
     assert lines[2].startswith("ResNet ") and lines[3].startswith("  conv1 ")
     assert any(t.startswith("    0 ") for t in lines)  # layer1.0, two levels in
     tree = r.module_tree(depth=2).to_dict()
@@ -252,3 +257,78 @@ def test_a_cpu_profile_writes_a_chrome_trace_of_its_ops(tmp_path):
             assert e1 <= e0 + 1e-3, (s0, e0, s1, e1)
     assert all(not (a[2] == b[2] == "counted" and b[0] < a[1] - 1e-3)
                for a, b in zip(spans, spans[1:]))
+
+
+# ---- how numbers read ----------------------------------------------------------------------------
+
+def test_numbers_switch_units_and_never_take_an_exponent():
+    assert [_format.seconds(t) for t in (151.2e-6, 2.048e-3, 1.2, 3e-9, 0.0, math.nan)] == \
+        ["151.2 µs", "2.048 ms", "1.2 s", "3 ns", "0 s", "n/a"]
+    assert [_format.si(v, "FLOP") for v in (204.8e6, 520, 2.056e3, 0, 1.5e15)] == \
+        ["204.8 MFLOP", "520 FLOP", "2.056 kFLOP", "0 FLOP", "1.5 PFLOP"]
+    assert [_format.number(v) for v in (0.0006436, 2.048e-6, 139.6, 12345, 1.0)] == \
+        ["0.0006436", "0.000002048", "139.6", "12340", "1"]
+
+
+def test_each_column_of_the_top_ops_reads_alike(resnet):
+    """One format per column: every FLOPs cell a number and a FLOP unit, every time cell a number
+    and a time unit, no exponent anywhere (0.151 beside 2.048e-06 was the old table)."""
+    _, r = resnet
+    lines = r.format(top=30).splitlines()
+    start = lines.index(next(t for t in lines if t.startswith("top 30 ops"))) + 2
+    rows = lines[start:]
+    assert len(rows) == min(30, len(r.ops))
+    assert not re.search(r"\de[-+]\d", "\n".join(lines))
+    for line in rows:
+        cells = re.findall(r"(\S+) [kMGTP]?FLOP\s+(\S+) [kMGTP]?B\s+(\S+)\s+(?:\S+ (?:ns|µs|ms|s)|n/a)$", line)
+        assert cells, line
+        flops, bytes_, intensity = map(float, cells[0])
+        assert flops < 1000 and bytes_ < 1000 and intensity >= 0, line
+
+
+def test_module_paths_are_cut_in_the_middle():
+    cut = _format.cut_middle
+    assert cut("layer4.1.downsample.0", 28) == "layer4.1.downsample.0"
+    assert cut("features.denseblock4.denselayer16.conv2", 32) == "features.….denselayer16.conv2"
+    assert cut("encoder.layer.11.attention.output.dense", 28) == "encoder.….output.dense"
+    long_names = cut("a_very_long_first_name.another_very_long_leaf_name", 28)
+    assert len(long_names) == 28 and long_names.startswith("a_very_long") and long_names.endswith("leaf_name")
+
+
+class Deep(torch.nn.Module):
+    """A Linear four modules down, with long names: the table must keep the head and the leaf."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder_stack = torch.nn.ModuleDict({"attention_block": torch.nn.ModuleDict(
+            {"output_projection": torch.nn.ModuleDict({"dense": torch.nn.Linear(8, 8)})})})
+
+    def forward(self, x):
+        return self.encoder_stack["attention_block"]["output_projection"]["dense"](x)
+
+
+def test_the_op_table_keeps_the_head_and_leaf_of_a_long_module_path():
+    r = torchutil.profile(Deep(), torch.randn(2, 8), warmup=0, iters=1, peak_flops=PEAK)
+    (row,) = [t for t in r.format().splitlines() if "aten::addmm" in t]
+    assert "encoder_stack.….dense" in row or "encoder_stack.….output_projection.dense" in row, row
+
+
+def test_a_wide_interval_says_the_time_is_unreliable(resnet, monkeypatch):
+    _, r = resnet
+    wide = copy.deepcopy(r)
+    wide._values["seconds_relative_ci"] = 2.4
+    line = next(t for t in wide.format().splitlines() if t.startswith("time / forward"))
+    assert "± > 100 % (median of 5, unreliable)" in line and "240" not in line, line
+    assert len(repr(wide)) <= 150, repr(wide)
+
+
+def test_the_peak_source_is_one_short_line(resnet):
+    _, r = resnet
+    long = copy.deepcopy(r)
+    long.texts["peak_source"] = ("measured: square float32 GEMMs (1024x1024x1024) on cpu, best 170 GFLOP/s of 11 "
+                                 "repetitions; median 126, quartiles 123-152, min 116 GFLOP/s (spread 23 %). The "
+                                 "spread is wide: the rate moved while it was measured (a loaded machine?)")
+    (line,) = [t for t in long.format().splitlines() if t.startswith("peak source")]
+    assert len(line) <= 18 + 1 + 100 and line.endswith("(the rest: peak_source)"), line
+    assert "measured: square float32 GEMMs (1024x1024x1024) on cpu" in line
+    assert long.peak_source.endswith("(a loaded machine?)")  # the whole text stays in the result

@@ -91,7 +91,11 @@ class HFRunner:
                         f"max_position_embeddings ({trained:,}); generate at most {trained:,} positions")
         self.model, self.kind, self.max_len = model, kind, max_len
         self.version = transformers.__version__
-        self.extra = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+        params = inspect.signature(model.forward).parameters
+        self.extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        # transformers renamed the cache argument past_key_values to cache (5.2x; the old name
+        # warns "deprecated"): the model's forward names the one its release takes, generate too.
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"
         self.cache = self._new_cache()
         self._position: torch.Tensor | None = None
 
@@ -103,7 +107,7 @@ class HFRunner:
         return DynamicCache(config=self.model.config)
 
     def call(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.model(tokens, past_key_values=self.cache, use_cache=True, **self.extra).logits
+        return self.model(tokens, **{self.cache_arg: self.cache}, use_cache=True, **self.extra).logits
 
     def _layers(self) -> list[Any]:
         want = "StaticLayer" if self.kind == "static" else "DynamicLayer"
@@ -155,8 +159,8 @@ class HFRunner:
         pad = next((t for t in (config.pad_token_id, config.eos_token_id) if t is not None), 0)
         pad = pad[0] if isinstance(pad, (list, tuple)) else pad   # a list of eos tokens
         out = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=n,
-                                  min_new_tokens=n, do_sample=False, past_key_values=self._new_cache(),
-                                  pad_token_id=pad, disable_compile=True)
+                                  min_new_tokens=n, do_sample=False, pad_token_id=pad, disable_compile=True,
+                                  **{self.cache_arg: self._new_cache()})
         if out.shape[1] != input_ids.shape[1] + n:
             raise RuntimeError(f"torchutil.profile_generate: generate returned {out.shape[1] - input_ids.shape[1]} "
                                f"new tokens, not {n}")

@@ -219,10 +219,21 @@ def bind_inputs(model: Any, x: Any, args: Any, kwargs: Any, batch_size: int | No
     return wrapped, tensors, batch_size
 
 
+def check_batch_dim(x: torch.Tensor) -> None:
+    """ValueError for an input whose batch is told by its first dimension and that dimension is
+    empty: the forward would count nothing and time an empty call (the command line refuses
+    --batch 0 alike). util::profile's C++ batchOf (csrc/libtorch/ProfileInputs.cpp) lets size 0
+    through, so the check is made here before the op is called."""
+    if x.dim() >= 2 and x.size(0) == 0:
+        raise ValueError(f"torchutil: the input's batch dimension is empty (shape {tuple(x.shape)}); "
+                         f"profile at least one sample")
+
+
 def _batch_of(values: list[Any]) -> int:
     for v in values:
         if isinstance(v, torch.Tensor):
             if v.dim() >= 2:
+                check_batch_dim(v)
                 return v.size(0)
             break
         if isinstance(v, (list, tuple)) and v and all(isinstance(t, torch.Tensor) for t in v):
@@ -267,6 +278,8 @@ class ModelOpPacket:
             tensors = _as_tensors(x)
             model, x = _C._wrap_module(model, tuple(tensors), None), tensors[0]
         model, tensors, batch = bind_inputs(model, x, args, kwargs, options.get("batch_size"))
+        if batch is None:  # C++ takes the first input's first dimension
+            check_batch_dim(tensors[0])
         if batch is not None:
             options["batch_size"] = batch
         inputs = tensors[0] if self._name == "profile" else tensors

@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from torchutil._format import count, percent, rate, scaled
+from torchutil._format import count, cut_middle, number, percent, rate, seconds, si
 from torchutil._files import atomic_open
 from torchutil._json import json_safe
 from torchutil.fields import FIELDS, TEXT_FIELDS, output_rows, row_class, schema
@@ -288,35 +288,50 @@ def _utilization(r: ProfileResult, per: str) -> str:
     return f"{percent(r.utilization)} of {rate(r.peak_flops_per_second)} ({r.peak_dtype})"
 
 
+#: How long the peak source's line in format() may be; the whole text is result.peak_source.
+PEAK_SOURCE_WIDTH = 100
+
+
 def _peak_source(r: ProfileResult, per: str) -> str:
-    return r.peak_source
+    """The source's first clause (up to its first ";" or sentence end), cut at a word to
+    PEAK_SOURCE_WIDTH; where anything was left out, the line says where the rest is."""
+    text = " ".join(r.peak_source.split())
+    first = min((i for i in (text.find("; "), text.find(". ")) if i >= 0), default=len(text))
+    short = text[:first]
+    more = " (the rest: peak_source)"
+    if len(short) > PEAK_SOURCE_WIDTH - len(more):
+        short = short[:PEAK_SOURCE_WIDTH - len(more) - 1].rsplit(" ", 1)[0].rstrip(",") + "…"
+    return short if short == text else short + more
 
 
 def _flops(r: ProfileResult, per: str) -> str:
-    return (f"{scaled(r.flops, 1e9)} GFLOP (matrix {scaled(r.matrix_flops, 1e9)}, "
-            f"vector {scaled(r.vector_flops, 1e9)})")
+    return (f"{si(r.flops, 'FLOP')} (matrix {si(r.matrix_flops, 'FLOP')}, "
+            f"vector {si(r.vector_flops, 'FLOP')})")
 
 
 def _bytes(r: ProfileResult, per: str) -> str:
-    return f"{scaled(r.bytes, 1e6)} MB, intensity {scaled(r.arithmetic_intensity, 1.0)} FLOP/B"
+    return f"{si(r.bytes, 'B')}, intensity {number(r.arithmetic_intensity)} FLOP/B"
 
 
 def _seconds(r: ProfileResult, per: str) -> str:
     """The time with how sure it is: "512.7 ms ± 28 % (median of 10, 95 % CI)". A block is timed
-    once, by the wall clock around it, and one forward has no interval: neither gets a ±."""
-    ms = scaled(r.seconds, 1e-3)
+    once, by the wall clock around it, and one forward has no interval: neither gets a ±. An
+    interval wider than the time itself (± over 100 %) is not a figure: it says so."""
+    time = seconds(r.seconds)
     if per == "block":
-        return f"{ms} ms ({r.repetition})"
+        return f"{time} ({r.repetition})"
     n = count(r.iterations)
     half = r.seconds_relative_ci
     if not r.iterations >= 2 or half != half:
-        return f"{ms} ms (median of {n}, no interval)"
+        return f"{time} (median of {n}, no interval)"
     pct = 100 * half
-    return f"{ms} ms ± {pct:{'.2g' if pct < 10 else '.0f'}} % (median of {n}, 95 % CI)"
+    if pct > 100:
+        return f"{time} ± > 100 % (median of {n}, unreliable)"
+    return f"{time} ± {pct:{'.2g' if pct < 10 else '.0f'}} % (median of {n}, 95 % CI)"
 
 
 def _time(r: ProfileResult, per: str) -> str:
-    return (f"{_seconds(r, per)}, {scaled(r.inputs_per_second, 1.0)} inputs/s, "
+    return (f"{_seconds(r, per)}, {number(r.inputs_per_second)} inputs/s, "
             f"{rate(r.achieved_flops_per_second)}")
 
 
@@ -331,7 +346,7 @@ def _ops(r: ProfileResult, per: str) -> str:
 def _kernels(r: ProfileResult, per: str) -> str:
     if r.traced != 1.0:
         return f"not traced ({r.trace_status})"
-    return (f"{count(r.kernels_per_forward)} / {per}, {scaled(r.kernel_seconds, 1e-3)} ms kernel time, "
+    return (f"{count(r.kernels_per_forward)} / {per}, {seconds(r.kernel_seconds)} kernel time, "
             f"busy {percent(r.gpu_busy_fraction)} of the {per}, "
             f"utilization over kernel time {percent(r.kernel_utilization)}")
 
@@ -345,8 +360,8 @@ def _counters(r: ProfileResult, per: str) -> str | None:
     if r.counters_not_on_gpu:
         parts.append(f"no counter on this GPU for {r.counters_not_on_gpu}")
     if v.get("hw_tensor_flops") == v.get("hw_tensor_flops"):
-        parts.append(f"tensor {scaled(v['hw_tensor_flops'], 1e9)} GFLOP = "
-                     f"{scaled(v['hw_flops_ratio'], 1.0)} x counted matrix FLOPs")
+        parts.append(f"tensor {si(v['hw_tensor_flops'], 'FLOP')} = "
+                     f"{number(v['hw_flops_ratio'])} x counted matrix FLOPs")
     for name, label in (("sm_throughput_pct", "SM"), ("dram_throughput_pct", "DRAM"),
                         ("tensor_active_pct", "tensor"), ("pm_sm_active_pct", "PM SM active"),
                         ("pm_tensor_active_pct", "PM tensor"), ("pm_dram_throughput_pct", "PM DRAM")):
@@ -381,9 +396,9 @@ def _energy(r: ProfileResult, per: str) -> str | None:
     if not r.joules > 0:
         return r.energy_source
     # One window has no interval (NaN ends): the figure alone.
-    interval = "" if math.isnan(r.joules_ci_low) else f" ({r.joules_ci_low:.4g}-{r.joules_ci_high:.4g})"
-    return (f"{r.joules:.4g} J{interval}, {r.watts:.4g} W, "
-            f"{r.inputs_per_joule:.4g} inputs/J, {r.flops_per_joule / 1e9:.4g} GFLOP/J")
+    interval = "" if math.isnan(r.joules_ci_low) else f" ({number(r.joules_ci_low)}-{number(r.joules_ci_high)})"
+    return (f"{number(r.joules)} J{interval}, {number(r.watts)} W, "
+            f"{number(r.inputs_per_joule)} inputs/J, {si(r.flops_per_joule, 'FLOP/J')}")
 
 
 SUMMARY: tuple[SummaryLine, ...] = (
@@ -410,8 +425,8 @@ _DOCS = {f.name: f.doc for table in ("summary", "texts") for f in schema(table)}
 
 class OpColumn(NamedTuple):
     """A column of the top-ops table: its header, its text for an OpRow, and its width in
-    format() (negative: left-aligned); clip: format() keeps the text's last `width` characters
-    (a module path's innermost names)."""
+    format() (negative: left-aligned); clip: format() cuts a longer text in the middle
+    (a module path's first and innermost names, _format.cut_middle)."""
 
     header: str
     format: Callable[[Any], str]
@@ -424,18 +439,18 @@ OP_COLUMNS: tuple[OpColumn, ...] = (
     OpColumn("module", lambda r: r.module, -28, clip=True),
     OpColumn("dtype", lambda r: r.dtype, -9),
     OpColumn("calls", lambda r: str(r.calls), 5),
-    OpColumn("GFLOP", lambda r: scaled(r.flops, 1e9), 9),
-    OpColumn("MB", lambda r: scaled(r.bytes, 1e6), 8),
-    OpColumn("FLOP/B", lambda r: scaled(r.arithmetic_intensity, 1.0), 7),
+    OpColumn("FLOPs", lambda r: si(r.flops, "FLOP"), 11),
+    OpColumn("bytes", lambda r: si(r.bytes, "B"), 9),
+    OpColumn("FLOP/B", lambda r: number(r.arithmetic_intensity), 9),
     # A GPU op's kernel time, a CPU op's wall time (kernel_attribution "cpu").
-    OpColumn("time ms", lambda r: scaled(r.kernel_seconds, 1e-3), 9),
+    OpColumn("time", lambda r: seconds(r.kernel_seconds), 9),
 )
 
 
 def _cell(column: OpColumn, text: str) -> str:
     width = abs(column.width)
     if column.clip:
-        text = text[-width:]
+        text = cut_middle(text, width)
     return f"{text:<{width}}" if column.width < 0 else f"{text:>{width}}"
 
 

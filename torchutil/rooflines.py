@@ -13,7 +13,7 @@ import torch
 
 from torchutil import _ops  # registers the ops
 from torchutil.fields import build_rows, row_class
-from torchutil._format import percent, rate, scaled
+from torchutil._format import cut_middle, number, percent, rate, seconds, si
 from torchutil.result import ProfileResult
 from torchutil.views import text_table
 
@@ -74,14 +74,14 @@ class RooflineResult:
         shown = rows if top is None else rows[:top]
         counts = ", ".join(f"{n} {bound}" for bound, n in sorted(self.counts().items()))
         lines = [f"peak {rate(self.peak_flops_per_second)}, bandwidth {rate(self.bandwidth, 'B/s')} "
-                 f"({self.bandwidth_source}); ridge {self.ridge_intensity:.4g} FLOP/B",
+                 f"({self.bandwidth_source}); ridge {number(self.ridge_intensity)} FLOP/B",
                  f"{len(self.rows)} ops: {counts}",
                  f"ops by roofline time{'' if top is None or len(rows) <= top else f' (top {top})'}:",
-                 text_table(["op", "module", "dtype", "GFLOP", "MB", "FLOP/B", "attainable", "roofline ms",
+                 text_table(["op", "module", "dtype", "FLOPs", "bytes", "FLOP/B", "attainable", "roofline time",
                              "achieved", "bound"],
-                            [[r.op, r.module[-28:], r.dtype, scaled(r.flops, 1e9), scaled(r.bytes, 1e6),
-                              scaled(r.intensity, 1.0), percent(r.attainable_utilization),
-                              scaled(r.roofline_seconds, 1e-3), rate(r.achieved_flops_per_second),
+                            [[r.op, cut_middle(r.module, 28), r.dtype, si(r.flops, "FLOP"), si(r.bytes, "B"),
+                              number(r.intensity), percent(r.attainable_utilization),
+                              seconds(r.roofline_seconds), rate(r.achieved_flops_per_second),
                               r.bound] for r in shown], left=3)]
         if len(shown) < len(rows):
             lines.append(f"... {len(rows) - len(shown)} more (format(top=None) shows every op)")
@@ -93,7 +93,7 @@ class RooflineResult:
     def __repr__(self) -> str:
         counts = ", ".join(f"{n} {bound}" for bound, n in sorted(self.counts().items()))
         return (f"RooflineResult(peak {rate(self.peak_flops_per_second)}, bandwidth "
-                f"{rate(self.bandwidth, 'B/s')}, ridge {self.ridge_intensity:.4g} FLOP/B; "
+                f"{rate(self.bandwidth, 'B/s')}, ridge {number(self.ridge_intensity)} FLOP/B; "
                 f"{len(self.rows)} ops: {counts})")
 
     def to_dict(self) -> dict[str, Any]:

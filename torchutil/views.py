@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import torch
 
-from torchutil._format import percent, scaled
+from torchutil._format import percent, seconds, si
 from torchutil.fields import FIELDS
 
 __all__ = ["ModuleRow", "ModuleTree", "OpTypeRow", "OpTypeTable", "model_facts", "record_model", "text_table"]
@@ -133,9 +133,9 @@ class OpTypeTable(_View):
 
     def format(self) -> str:
         return text_table(
-            ["op", "calls", "GFLOP", "share", "MB", "time ms", "time share"],
-            [[r.op, str(r.calls), scaled(r.flops, 1e9), percent(r.share, ".1f"), scaled(r.bytes, 1e6),
-              scaled(r.seconds, 1e-3), percent(r.time_share, ".1f")] for r in self.rows])
+            ["op", "calls", "FLOPs", "share", "bytes", "time", "time share"],
+            [[r.op, str(r.calls), si(r.flops, "FLOP"), percent(r.share, ".1f"), si(r.bytes, "B"),
+              seconds(r.seconds), percent(r.time_share, ".1f")] for r in self.rows])
 
 
 # --- by module tree --------------------------------------------------------------------------------
@@ -220,9 +220,9 @@ class ModuleTree(_View):
 
     def format(self) -> str:
         return text_table(
-            ["module", "params", "GFLOP", "share", "MB", "time ms"],
-            [["  " * r.depth + r.name, _params(r.params), scaled(r.flops, 1e9), percent(r.share, ".1f"),
-              scaled(r.bytes, 1e6), scaled(r.seconds, 1e-3)] for r in self.rows])
+            ["module", "params", "FLOPs", "share", "bytes", "time"],
+            [["  " * r.depth + r.name, _params(r.params), si(r.flops, "FLOP"), percent(r.share, ".1f"),
+              si(r.bytes, "B"), seconds(r.seconds)] for r in self.rows])
 
     def to_dict(self) -> dict[str, Any]:
         """The tree as nested dicts: {"module": ..., "flops": ..., ..., "children": [...]}."""
@@ -233,12 +233,7 @@ class ModuleTree(_View):
 
 
 def _params(n: float) -> str:
-    if n != n:
-        return "n/a"
-    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {suffix}"
-    return str(int(n))
+    return si(n, "").rstrip()
 
 
 # --- what the views need of the model, taken when it is profiled -----------------------------------

@@ -7,15 +7,16 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 import torch
 
 from torchutil._files import atomic_open, named, save_figure, write_json
 
-__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "atomic_open", "cudnn_autotune", "device_memory",
+__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "StageLine", "atomic_open", "cudnn_autotune", "device_memory",
            "exit_on_error", "fail", "nas_error", "figure", "named", "plots_available", "save_figure", "tf32_flags", "write_json"]
 
 # The dtypes the survey and fold-bench measure in: "tf32" is float32 with TF32 allowed in
@@ -177,6 +178,50 @@ class Progress:
             self._bar.close()
         elif self.enabled and self.in_place:
             sys.stderr.write("\n")
+
+
+class StageLine:
+    """What a command is doing while nothing else shows (building a model, timing the peak,
+    counting and timing the forwards): one line on a terminal, a spinner and the seconds spent,
+    rewritten in place by a thread and erased when the stage ends, so the output reads as it
+    would without it. Nothing where `stream` (stderr) is not a terminal or enabled is False
+    (piped output, logs, --json -)."""
+
+    FRAMES = "|/-\\"
+
+    def __init__(self, enabled: bool = True, stream: IO[str] | None = None, every: float = 0.1) -> None:
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = enabled and self.stream.isatty()
+        self.every = every
+
+    @contextlib.contextmanager
+    def stage(self, text: str) -> Iterator[None]:
+        """The line "<spinner> <text> (<seconds> s)" while the body runs."""
+        if not self.enabled:
+            yield
+            return
+        done = threading.Event()
+        t0 = time.perf_counter()
+
+        def draw() -> None:
+            frame = 0
+            while True:
+                self.stream.write(f"\r{self.FRAMES[frame % len(self.FRAMES)]} {text} "
+                                  f"({time.perf_counter() - t0:.0f} s)\033[K")
+                self.stream.flush()
+                frame += 1
+                if done.wait(self.every):
+                    return
+
+        thread = threading.Thread(target=draw, name="torchutil-stage", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+            self.stream.write("\r\033[K")
+            self.stream.flush()
 
 
 @contextlib.contextmanager

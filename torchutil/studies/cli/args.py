@@ -12,8 +12,12 @@ import torch
 
 from torchutil import _C
 from torchutil._ops import CHOICES, OPTION_DEFAULTS as _D
+from torchutil.models import DTYPE_ALIASES
 
-__all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_peak_argument", "add_repeat_arguments",
+#: What the --dtype options say of the other spellings they take (torchutil.models.dtype_name).
+ALIASES_HELP = f"{', '.join(DTYPE_ALIASES)} too, as torchutil.peak_flops takes them"
+
+__all__ = ["ALIASES_HELP", "UsageError", "accuracy_csv", "add_counters_argument", "add_peak_argument", "add_repeat_arguments",
            "add_timing_arguments", "cuda_only", "default_dtype",
            "db_file", "existing_dir", "existing_file", "finite", "forwards", "fraction", "indices", "known_device",
            "nonnegative",

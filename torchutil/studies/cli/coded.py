@@ -10,9 +10,9 @@ from dataclasses import replace
 from typing import Any
 
 from torchutil._json import loads
-from torchutil.models import DTYPES
+from torchutil.models import DTYPES, dtype_name
 from torchutil.studies._common import fail, plots_available
-from torchutil.studies.cli.args import (UsageError, add_repeat_arguments, existing_dir, existing_file, fraction, known_device,
+from torchutil.studies.cli.args import (ALIASES_HELP, UsageError, add_repeat_arguments, existing_dir, existing_file, fraction, known_device,
                                         nonnegative, nonnegative_float, number, output_dir, output_file,
                                         pick_device, positive, positive_float,
                                         probability)
@@ -78,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--runs", nargs="+", type=existing_dir, default=["coded-train"],
                    help="coded train output folders (named by their folder names)")
     data_dir(c)
-    c.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    c.add_argument("--dtype", type=dtype_name, choices=sorted(DTYPES), default="float32", help=ALIASES_HELP)
     c.add_argument("--batch", type=positive, default=1,
                    help="queries per call of F (groups per call of the others); 1 for the simulation")
     add_repeat_arguments(c, what="calls", target_ci=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from torchutil.folding import MOST_FOLD
+from torchutil.models import dtype_name
 from torchutil.studies._common import TORCH_DTYPES, exit_on_error
-from torchutil.studies.cli.args import (add_counters_argument, add_repeat_arguments, cuda_only, default_dtype,
-                                        known_device, number, output_dir, pick_device, positive)
+from torchutil.studies.cli.args import (ALIASES_HELP, add_counters_argument, add_repeat_arguments, cuda_only,
+                                        default_dtype, known_device, number, output_dir, pick_device, positive)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,8 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--f", nargs="+", type=number(int, 1, f"an integer in 1..{MOST_FOLD:,}", high=MOST_FOLD),
                    default=[2, 3, 4], help=f"folding factors (default 2 3 4; at most {MOST_FOLD:,})")
     b.add_argument("--batch", type=positive, default=1024, help="images per forward (default 1024)")
-    b.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default=None,
-                   help="default float16 on CUDA, float32 on CPU")
+    b.add_argument("--dtype", type=dtype_name, choices=sorted(TORCH_DTYPES), default=None,
+                   help=f"default float16 on CUDA, float32 on CPU ({ALIASES_HELP})")
     b.add_argument("--device", type=known_device, default="auto", help="auto (CUDA if present), cpu, cuda, ...")
     add_repeat_arguments(b)
     b.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")

@@ -7,12 +7,13 @@ import os
 from pathlib import Path
 
 from torchutil._ops import CHOICES
-from torchutil.models import DTYPES
+from torchutil.models import DTYPES, dtype_name
 from torchutil.studies._common import fail, plots_available, write_json
-from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_energy_arguments, add_timing_arguments, cuda_only,
-                                        db_file, default_dtype, existing_file, finite, forwards, fraction, indices,
-                                        known_device, nonnegative, nonnegative_float, number, output_dir, pick_device,
-                                        positive, positive_float, results_db, seeds, timed_forwards, timing)
+from torchutil.studies.cli.args import (ALIASES_HELP, UsageError, accuracy_csv, add_energy_arguments,
+                                        add_timing_arguments, cuda_only, db_file, default_dtype, existing_file,
+                                        finite, forwards, fraction, indices, known_device, nonnegative,
+                                        nonnegative_float, number, output_dir, pick_device, positive,
+                                        positive_float, results_db, seeds, timed_forwards, timing)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100", "ImageNet16-120"],
                    help="the network's input size and classes")
     p.add_argument("--batch", type=positive, default=None, help="default 256 on CUDA, 8 on CPU")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default float16 on CUDA, float32 on CPU")
+    p.add_argument("--dtype", type=dtype_name, choices=sorted(DTYPES), default=None,
+                   help=f"default float16 on CUDA, float32 on CPU ({ALIASES_HELP})")
     p.add_argument("--device", type=known_device, default="auto", help="auto, cpu, cuda (under torchrun: cuda:LOCAL_RANK)")
     p.add_argument("--warmup", type=forwards, default=1)
     p.add_argument("--iters", type=timed_forwards, default=3)
@@ -78,7 +80,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--measured-dataset", default=None, choices=["cifar10", "cifar100", "ImageNet16-120"],
                    help="pick the db's measurement config: dataset")
     p.add_argument("--batch", type=positive, default=None, help="... batch")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="... dtype")
+    p.add_argument("--dtype", type=dtype_name, choices=sorted(DTYPES), default=None, help="... dtype")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="... device type")
     p.add_argument("--mode", choices=CHOICES["timing"], default=None, help="... mode")
     p.add_argument("--seeds", type=seeds, default="10", help="N (seeds 0..N-1) or a list '3,5,8'")

@@ -6,11 +6,13 @@ import sys
 
 import torch
 
-from torchutil.models import DTYPES, FOLD_BENCH_MODELS, build, build_classifier, classifier_image_size
+from torchutil import models
+from torchutil.models import DTYPES, SPECIALIZED, dtype_name, has_torchvision, torchvision_hint
+from torchutil.peaks import peak_flops
 from torchutil.profiler import profile
-from torchutil.studies._common import Setup, atomic_open, device_memory, exit_on_error
-from torchutil.studies.cli.args import (UsageError, add_energy_arguments, add_peak_argument, add_repeat_arguments,
-                                        add_timing_arguments, default_dtype, known_device, nonnegative, output_file,
+from torchutil.studies._common import Setup, StageLine, atomic_open, device_memory, exit_on_error
+from torchutil.studies.cli.args import (ALIASES_HELP, UsageError, add_energy_arguments, add_peak_argument, add_repeat_arguments,
+                                        add_timing_arguments, cuda_only, default_dtype, known_device, nonnegative, output_file,
                                         pick_device, positive, timing)
 
 DEFAULT_MODEL = "resnet50"
@@ -21,31 +23,33 @@ DEFAULT_MODEL_TORCH_ONLY = "spec_4conv_64"
 
 def default_model() -> str:
     """DEFAULT_MODEL where torchvision can be imported, else DEFAULT_MODEL_TORCH_ONLY."""
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        return DEFAULT_MODEL_TORCH_ONLY
-    return DEFAULT_MODEL
+    return DEFAULT_MODEL if has_torchvision() else DEFAULT_MODEL_TORCH_ONLY
 
 
 def build_model(name: str) -> tuple[torch.nn.Module, int]:
-    """The model and its input height and width: a CNN of torchutil.models.FOLD_BENCH_MODELS, or
-    a classifier of build_classifier. An unknown name ends the program with the list."""
+    """The model and its input height and width (torchutil.models.build_model). A name it
+    refuses ends the program with one line: the near names, or what the model needs."""
     with exit_on_error():
-        if name in FOLD_BENCH_MODELS:
-            model, size, _ = build(name)
-            return model, size
-        return build_classifier(name), classifier_image_size(name)
+        return models.build_model(name)
+
+
+def _model_help() -> str:
+    """The model argument's help: with torchvision missing, its names are marked as needing it."""
+    torch_only = ", ".join(SPECIALIZED)
+    if has_torchvision():
+        return (f"a torchvision classification model (resnet50, vit_b_16, ...), timm:<name>, or a CNN of "
+                f"torchutil.models: {torch_only}, resnet18_cifar (default {DEFAULT_MODEL})")
+    return (f"a CNN of torchutil.models: {torch_only} (default {DEFAULT_MODEL_TORCH_ONLY}); resnet18_cifar and "
+            f"torchvision's classifiers (resnet50, ...) need torchvision, which is not installed "
+            f"({torchvision_hint()}); timm:<name> needs timm")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="profile a classification model")
-    p.add_argument("model", nargs="?", default=None,
-                   help=f"a torchvision model name, timm:<name>, or one of {', '.join(FOLD_BENCH_MODELS)} "
-                        f"(default {DEFAULT_MODEL}; {DEFAULT_MODEL_TORCH_ONLY} where torchvision is not installed)")
+    p.add_argument("model", nargs="?", default=None, help=_model_help())
     p.add_argument("--batch", type=positive, default=None, help="batch size (default 32 on CUDA, 4 on CPU)")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default=None,
-                   help="default float16 on CUDA, float32 on CPU")
+    p.add_argument("--dtype", type=dtype_name, choices=sorted(DTYPES), default=None,
+                   help=f"default float16 on CUDA, float32 on CPU ({ALIASES_HELP})")
     p.add_argument("--device", type=known_device, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
                    help="channels_last memory format (default on for CUDA)")
@@ -93,28 +97,37 @@ def run(args: argparse.Namespace) -> int:
     mode = timing(args)
     dev = pick_device(args.device)
     on_cuda = dev.type == "cuda"
+    # Refused before the model is built (seconds for the large ones).
+    cuda_only(dev, (mode == "cuda_graph", "--cuda-graph" if args.cuda_graph else "--timing cuda_graph",
+                    "CUDA-graph replays"))
     dtype_name = args.dtype or default_dtype(dev)
     batch = args.batch or (32 if on_cuda else 4)
     setup = Setup.on(dev, DTYPES[dtype_name], args.channels_last)
     name = args.model or default_model()
-    model, size = build_model(name)
-    size = args.image_size or size
-    _check_input(name, batch, size, setup)
-    model = setup.model(model)
-    x = setup.input(batch, 3, size, size)
+    # With --json - the JSON is stdout's only content; the text goes to stderr, and no stage line.
+    text = sys.stderr if args.json == "-" else sys.stdout
+    stages = StageLine(enabled=args.json != "-")
+    with stages.stage(f"building {name}"):
+        model, size = build_model(name)
+        size = args.image_size or size
+        _check_input(name, batch, size, setup)
+        model = setup.model(model)
+        x = setup.input(batch, 3, size, size)
 
     where = torch.cuda.get_device_name(dev) if on_cuda else "CPU"
-    # With --json - the JSON is stdout's only content; the text goes to stderr.
-    text = sys.stderr if args.json == "-" else sys.stdout
     if args.model is None and name != DEFAULT_MODEL:
         print(f"torchutil: torchvision is not installed, so the default model is {name} "
               f"(torchutil.models; {DEFAULT_MODEL} needs torchvision)", file=text)
     print(f"torchutil: {name}, batch {batch}, {dtype_name}, "
           f"{'channels_last' if setup.channels_last else 'contiguous'}, on {dev} ({where})", file=text)
-    result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=mode,
-                     target_ci=args.target_ci, max_time=args.max_time, peak=args.peak, energy=args.energy,
-                     energy_window=args.energy_window,
-                     energy_windows=args.energy_windows)
+    text.flush()
+    with stages.stage(f"finding the peak FLOP/s of {dev} ({args.peak})"):
+        peak_flops(dev, dtype_name, args.peak)  # kept by the process: the profile below reuses it
+    with stages.stage(f"counting and timing {name}'s forwards"):
+        result = profile(model, x, warmup=args.warmup, iters=args.iters, timing=mode,
+                         target_ci=args.target_ci, max_time=args.max_time, peak=args.peak, energy=args.energy,
+                         energy_window=args.energy_window,
+                         energy_windows=args.energy_windows)
     print(result.format(top=args.top), file=text)
     if dev.type == "cpu" and result.peak_source.startswith("computed"):
         print("note: on a CPU the peak is computed from the CPU (cores x clock x FLOP per clock of its widest unit), "

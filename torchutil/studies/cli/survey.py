@@ -6,8 +6,9 @@ import argparse
 import os
 import sys
 
+from torchutil.models import dtype_name
 from torchutil.studies._common import fail, plots_available
-from torchutil.studies.cli.args import (add_counters_argument, add_energy_arguments, add_peak_argument,
+from torchutil.studies.cli.args import (ALIASES_HELP, add_counters_argument, add_energy_arguments, add_peak_argument,
                                         add_repeat_arguments, known_device, output_dir, pick_device, positive)
 
 
@@ -16,11 +17,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("survey", help="utilization of many CNNs over batch sizes, dtypes, modes")
     s.add_argument("--models", nargs="+", default=None,
-                   help="torchvision names or timm:<name> (default: every torchvision classification model)")
+                   help="names as torchutil profile takes them: torchvision classifiers, CNNs of torchutil.models "
+                        "(spec_4conv_64, ...), timm:<name> (default: every torchvision classification model; "
+                        "where torchvision is not installed, the CNNs that need torch alone)")
     s.add_argument("--batches", nargs="+", type=positive, default=None,
                    help="batch sizes (default 1 8 32 128 256 on CUDA, 1 8 on CPU)")
-    s.add_argument("--dtypes", nargs="+", choices=SURVEY_DTYPES, default=None,
-                   help="default all four on CUDA, float32 on CPU (tf32 runs on CUDA only)")
+    s.add_argument("--dtypes", nargs="+", type=dtype_name, choices=SURVEY_DTYPES, default=None,
+                   help=f"default all four on CUDA, float32 on CPU (tf32 runs on CUDA only; {ALIASES_HELP})")
     s.add_argument("--modes", nargs="+", choices=SURVEY_MODES, default=None,
                    help="default both on CUDA, eager on CPU (cuda_graph runs on CUDA only)")
     s.add_argument("--device", type=known_device, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
@@ -41,8 +44,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchutil.models import check_name, has_torchvision
     from torchutil.studies import survey
 
+    for name in args.models or ():
+        check_name(name)  # a typo's near names before anything runs
+    if not args.models and not args.report_only and not has_torchvision():
+        print("survey: torchvision is not installed, so the models are the CNNs of torchutil.models that need "
+              "torch alone", file=sys.stderr)
     device = pick_device(args.device)
     on_cuda = device.type == "cuda"
     config = survey.SurveyConfig(

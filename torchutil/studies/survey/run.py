@@ -15,7 +15,7 @@ from torchutil._json import json_safe
 from torchutil._ops import CHOICES, OPTION_DEFAULTS
 from torchutil._version import __version__
 from torchutil.fields import FIELDS
-from torchutil.models import build_classifier, classifier_image_size
+from torchutil.models import SPECIALIZED, build_model, classifier_image_size, has_torchvision
 from torchutil.profiler import profile
 from torchutil.rooflines import memory_bandwidth, roofline
 from torchutil.studies._common import TORCH_DTYPES, Progress, Setup, tf32_flags
@@ -29,8 +29,9 @@ MODES = CHOICES["timing"]
 
 @dataclass
 class SurveyConfig:
-    """What a survey runs. models: torchvision names, or "timm:<name>" for timm models.
-    image_size None: 299 for inception_v3, else 224. channels_last None: on for CUDA."""
+    """What a survey runs. models: names of torchutil.models.build_model (torchvision names, the
+    CNNs of torchutil.models), or "timm:<name>" for timm models. image_size None: the model's own
+    (torchutil.models.classifier_image_size). channels_last None: on for CUDA."""
 
     models: list[str]
     batches: list[int]
@@ -74,12 +75,11 @@ class SurveyConfig:
 
 
 def default_models() -> list[str]:
-    try:
-        import torchvision
-    except ImportError:
-        raise ValueError("torchutil: the survey's default models are torchvision's; install the torchvision "
-                         "release that matches your torch (the vision extra), or name timm:<name> models "
-                         "with --models") from None
+    """Every torchvision classification model; where torchvision is not installed, the CNNs of
+    torchutil.models that need torch alone."""
+    if not has_torchvision():
+        return list(SPECIALIZED)
+    import torchvision
 
     return sorted(torchvision.models.list_models(module=torchvision.models))
 
@@ -129,15 +129,15 @@ def _measure(config: SurveyConfig, model_name: str, model: torch.nn.Module, batc
 
 
 def _build_on(name: str, device: torch.device) -> torch.nn.Module:
-    """build_classifier with its parameters created and initialized on `device` (seconds for the
+    """build_model's model with its parameters created and initialized on `device` (seconds for the
     largest models on a GPU, where a CPU takes minutes); on the CPU if that fails."""
     if device.type == "cpu":
-        return build_classifier(name)
+        return build_model(name)[0]
     try:
         with device:
-            return build_classifier(name)
+            return build_model(name)[0]
     except (RuntimeError, NotImplementedError):
-        return build_classifier(name)
+        return build_model(name)[0]
 
 
 def run_survey(config: SurveyConfig) -> list[dict[str, Any]]:
