@@ -125,9 +125,9 @@ elif [ "$what" = demo ] && ! has_gpu; then
 else
   torch_spec=$CUDA_SPEC; needed="torch, torchvision"
 fi
-pip_torch() {  # pip install the torch spec; its output in build/pip-torch.log, shown on failure
+pip_torch() {  # pip install the torch spec; its output in build/pip-torch.log
   # shellcheck disable=SC2086
-  "$PYTHON" -m pip install -q "$@" $torch_spec >build/pip-torch.log 2>&1 || { cat build/pip-torch.log >&2; return 1; }
+  "$PYTHON" -m pip install -q "$@" $torch_spec >build/pip-torch.log 2>&1
 }
 mkdir -p build
 if ! "$PYTHON" -c "import $needed" 2>/dev/null; then
@@ -137,11 +137,13 @@ if ! "$PYTHON" -c "import $needed" 2>/dev/null; then
       echo "install: pip's indexes have no $torch_spec (PyPI has no +cpu wheels): again with PyTorch's CPU index," \
         "$CPU_INDEX, after them"
       if ! pip_torch --extra-index-url "$CPU_INDEX"; then
+        cat build/pip-torch.log >&2
         echo "install: '$torch_spec' is not on pip's indexes nor on $CPU_INDEX (pip's message is above). Name" \
           "another torch with TORCHUTIL_TORCH_SPEC, or another CPU index with TORCHUTIL_CPU_INDEX" >&2
         exit 1
       fi
     else
+      cat build/pip-torch.log >&2
       echo "install: pip could not install '$torch_spec' (pip's message is above); TORCHUTIL_TORCH_SPEC names" \
         "another torch" >&2
       exit 1
