@@ -68,8 +68,9 @@ def test_batch_must_divide():
 
 
 def test_fold_errors():
-    with pytest.raises(ValueError, match="positive int"):
-        torchutil.fold(specialized_cnn(), 0)
+    for f in (0, 1025):
+        with pytest.raises(ValueError, match=rf"f must be an int in 1..1024 .*, got {f}$"):
+            torchutil.fold(specialized_cnn(), f)
     with pytest.raises(ValueError, match="at least one Conv2d"):
         torchutil.fold(torch.nn.Sequential(torch.nn.Linear(3, 3)), 2)
     grouped = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(8, 8, 3, groups=2),

@@ -316,7 +316,7 @@ def test_a_db_from_before_new_metric_columns_gets_them(tmp_path):
     old_metrics = [c for c in ev.METRIC_COLUMNS if c not in ("bandwidth_utilization", "peak_bytes_per_second",
                                                               "seconds_relative_ci", "cuda_graph")]
     con = sqlite3.connect(db)
-    con.execute(f"CREATE TABLE results ({', '.join(f'{c} TEXT' for c in ev.KEY_COLUMNS[1:3])}, idx INTEGER, "
+    con.execute(f"CREATE TABLE results (dataset TEXT, batch INTEGER, idx INTEGER, "
                 f"dtype TEXT, device TEXT, mode TEXT, arch TEXT, device_name TEXT, "
                 f"{', '.join(f'{c} REAL' for c in old_metrics)}, PRIMARY KEY (idx, dataset, batch, dtype, device, mode))")
     con.commit()
