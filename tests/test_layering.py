@@ -168,3 +168,57 @@ def test_the_platform_headers_listed_are_still_used():
     """A platform header no core file includes any more leaves the allowance."""
     used = {(name, file) for file, includes in core_includes().items() for _, name in includes}
     assert {(name, file) for name, file in PLATFORM_HEADERS.items()} <= used
+
+
+# ---- the C++ -> Python edge ------------------------------------------------------------------------
+
+def test_the_cpp_imports_no_module_of_the_package():
+    """The profile calls into torchutil only through the callbacks the package registers."""
+    found = [f"{p.relative_to(ROOT)}: {m}" for p in sorted((ROOT / "csrc").rglob("*.[ch]*"))
+             for m in re.findall(r'import\(\s*"torchutil[^"]*"', p.read_text())]
+    assert found == []
+
+
+def test_the_callbacks_are_registered_when_torchutil_is_imported():
+    import torchutil
+    from torchutil import _C, _eager, _inductor
+
+    assert torchutil._ops._C is _C
+    assert _C._callbacks() == {"inductor_recording": _inductor.Recording, "run_eager": _eager.run_eager}
+
+
+def test_a_callback_is_refused_by_name_and_type():
+    import pytest
+
+    from torchutil import _C
+
+    with pytest.raises(ValueError, match=r"^torchutil: no Python callback is called 'recording'; the callbacks are "
+                                         r"'inductor_recording', 'run_eager'$"):
+        _C._set_callback("recording", print)
+    with pytest.raises(TypeError, match=r"^torchutil: the Python callback 'run_eager' must be callable, got int$"):
+        _C._set_callback("run_eager", 3)
+
+
+def test_a_compiled_model_without_its_callback_names_it_and_runs_once_it_is_back():
+    """torch.compile's eager backend: an OptimizedModule (whose count runs run_eager) with no
+    Inductor compile to wait for."""
+    import pytest
+    import torch
+
+    from torchutil import _C
+
+    model = torch.compile(torch.nn.Linear(8, 4), backend="eager")
+    x = torch.randn(2, 8)
+    run_eager = _C._callbacks()["run_eager"]
+    _C._set_callback("run_eager", None)
+    try:
+        assert _C._callbacks()["run_eager"] is None
+        with pytest.raises(RuntimeError, match=r"torchutil: the Python callback 'run_eager' is not registered: "
+                                               r"torchutil/_eager.py registers it"):
+            torch.ops.util.profile(model, x, warmup=0, iters=1, peak_flops=1e12)
+    finally:
+        _C._set_callback("run_eager", run_eager)
+    summary = torch.ops.util.profile(model, x, warmup=0, iters=1, peak_flops=1e12)
+    import torchutil
+
+    assert torchutil.field(summary, "flops").item() == 2 * 2 * 8 * 4 + 2 * 4  # the matmul's 2 x MAC, the bias add
