@@ -9,7 +9,7 @@ columns are db_schema's; evaluator, service and engines measure cells on request
 Ray Tune; errors: the "torchutil.nas: ..." ValueError they all raise.
 
 The studies built on them (the full-space sweep, correlate, the simulated search: `python -m
-torchutil nas ...`) live in torchutil.studies (nas_evaluate, nas_correlate, nas_search), which
+torchutil nas ...`) live in the studies package (nas_evaluate, nas_correlate, nas_search), which
 imports from here; nothing here imports from there (tests/test_layering.py).
 """
 from torchutil.nas import natsbench

@@ -5,7 +5,7 @@ measure a GPU by default (default_threads) and the gate that lets the allocator'
 between the cells of several threads (Gate).
 
 torchutil.nas.evaluator (the cells measured on request) and the `nas evaluate` sweep
-(torchutil/studies/nas_cells.py, nas_parallel.py) both stand on it.
+(the studies' nas_cells.py and nas_parallel.py) both stand on it.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The columns of a NATS-Bench results row: what torchutil.nas.cells.evaluate_arch measures into a
 row, what the search engines (torchutil.nas.engines) may reward, and what `nas evaluate`'s SQLite
-table `results` stores (torchutil/studies/nas_db.py, which opens, reads and writes it)."""
+table `results` stores (the studies' nas_db.py opens, reads and writes it)."""
 from __future__ import annotations
 
 from torchutil._ops import CHOICES
