@@ -113,6 +113,38 @@ def test_params_are_the_modules_parameters(resnet):
     assert s.module_tree()[0].params == s.params
 
 
+def test_the_summary_op_counts_params_in_cpp_as_torchutil_profile_does():
+    """params, model and params_note are filled by the C++ where it holds the model, so the
+    summary-only op (the NAS op) has them too: every parameter, frozen ones included, a shared
+    one once (nn.Module.parameters()), for an eager module, a TorchScript module and the
+    Profiler's; NaN for a plain callable, whose reason the full result's params_note gives."""
+    shared = Shared()
+    shared.a.bias.requires_grad_(False)  # frozen: still a parameter of the model
+    x = torch.randn(4, 16)
+    expected = sum(p.numel() for p in shared.parameters())  # oracle: torch, a shared one once
+    assert expected == 16 * 16 + 2 * 16
+    assert expected != sum(p.numel() for p in shared.parameters() if p.requires_grad)
+    summary = torch.ops.util.profile(shared, x, warmup=0, iters=1, peak_flops=PEAK)
+    assert torchutil.field(summary, "params").item() == expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit.script is deprecated
+        scripted = torch.jit.script(shared)
+    assert torchutil.field(torch.ops.util.profile(scripted, x, warmup=0, iters=1, peak_flops=PEAK),
+                           "params").item() == expected
+    out = torch.ops.util._profile(scripted, [x], warmup=0, iters=1, peak_flops=PEAK)  # no Python after C++
+    assert (out.text("model"), out.text("params_note")) == ("Shared", "")
+
+    def forward(x):
+        return torch.relu(x @ x)
+
+    summary = torch.ops.util.profile(forward, torch.randn(8, 8), batch_size=1, warmup=0, iters=1, peak_flops=PEAK)
+    assert math.isnan(torchutil.field(summary, "params").item())
+    out = torch.ops.util._profile(torchutil._ops.as_dispatchable(forward), [torch.randn(8, 8)], batch_size=1,
+                                  warmup=0, iters=1, peak_flops=PEAK)
+    assert out.text("params_note") == "the model is a function, not an nn.Module: it has no parameters() to count"
+    assert out.text("model").endswith("forward")
+
+
 def test_params_of_a_function_are_nan_with_a_reason():
     def forward(x):
         return torch.relu(x @ x)

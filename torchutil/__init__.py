@@ -12,7 +12,8 @@ FLOPs and bytes are counted in C++ on the dispatcher path; the FLOP convention (
 multiply-accumulate; matrix versus vector FLOPs) is documented in docs/counting.md.
 """
 from torchutil import _ops  # noqa: F401  (loads torchutil._C and the util:: ops)
-from torchutil import _eager  # noqa: F401  (defines torchutil::flex_attention)
+from torchutil import _eager  # noqa: F401  (defines torchutil::flex_attention, registers run_eager with the C++)
+from torchutil import _inductor  # noqa: F401  (registers Inductor's Recording with the C++)
 from torchutil._ops import build_info
 from torchutil._version import __version__ as __version__  # re-exported
 from torchutil.fields import (FIELDS, KERNEL_FIELDS, OP_FIELDS, ROOFLINE_FIELDS, TEXT_FIELDS, FieldSpec,

@@ -1,5 +1,6 @@
 """The eager forward of a model that runs torch.compile'd code, for the count (docs/counting.md,
-"Compiled models"). The profile's C++ (csrc/python/PyModule.cpp) calls run_eager.
+"Compiled models"). The profile's C++ (csrc/python/PyModule.cpp) calls run_eager, which this
+module registers with it when imported (torchutil._C._set_callback).
 
 torch.compile's force_eager stance runs every compiled frame's own Python code, without looking
 up or compiling anything, so that every op passes the dispatcher and the compiled code and its
@@ -15,6 +16,8 @@ import sys
 from typing import Any, Callable, Iterator
 
 import torch
+
+from torchutil._ops import _C
 
 __all__ = ["run_eager"]
 
@@ -99,3 +102,6 @@ def _flex_attention_priced() -> Iterator[None]:
         yield
     finally:
         module.flex_attention_hop = hop
+
+
+_C._set_callback("run_eager", run_eager)  # what the count's eager forward calls

@@ -1,10 +1,11 @@
 """Inductor's generated kernels tied to the ops they fused (docs/counting.md, "Compiled models").
 
 A profile that traces kernels starts a Recording before its warm-ups, where torch.compile'd code
-compiles, and finishes it after its count (csrc/python/PyModule.cpp). While it records, Inductor's
-provenance tracking is on and a post-grad pass keeps each graph Inductor compiles, together with
-the table provenance tracking fills while Inductor generates that graph's code: generated kernel
-name -> the post-grad FX nodes it fused. Each node is then priced by the formula registry, by
+compiles, and finishes it after its count (csrc/python/PyModule.cpp), through the factory this
+module registers with the C++ when imported (torchutil._C._set_callback: "inductor_recording").
+While it records, Inductor's provenance tracking is on and a post-grad pass keeps each graph
+Inductor compiles, together with the table provenance tracking fills while Inductor generates
+that graph's code: generated kernel name -> the post-grad FX nodes it fused. Each node is then priced by the formula registry, by
 running its op on meta tensors of the node's shapes inside a count, and named by the aten op it
 runs, the op it was decomposed from and its module.
 
@@ -20,6 +21,8 @@ import sys
 from typing import Any
 
 import torch
+
+from torchutil._ops import _C
 
 __all__ = ["Recording"]
 
@@ -231,7 +234,6 @@ def _price(graph: torch.fx.Graph) -> dict[str, tuple[int, int, int, bool]]:
     that fails on meta, or whose op has no formula, is not priced."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    from torchutil import _C
     from torchutil.result import ProfileResult
 
     calls = [n for n in graph.nodes if n.op == "call_function"]
@@ -247,7 +249,7 @@ def _price(graph: torch.fx.Graph) -> dict[str, tuple[int, int, int, bool]]:
                     failed.add(n.name)
                 finally:
                     _C._exit_module()
-        out = torch.ops.util._count_end(torch.device("meta"), 1, 1.0, "auto", 1.0)
+        out = torch.ops.util._count_end(torch.device("meta"), 1, 1.0, None, "auto", 1.0)
     finally:
         torch.ops.util._count_abort()  # no-op unless _count_end failed
     result = ProfileResult._from_output(out)
@@ -266,3 +268,6 @@ def _price(graph: torch.fx.Graph) -> dict[str, tuple[int, int, int, bool]]:
             free = n.name not in failed and not (set(_op_names(n)[:1]) & unknown)
             out_table[n.name] = (0, 0, 0, free)
     return out_table
+
+
+_C._set_callback("inductor_recording", Recording)  # what a profile that traces kernels makes

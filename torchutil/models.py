@@ -4,7 +4,8 @@ build_model: any model the commands know by name, with its input size: a CNN of 
 (torch alone; resnet18_cifar needs torchvision), a torchvision classification model, or a timm
 model as "timm:<name>". A name it does not know is answered with the near names (known_models).
 build_classifier: the torchvision or timm model alone, with random weights. DTYPES: the dtype
-names the commands accept.
+names the commands accept. Setup: where and how a network and its input are placed (device,
+dtype, memory format), for the commands, the NAS cells (torchutil.nas.cells) and the benchmarks.
 
 Small CNNs for the FoldedCNN experiments (RQ2):
 
@@ -24,6 +25,7 @@ resnet18_cifar: ResNet-18 for CIFAR (32x32, 10 classes): torchvision's ResNet wi
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import difflib
@@ -31,9 +33,9 @@ import difflib
 import torch
 from torch import nn
 
-__all__ = ["DTYPES", "DTYPE_ALIASES", "dtype_name", "FOLD_BENCH_MODELS", "NEEDS_TORCHVISION", "SPECIALIZED", "TORCHVISION_CLASSIFIERS", "build",
-           "build_classifier", "build_model", "check_name", "classifier_image_size", "has_torchvision",
-           "known_models", "noscope_cnn", "resnet18_cifar", "specialized_cnn", "torchvision_hint"]
+__all__ = ["DTYPES", "DTYPE_ALIASES", "dtype_name", "FOLD_BENCH_MODELS", "NEEDS_TORCHVISION", "SPECIALIZED", "Setup",
+           "TORCHVISION_CLASSIFIERS", "build", "build_classifier", "build_model", "check_name", "classifier_image_size",
+           "has_torchvision", "known_models", "noscope_cnn", "resnet18_cifar", "specialized_cnn", "torchvision_hint"]
 
 #: dtype names the commands accept (the survey adds "tf32": float32 with TF32 allowed).
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
@@ -113,6 +115,45 @@ def check_name(name: str) -> None:
     if name in NEEDS_TORCHVISION and not has_torchvision():
         raise ValueError(f"torchutil: {name} needs torchvision ({torchvision_hint()}); without it: "
                          f"{', '.join(SPECIALIZED)}")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where and how a study runs a network and its input: device, dtype, memory format.
+
+        setup = Setup.on("cuda", torch.float16)          # channels_last: on for CUDA
+        model, x = setup.model(net), setup.input(256, 3, 224, 224)
+    """
+
+    device: torch.device
+    dtype: torch.dtype
+    channels_last: bool
+
+    @classmethod
+    def on(cls, device: torch.device | str, dtype: torch.dtype, channels_last: bool | None = None) -> "Setup":
+        """channels_last None: on for CUDA (cuDNN's fast layout for convolutions), off elsewhere."""
+        device = torch.device(device)
+        return cls(device, dtype, device.type == "cuda" if channels_last is None else channels_last)
+
+    def model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """model in eval mode, moved (in place, as nn.Module.to does) to the device, dtype and
+        memory format."""
+        model = model.eval().to(device=self.device, dtype=self.dtype)
+        return model.to(memory_format=torch.channels_last) if self.channels_last else model
+
+    def input(self, *shape: int) -> torch.Tensor:
+        """A standard-normal input of `shape` (4-D with channels_last) on the device, in the dtype
+        and memory format."""
+        x = torch.randn(*shape, device=self.device, dtype=self.dtype)
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
+
+    def classifier(self, name: str, batch: int, image_size: int | None = None
+                   ) -> tuple[torch.nn.Module, torch.Tensor]:
+        """The classifier `name` of torchutil.models.build_classifier (random weights) placed as
+        model() places it, and a batch of `batch` images of its input size
+        (classifier_image_size, unless image_size is given) placed as input() places it."""
+        size = image_size or classifier_image_size(name)
+        return self.model(build_classifier(name)), self.input(batch, 3, size, size)
 
 
 def build_classifier(name: str) -> nn.Module:

@@ -13,7 +13,7 @@ import torch
 
 from torchutil import _C, _ops  # noqa: F401  (registers the ops)
 from torchutil.result import KernelRow, OpRow, ProfileResult, UnknownOp
-from torchutil.views import record_model
+from torchutil.views import module_params
 
 __all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "free_capture_pools", "profile",
            "utilization"]
@@ -120,7 +120,9 @@ def profile(
     """
     options = {name: value for name, value in locals().items() if name in _ops.OPTION_TYPES}
     output = torch.ops.util._profile(model, x, args=args, kwargs=kwargs, **options)
-    return record_model(ProfileResult._from_output(output), model)
+    result = ProfileResult._from_output(output)
+    result._module_params = module_params(model)
+    return result
 
 
 def free_capture_pools() -> None:
@@ -264,10 +266,11 @@ class Profiler:
                 return
             _synchronize(self.device)
             seconds = time.perf_counter() - self._t0
-            output = torch.ops.util._count_end(self.device, self.batch_size, seconds, self.peak,
+            model = None if self.model is None else _ops.as_dispatchable(self.model)
+            output = torch.ops.util._count_end(self.device, self.batch_size, seconds, model, self.peak,
                                                self.peak_flops)
-            self.result = record_model(ProfileResult._from_output(output), self.model,
-                                       why_none="no model was given to the Profiler")
+            self.result = ProfileResult._from_output(output)
+            self.result._module_params = module_params(self.model)
         finally:
             torch.ops.util._count_abort()  # no-op unless _count_end failed
             self._thread = 0

@@ -72,7 +72,7 @@ class ProfileResult:
     # The util.ProfileOutput the tables are read from, on first use: a NAS loop that reads the
     # summary pays nothing for hundreds of kernel rows.
     _output: Any = dataclass_field(default=None, repr=False)
-    # Parameters per module path, inner modules included (views.record_model, module_tree()).
+    # Parameters per module path, inner modules included (views.module_params, module_tree()).
     _module_params: dict[str, int] = dataclass_field(default_factory=dict, repr=False)
 
     @classmethod

@@ -19,9 +19,8 @@ from typing import Any, Sequence
 import torch
 
 from torchutil._format import percent, seconds, si
-from torchutil.fields import FIELDS
 
-__all__ = ["ModuleRow", "ModuleTree", "OpTypeRow", "OpTypeTable", "model_facts", "record_model", "text_table"]
+__all__ = ["ModuleRow", "ModuleTree", "OpTypeRow", "OpTypeTable", "module_params", "text_table"]
 
 
 # --- a text table, shared by the views and the roofline -------------------------------------------
@@ -238,42 +237,27 @@ def _params(n: float) -> str:
 
 # --- what the views need of the model, taken when it is profiled -----------------------------------
 
-def model_facts(model: Any) -> tuple[str, float, str, dict[str, int]]:
-    """(class name, parameter count, why the count is NaN or "", parameters per module path with
-    the modules inside it, in named_modules() order). Each parameter is counted once, in the
-    first module that holds it (nn.Module.named_parameters()); a torch.compile'd module is
-    counted through the module it compiled, whose paths the op rows name."""
-    if isinstance(model, torch.nn.Module):
-        root = getattr(model, "_orig_mod", model)  # torch.compile's OptimizedModule
-        name = getattr(root, "original_name", None) or type(root).__name__  # TorchScript keeps it
-        per_module = {path: 0 for path, _ in root.named_modules()}
-        try:
-            for path, p in root.named_parameters():
-                n = p.numel()
-                module = path.rpartition(".")[0]
-                while True:
-                    per_module[module] = per_module.get(module, 0) + n
-                    if not module:
-                        break
-                    module = _parent(module)
-        except ValueError as e:  # a lazy module's parameter before its first forward
-            return name, math.nan, f"a parameter has no shape yet ({e})", {}
-        return name, float(per_module.get("", 0)), "", per_module
-    name = getattr(model, "__qualname__", None) or type(model).__name__
-    return (name, math.nan, f"the model is a {type(model).__name__}, not an nn.Module: it has no "
-            "parameters() to count", {})
-
-
-def record_model(result: Any, model: Any, why_none: str = "") -> Any:
-    """Records in a ProfileResult what only Python knows of the model: its class name (texts
-    "model"), its parameters (params, or NaN and params_note) and theirs per module (for
-    module_tree()). model None: none was given, and why_none says so. Returns the result."""
-    if model is None:
-        name, params, note, per_module = "", math.nan, why_none, {}
-    else:
-        name, params, note, per_module = model_facts(model)
-    result.texts["model"], result.texts["params_note"] = name, note
-    result._values["params"] = params
-    result.summary[FIELDS.index("params")] = params
-    result._module_params = per_module
-    return result
+def module_params(model: Any) -> dict[str, int]:
+    """Parameters per module path, with the modules inside it, in named_modules() order, for
+    module_tree(); {} where there is no model, it is no nn.Module, or a lazy module's parameter
+    has no shape yet. Each parameter is counted once, in the first module that holds it
+    (nn.Module.named_parameters()); a torch.compile'd module is counted through the module it
+    compiled, whose paths the op rows name. The model's own count, its name and why it has no
+    count are the result's params, model and params_note fields, which the C++ fills
+    (csrc/python/PyModule.cpp, csrc/libtorch/Forward.cpp)."""
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    root = getattr(model, "_orig_mod", model)  # torch.compile's OptimizedModule
+    per_module = {path: 0 for path, _ in root.named_modules()}
+    try:
+        for path, p in root.named_parameters():
+            n = p.numel()
+            module = path.rpartition(".")[0]
+            while True:
+                per_module[module] = per_module.get(module, 0) + n
+                if not module:
+                    break
+                module = _parent(module)
+    except ValueError:  # a lazy module's parameter before its first forward (params_note says so)
+        return {}
+    return per_module

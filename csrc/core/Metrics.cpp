@@ -27,6 +27,7 @@ std::vector<double> summarize(const SummaryInputs& in) {
   set(Field::bytes, static_cast<double>(in.totals.bytes));
   set(Field::arithmetic_intensity, ratio(flops, static_cast<double>(in.totals.bytes)));
   set(Field::seconds, in.secondsPerForward);
+  set(Field::params, in.params);
   set(Field::seconds_ci_low, in.secondsInterval.low);
   set(Field::seconds_ci_high, in.secondsInterval.high);
   set(Field::seconds_relative_ci, in.secondsInterval.relativeHalfWidth());

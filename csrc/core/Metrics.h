@@ -10,6 +10,7 @@
 #include "core/CountSession.h"
 #include "core/EnergyWindows.h"
 #include "core/KernelTrace.h"
+#include "core/NotANumber.h"
 #include "core/PeakTable.h"
 #include "core/Repetition.h"
 #include "core/ResultSchema.h"
@@ -28,6 +29,7 @@ struct SummaryInputs {
   const TraceStats* trace = nullptr;  // null when kernels were not traced
   int64_t tracedForwards = 0;
   const EnergyResult* energy = nullptr;  // null when energy was not asked for
+  double params = kNaN;                  // the model's parameters; NaN where not counted
 };
 
 // Values in Field order.

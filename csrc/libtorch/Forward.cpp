@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <unordered_set>
 
 namespace torchutil {
 namespace {
@@ -30,6 +31,17 @@ class ScriptForward final : public Forward {
   }
 
   std::string describe() override { return "TorchScript module " + module_.type()->name()->name(); }
+
+  ModelFacts modelFacts() override {
+    std::unordered_set<const c10::TensorImpl*> seen;  // a parameter two submodules share, once
+    double params = 0;
+    for (const at::Tensor& p : module_.parameters()) {
+      if (seen.insert(p.unsafeGetTensorImpl()).second) {
+        params += static_cast<double>(p.numel());
+      }
+    }
+    return {module_.type()->name()->name(), params, ""};
+  }
 
   bool mayFork() override { return true; }
 

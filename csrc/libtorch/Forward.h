@@ -13,8 +13,16 @@
 #include <vector>
 
 #include "core/CompiledAttribution.h"
+#include "core/NotANumber.h"
 
 namespace torchutil {
+
+// What a result says of the model itself: its model, params and params_note fields.
+struct ModelFacts {
+  std::string name;      // the model's class name ("" where no model was given)
+  double params = kNaN;  // its parameters' elements, each shared parameter once; NaN: note says why
+  std::string note;      // why params is NaN ("" when it is not)
+};
 
 class Forward {
  public:
@@ -25,6 +33,9 @@ class Forward {
   virtual std::optional<c10::Device> parameterDevice() = 0;
   // Short description for messages ("TorchScript module ResNet", "Python callable ...").
   virtual std::string describe() = 0;
+  // The model's class name and parameter count (nn.Module.named_parameters(): every parameter,
+  // trainable or not, a shared one once; a compiled module's through the module it compiled).
+  virtual ModelFacts modelFacts() = 0;
   // Whether forwards are compiled code that runs ops out of sight of module paths.
   virtual bool compiled() { return false; }
   // Runs the model once as eager PyTorch, for the count: torch.compile'd code (a compiled

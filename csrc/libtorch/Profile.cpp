@@ -443,6 +443,8 @@ class ProfileRun {
       out_.energy.text = "off: nothing runs on the meta device";
     }
     s.energy = o_.energy ? &out_.energy.result : nullptr;
+    out_.model = forward_->modelFacts();
+    s.params = out_.model.params;
     out_.summary = summarize(s);
     hw::fillSummary(out_.summary, out_.hw, static_cast<double>(s.totals.matrixFlops));
     hw::markUncountedTensorWork(out_.summary, &out_.countersStatus, out_.hw, table.rows());

@@ -18,6 +18,7 @@
 #include "libtorch/DeviceBandwidth.h"
 #include "libtorch/DevicePeak.h"
 #include "libtorch/EnergyReading.h"
+#include "libtorch/Forward.h"
 #include "libtorch/Timing.h"
 
 namespace torchutil {
@@ -82,6 +83,7 @@ struct ProfileOutput {
   std::string timingNoteDetail;  // the whole error behind it (a failed capture's traceback)
   std::string repetition;        // how many timed forwards, and why that many
   std::string device;
+  ModelFacts model;  // the model, params and params_note fields
   // Kernel tracing: traceStatus is "on" or "off: <why>"; the rest is empty when off (events:
   // but on a CPU, whose op calls are timed).
   std::string traceStatus = "off: not a CUDA profile";
@@ -111,9 +113,10 @@ void nameTables(const ProfileOutput& out, NamedResult* r);
 ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                            const ProfileOptions& options);
 
-// Builds the output of a count that the caller timed itself (torchutil.Profiler).
+// Builds the output of a count that the caller timed itself (torchutil.Profiler); model: what
+// the result says of the model the caller named, if any.
 ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batchSize,
-                             double seconds, RateSource peakSource,
-                             std::optional<double> peakFlops);
+                             double seconds, RateSource peakSource, std::optional<double> peakFlops,
+                             ModelFacts model);
 
 }  // namespace torchutil

@@ -41,6 +41,8 @@ NamedResult nameResult(const ProfileOutput& out, bool tables) {
   r.setText(TextField::repetition, out.repetition);
   r.setText(TextField::bandwidth_source, out.bandwidth.source);
   r.setText(TextField::device, out.device);
+  r.setText(TextField::model, out.model.name);
+  r.setText(TextField::params_note, out.model.note);
   r.setText(TextField::trace_status, out.traceStatus);
   r.setText(TextField::kernel_attribution, out.traced
                                                ? (out.trace.perOpFromTimed ? "timed" : "counted")

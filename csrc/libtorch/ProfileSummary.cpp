@@ -22,15 +22,17 @@ SummaryInputs summaryBase(const CountTable& table, const ProfileOutput& out, int
 }
 
 ProfileOutput summarizeCount(CountTable table, c10::Device device, int64_t batchSize,
-                             double seconds, RateSource peakSource,
-                             std::optional<double> peakFlops) {
+                             double seconds, RateSource peakSource, std::optional<double> peakFlops,
+                             ModelFacts model) {
   ProfileOutput out;
+  out.model = std::move(model);
   out.peak = peakForCount(device, table, peakSource, peakFlops);
   out.bandwidth = bandwidthOf(device);
   SummaryInputs s = summaryBase(table, out, batchSize);
   s.secondsPerForward = seconds;
   s.secondsInterval = MedianInterval{seconds, seconds, seconds};
   s.iterations = 1;
+  s.params = out.model.params;
   out.summary = summarize(s);
   out.table = std::move(table);
   out.device = device.str();

@@ -9,6 +9,7 @@
 #include "core/Metrics.h"
 #include "core/ResultSchema.h"
 #include "libtorch/DevicePeak.h"
+#include "libtorch/Forward.h"
 #include "libtorch/OpCounter.h"
 #include "libtorch/Profile.h"
 #include "libtorch/Timing.h"
@@ -175,11 +176,16 @@ void countAbortOp() {
   OpCounter::abort();
 }
 
-Output countEndOp(c10::Device device, int64_t batchSize, double seconds, std::string peak,
-                  std::optional<double> peakFlops) {
+// model: the Profiler's (an nn.Module boxed by torchutil/_ops.py), or None.
+Output countEndOp(c10::Device device, int64_t batchSize, double seconds, const c10::IValue& model,
+                  std::string peak, std::optional<double> peakFlops) {
+  ModelFacts facts{"", kNaN, "no model was given to the Profiler"};
+  if (!model.isNone()) {
+    facts = makeForward(model)->modelFacts();
+  }
   CountResult counted = OpCounter::end();
   return wrap(summarizeCount(std::move(counted.table), concreteDevice(device), batchSize, seconds,
-                             rateSourceArgument(peak, "peak"), peakFlops));
+                             rateSourceArgument(peak, "peak"), peakFlops, std::move(facts)));
 }
 
 // The checks _count_end makes of its peak options, for Profiler.__init__: a bad value is refused
@@ -235,7 +241,7 @@ TORCH_LIBRARY(util, m) {
   m.def("_count_begin() -> int", &countBeginOp);
   m.def("_count_abandon(int token) -> bool", &countAbandonOp);
   m.def(
-      "_count_end(Device device, int batch_size, float seconds, str peak=\"auto\", "
+      "_count_end(Device device, int batch_size, float seconds, Any model, str peak=\"auto\", "
       "float? peak_flops=None) -> __torch__.torch.classes.util.ProfileOutput",
       &countEndOp);
   m.def("_count_abort() -> ()", &countAbortOp);

@@ -19,6 +19,12 @@ PYBIND11_MODULE(_C, m) {
         py::arg("kwargs") = py::none(),
         "Boxes a Python callable (called with args and kwargs when given) in a util.PyModule "
         "script object for torch.ops.util.");
+  m.def("_set_callback", &torchutil::setPythonCallback, py::arg("name"), py::arg("fn"),
+        "Registers a Python function the profile calls (csrc/python/PyModule.h: "
+        "'inductor_recording', 'run_eager'; None unregisters it); the torchutil package does it "
+        "when imported.");
+  m.def("_callbacks", &torchutil::pythonCallbacks,
+        "The registered Python callbacks: {name: function, or None where none is}.");
   m.def("_enter_module", &torchutil::OpCounter::enterModule, py::arg("path"));
   m.def("_exit_module", &torchutil::OpCounter::exitModule);
   m.def("_wrapped_forwards", &torchutil::wrappedForwards,

@@ -2,8 +2,11 @@
 
 #include <torch/csrc/jit/python/pybind_utils.h>
 
+#include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "libtorch/Forward.h"
 #include "libtorch/OpCounter.h"
@@ -158,6 +161,69 @@ GeneratedKernels toGeneratedKernels(const py::handle& finished) {
   return out;
 }
 
+// Calls f(value) for each value of a module's table (its _parameters or _modules): a dict
+// walked without Python calls, else (a TorchScript submodule's wrapper) through items().
+template <class F>
+void forEachValue(const py::handle& module, const char* table, F&& f) {
+  py::object t = module.attr(table);
+  if (PyDict_Check(t.ptr())) {
+    PyObject* key = nullptr;
+    PyObject* value = nullptr;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(t.ptr(), &pos, &key, &value)) {
+      f(py::handle(value));
+    }
+    return;
+  }
+  for (py::handle item : t.attr("items")()) {
+    f(item.cast<py::tuple>()[1]);
+  }
+}
+
+// The elements of the parameters of root and every module under it, each parameter once (as
+// nn.Module.named_parameters() counts them), read from the modules' own tables (_parameters,
+// _modules) rather than through named_parameters()'s generators, which cost about 1 ms a
+// NATS-Bench network on a CPU: more than util::profile may add to every call. nullopt where a
+// lazy module's parameter has no shape yet.
+std::optional<double> parameterElements(const py::handle& root) {
+  const py::object lazy =
+      py::module_::import("torch.nn.parameter").attr("UninitializedTensorMixin");
+  std::unordered_set<PyObject*> modules;
+  std::unordered_set<const c10::TensorImpl*> parameters;
+  std::vector<py::object> todo{py::reinterpret_borrow<py::object>(root)};
+  double elements = 0;
+  bool shapeless = false;
+  while (!todo.empty() && !shapeless) {
+    py::object module = std::move(todo.back());
+    todo.pop_back();
+    if (!modules.insert(module.ptr()).second) {
+      continue;
+    }
+    forEachValue(module, "_parameters", [&](py::handle p) {
+      if (p.is_none() || shapeless) {
+        return;
+      }
+      if (py::isinstance(p, lazy)) {
+        shapeless = true;
+        return;
+      }
+      const at::Tensor t = py::cast<at::Tensor>(p);
+      if (parameters.insert(t.unsafeGetTensorImpl()).second) {
+        elements += static_cast<double>(t.numel());
+      }
+    });
+    forEachValue(module, "_modules", [&](py::handle child) {
+      if (!child.is_none()) {
+        todo.push_back(py::reinterpret_borrow<py::object>(child));
+      }
+    });
+  }
+  if (shapeless) {
+    return std::nullopt;
+  }
+  return elements;
+}
+
 class PyForward final : public Forward {
  public:
   explicit PyForward(c10::intrusive_ptr<PyModule> module) : module_(std::move(module)) {}
@@ -177,7 +243,7 @@ class PyForward final : public Forward {
 
   void recordGeneratedKernels() override {
     py::gil_scoped_acquire gil;
-    recording_ = py::module_::import("torchutil._inductor").attr("Recording")();
+    recording_ = pythonCallback("inductor_recording")();
     recording_.attr("start")();
   }
 
@@ -206,7 +272,7 @@ class PyForward final : public Forward {
   // torchutil/_eager.py: torch.compile's force_eager stance, FlexAttention priced as one op.
   void runEager(const std::vector<at::Tensor>& inputs) override {
     py::gil_scoped_acquire gil;
-    py::object runEager = py::module_::import("torchutil._eager").attr("run_eager");
+    py::object runEager = pythonCallback("run_eager");
     if (module_->bound) {
       runEager(module_->callable, module_->args, module_->kwargs);
       return;
@@ -229,6 +295,29 @@ class PyForward final : public Forward {
   }
 
   std::string describe() override { return module_->repr; }
+
+  // As nn.Module.named_parameters() counts them (a shared parameter once), through the module a
+  // torch.compile'd one compiled; a callable that is no nn.Module has no parameters to count.
+  ModelFacts modelFacts() override {
+    py::gil_scoped_acquire gil;
+    const py::object& model = module_->callable;
+    if (!isinstance(model, "torch.nn", "Module")) {
+      py::object qualname = py::getattr(model, "__qualname__", py::none());
+      const std::string type = py::str(py::type::handle_of(model).attr("__name__"));
+      return {qualname.is_none() ? type : std::string(py::str(qualname)), kNaN,
+              "the model is a " + type + ", not an nn.Module: it has no parameters() to count"};
+    }
+    py::object root = py::getattr(model, "_orig_mod", model);  // torch.compile's OptimizedModule
+    py::object original = py::getattr(root, "original_name", py::none());  // TorchScript keeps it
+    const std::string name = py::str(original.is_none() || !py::bool_(original)
+                                         ? py::type::handle_of(root).attr("__name__")
+                                         : original);
+    std::optional<double> params = parameterElements(root);
+    if (!params) {
+      return {name, kNaN, "a lazy module's parameter has no shape yet (before its first forward)"};
+    }
+    return {name, *params, ""};
+  }
 
   bool compiled() override {
     py::gil_scoped_acquire gil;
@@ -261,8 +350,32 @@ class PyForward final : public Forward {
   }
 
   c10::intrusive_ptr<PyModule> module_;
-  py::object recording_;  // torchutil._inductor.Recording while it records
+  py::object recording_;  // an inductor_recording callback's Recording while it records
 };
+
+// The registered Python callbacks (setPythonCallback), touched with the GIL held. Never
+// destroyed: the interpreter may be gone when static destructors run.
+std::unordered_map<std::string, py::object>& registeredCallbacks() {
+  static auto* callbacks = new std::unordered_map<std::string, py::object>();
+  return *callbacks;
+}
+
+const PythonCallbackSpec* findPythonCallback(const std::string& name) {
+  for (const PythonCallbackSpec& spec : kPythonCallbacks) {
+    if (name == spec.name) {
+      return &spec;
+    }
+  }
+  return nullptr;
+}
+
+std::string pythonCallbackNames() {
+  std::string names;
+  for (const PythonCallbackSpec& spec : kPythonCallbacks) {
+    names += std::string(names.empty() ? "" : ", ") + "'" + spec.name + "'";
+  }
+  return names;
+}
 
 // Raises the pending signal's exception (KeyboardInterrupt on Ctrl-C) in the profile call.
 void checkPythonSignals() {
@@ -327,6 +440,43 @@ py::object wrapCallable(const py::object& obj, const py::object& args, const py:
   }
   auto holder = c10::make_intrusive<PyModule>(obj, args, kwargs);
   return torch::jit::toPyObject(c10::IValue(std::move(holder)));
+}
+
+void setPythonCallback(const std::string& name, py::object fn) {
+  if (findPythonCallback(name) == nullptr) {
+    throw py::value_error("torchutil: no Python callback is called '" + name +
+                          "'; the callbacks are " + pythonCallbackNames());
+  }
+  if (fn.is_none()) {
+    registeredCallbacks().erase(name);
+    return;
+  }
+  if (!PyCallable_Check(fn.ptr())) {
+    throw py::type_error("torchutil: the Python callback '" + name + "' must be callable, got " +
+                         std::string(py::str(py::type::handle_of(fn).attr("__name__"))));
+  }
+  registeredCallbacks()[name] = std::move(fn);
+}
+
+py::object pythonCallback(const std::string& name) {
+  auto it = registeredCallbacks().find(name);
+  if (it == registeredCallbacks().end()) {
+    const PythonCallbackSpec* spec = findPythonCallback(name);
+    TORCH_CHECK(false, "torchutil: the Python callback '", name,
+                "' is not registered: ", spec != nullptr ? spec->module : "torchutil",
+                " registers it (torchutil._C._set_callback) when torchutil is imported; "
+                "was that import interrupted?");
+  }
+  return it->second;
+}
+
+py::dict pythonCallbacks() {
+  py::dict out;
+  for (const PythonCallbackSpec& spec : kPythonCallbacks) {
+    auto it = registeredCallbacks().find(spec.name);
+    out[spec.name] = it == registeredCallbacks().end() ? py::none() : it->second;
+  }
+  return out;
 }
 
 void registerPyModule() {

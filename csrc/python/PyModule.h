@@ -5,6 +5,7 @@
 #include <torch/python.h>
 
 #include <memory>
+#include <string>
 
 #include "libtorch/Forward.h"
 
@@ -41,5 +42,26 @@ pybind11::object wrapCallable(const pybind11::object& obj, const pybind11::objec
 
 // Registers util.PyModule and its Forward factory. Called once from the module init.
 void registerPyModule();
+
+// The Python functions the profile calls into the torchutil package with, each registered by the
+// module that defines it when torchutil is imported (torchutil._C._set_callback): C++ imports no
+// module of the package. With the GIL held. setPythonCallback refuses an unknown name or a
+// callable that is not one (None unregisters it); pythonCallback throws naming the callback and
+// the module that registers it where none is registered.
+struct PythonCallbackSpec {
+  const char* name;
+  const char* module;  // the module that defines and registers it
+};
+inline constexpr PythonCallbackSpec kPythonCallbacks[] = {
+    // The factory of an Inductor recording (start(), stop(), finish()), for a profile that
+    // traces a compiled model's kernels.
+    {"inductor_recording", "torchutil/_inductor.py"},
+    // run_eager(callable, args, kwargs): the count's eager forward of compiled code.
+    {"run_eager", "torchutil/_eager.py"},
+};
+void setPythonCallback(const std::string& name, pybind11::object fn);
+pybind11::object pythonCallback(const std::string& name);
+// name -> the registered callable, or None where none is.
+pybind11::dict pythonCallbacks();
 
 }  // namespace torchutil

@@ -27,9 +27,10 @@ import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from torchutil.nas import natsbench as nb
-from torchutil.studies._common import nas_error, save_figure
-from torchutil.studies.nas_db import METRIC_COLUMNS
-from torchutil.studies.nas_evaluate import EvalConfig
+from torchutil._files import save_figure
+from torchutil.nas.cells import EvalConfig
+from torchutil.nas.db_schema import METRIC_COLUMNS
+from torchutil.nas.errors import nas_error
 
 __all__ = ["DIRECTIONS", "EDGE_PARAMS", "SHARES_OF_PEAK", "Objective", "PeakExceeded", "Reward", "arch_from_params",
            "arch_params", "enqueue_cells", "optuna_objective", "plot_pareto_front", "suggest_arch", "tune_space",

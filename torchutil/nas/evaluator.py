@@ -6,7 +6,7 @@ an Optuna objective, a Ray actor or the per-GPU service (torchutil.nas.service) 
         rows = ev.evaluate_many(range(100))
 
 The evaluator is `nas evaluate`'s threads kept alive: `threads` worker threads (default on CUDA:
-nas_evaluate.default_threads), each with its own network pool, set up as a sweep's threads are
+cells.default_threads), each with its own network pool, set up as a sweep's threads are
 (pools and input made, each thread's first eager forward run, before any capture), take cells
 from one queue; callers wait on a Future. Every profile call holds the GPU's lock file over its
 GPU phases (default: torchutil.default_gpu_lock, shared by every torchutil process on the GPU),
@@ -33,10 +33,9 @@ import torchutil
 from torchutil.gpu_sharing import default_gpu_lock, sharing_note
 from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
-from torchutil.studies._common import nas_error
-from torchutil.studies.nas_cells import EMPTY_CACHE_EVERY, EvalConfig, device_name, evaluate_arch, holding, make_input
-from torchutil.studies.nas_evaluate import default_threads
-from torchutil.studies.nas_parallel import _Gate
+from torchutil.nas.cells import (EMPTY_CACHE_EVERY, EvalConfig, Gate, default_threads, device_name, evaluate_arch,
+                                 holding, make_input)
+from torchutil.nas.errors import nas_error
 
 __all__ = ["CellEvaluator", "eval_config", "index_of"]
 
@@ -68,7 +67,7 @@ class CellEvaluator:
     """Measures NATS-Bench cells with `config` in this process (see the module's docstring).
 
     threads: cells measured at once (each thread builds and captures its cell on the host while
-    one at a time replays on the GPU; default on CUDA nas_evaluate.default_threads, elsewhere 1;
+    one at a time replays on the GPU; default on CUDA cells.default_threads, elsewhere 1;
     more than one on the CPU is refused). gpu_lock: True for the GPU's default lock file, a path,
     or None for none (only where no other process or thread shares the GPU)."""
 
@@ -96,7 +95,7 @@ class CellEvaluator:
         self.evaluated = 0
         self.sharing: str | None = None  # the last sharing_note() seen, None while alone
         self._cells: queue.SimpleQueue[tuple[int, Future[dict[str, Any]]] | None] = queue.SimpleQueue()
-        self._gate = _Gate()
+        self._gate = Gate()
         self._count = threading.Lock()
         self._closed = False
         with holding(self.gpu_lock):  # the set-up runs kernels too (random weights, the peak)

@@ -40,9 +40,9 @@ import torch
 
 from torchutil.gpu_sharing import private_file, runtime_dir
 from torchutil.nas import natsbench as nb
+from torchutil.nas.cells import EvalConfig
+from torchutil.nas.errors import nas_error
 from torchutil.nas.evaluator import CellEvaluator, index_of
-from torchutil.studies._common import nas_error
-from torchutil.studies.nas_evaluate import EvalConfig
 
 __all__ = ["ServiceClient", "serve", "service_paths"]
 

@@ -1,4 +1,5 @@
-"""What the study commands share: where and how a network and its input are placed (Setup),
+"""What the study commands share: where and how a network and its input are placed (Setup, from
+torchutil.models),
 output files written whole or not at all (atomic_open, write_json: from torchutil._files), progress on stderr, how a command exits on a user's error, matplotlib
 figures without pyplot, and the backend flags a measurement sets and restores (TF32, cuDNN
 autotuning)."""
@@ -9,61 +10,23 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import IO, Any, Iterator
 
 import torch
 
 from torchutil._files import atomic_open, named, save_figure, write_json
+# Re-exported: the studies' placement of a network (torchutil.models) and the NAS errors (torchutil.nas.errors).
+from torchutil.models import Setup
+from torchutil.nas.errors import NAS, nas_error
 
-__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "StageLine", "atomic_open", "cudnn_autotune", "device_memory",
-           "exit_on_error", "fail", "nas_error", "figure", "named", "plots_available", "save_figure", "tf32_flags", "write_json"]
+__all__ = ["NO_MATPLOTLIB", "TORCH_DTYPES", "Progress", "Setup", "StageLine", "atomic_open", "cudnn_autotune",
+           "device_memory", "exit_on_error", "fail", "NAS", "nas_error", "figure", "named", "plots_available",
+           "save_figure", "tf32_flags", "write_json"]
 
 # The dtypes the survey and fold-bench measure in: "tf32" is float32 with TF32 allowed in
 # cuBLAS and cuDNN (tf32_flags), "float32" the same with TF32 off.
 TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
                 "bfloat16": torch.bfloat16}
-
-
-@dataclass(frozen=True)
-class Setup:
-    """Where and how a study runs a network and its input: device, dtype, memory format.
-
-        setup = Setup.on("cuda", torch.float16)          # channels_last: on for CUDA
-        model, x = setup.model(net), setup.input(256, 3, 224, 224)
-    """
-
-    device: torch.device
-    dtype: torch.dtype
-    channels_last: bool
-
-    @classmethod
-    def on(cls, device: torch.device | str, dtype: torch.dtype, channels_last: bool | None = None) -> "Setup":
-        """channels_last None: on for CUDA (cuDNN's fast layout for convolutions), off elsewhere."""
-        device = torch.device(device)
-        return cls(device, dtype, device.type == "cuda" if channels_last is None else channels_last)
-
-    def model(self, model: torch.nn.Module) -> torch.nn.Module:
-        """model in eval mode, moved (in place, as nn.Module.to does) to the device, dtype and
-        memory format."""
-        model = model.eval().to(device=self.device, dtype=self.dtype)
-        return model.to(memory_format=torch.channels_last) if self.channels_last else model
-
-    def input(self, *shape: int) -> torch.Tensor:
-        """A standard-normal input of `shape` (4-D with channels_last) on the device, in the dtype
-        and memory format."""
-        x = torch.randn(*shape, device=self.device, dtype=self.dtype)
-        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
-
-    def classifier(self, name: str, batch: int, image_size: int | None = None
-                   ) -> tuple[torch.nn.Module, torch.Tensor]:
-        """The classifier `name` of torchutil.models.build_classifier (random weights) placed as
-        model() places it, and a batch of `batch` images of its input size
-        (classifier_image_size, unless image_size is given) placed as input() places it."""
-        from torchutil.models import build_classifier, classifier_image_size
-
-        size = image_size or classifier_image_size(name)
-        return self.model(build_classifier(name)), self.input(batch, 3, size, size)
 
 
 def device_memory(device: torch.device) -> int | None:
@@ -89,14 +52,6 @@ def exit_on_error() -> Iterator[None]:
         yield
     except ValueError as e:
         raise SystemExit(str(e)) from None
-
-
-NAS = "torchutil.nas"  # how the NAS studies' errors begin
-
-
-def nas_error(message: str) -> ValueError:
-    """The error of a bad argument to the NAS studies: `raise nas_error("...")`."""
-    return ValueError(f"{NAS}: {message}")
 
 
 NO_MATPLOTLIB = "no plots: matplotlib is not installed (pip install matplotlib: the plot extra)"

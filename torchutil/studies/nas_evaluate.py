@@ -31,6 +31,7 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from torchutil.nas import natsbench as nb
+from torchutil.nas.cells import default_threads
 from torchutil.studies._common import Progress, nas_error
 # One cell's measurement and the config, re-exported (nas_cells.py).
 from torchutil.studies.nas_cells import (STAGES, EvalConfig, evaluate_arch, evaluate_cells,
@@ -156,18 +157,6 @@ class SweepStats:
         if self.threads > 1:
             who = f" (per thread; {self.threads} threads of one process share the GPU through gpu_lock)"
         return "ms per arch: " + ", ".join(parts) + who
-
-
-def default_threads(device: torch.device | str, ranks_on_host: int = 1) -> int:
-    """Threads a sweep runs on one device by default (nas_parallel.run_threads): on CUDA half the
-    host's cores shared by the `ranks_on_host` ranks (one per GPU) of this host, at most 4 a GPU
-    (each builds and captures its cells on the host while one of them at a time replays on the
-    GPU; their Python forwards take turns at the GIL: on an H200 four ran the space in 2.9
-    minutes, and on cells 0-999 three and six were slower than four); elsewhere 1 (CPU timings
-    would share the cores they measure)."""
-    if torch.device(device).type != "cuda":
-        return 1
-    return max(1, min(4, (os.cpu_count() or 2) // 2 // max(ranks_on_host, 1)))
 
 
 def sweep(config: EvalConfig, indices: Sequence[int], db: str | os.PathLike[str], *,

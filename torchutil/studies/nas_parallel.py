@@ -31,52 +31,18 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import torch
 
 import torchutil
 from torchutil.models import DTYPES
 from torchutil.nas import natsbench as nb
+from torchutil.nas.cells import Gate as _Gate  # its old name here, which tests import
 from torchutil.studies._common import Progress, cudnn_autotune, nas_error
 from torchutil.studies.nas_db import connect, db_errors, insert_rows
 from torchutil.studies.nas_cells import (EMPTY_CACHE_EVERY, STAGES, EvalConfig, device_name, diagnostic, evaluate_arch,
                                          holding, make_input)
-
-
-class _Gate:
-    """Lets any number of threads into a cell at once, or one caller alone with none inside
-    (a readers-writer lock whose writer goes first once it asks)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._inside = 0
-        self._closing = False
-
-    @contextlib.contextmanager
-    def cell(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._closing)
-            self._inside += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._inside -= 1
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def alone(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._closing)
-            self._closing = True
-            self._cond.wait_for(lambda: self._inside == 0)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._closing = False
-                self._cond.notify_all()
 
 
 def run_threads(config: EvalConfig, todo: Sequence[int], db: str | os.PathLike[str], threads: int,
