@@ -63,8 +63,8 @@ class CuptiTracer final : public ActivityTrace {
   // trace with API records (benchmarks/trace_cost.py; Kineto saw the same,
   // pytorch/pytorch#146604), 0.99-1.10x with the markers (no API records). Detaching
   // (cuptiFinalize, the device idle and the buffers flushed, as it requires) costs the next
-  // trace a fresh attach (about 20 ms there). The profile decides (teardownWanted(), off by
-  // default).
+  // trace a fresh attach (about 20 ms there). The profile's plan decides
+  // (TORCHUTIL_CUPTI_TEARDOWN=1, core/Options.h; off by default).
   void detachWhenDone(bool detach) override { detach_ = detach; }
 
   // The clock kernel records use while a trace runs (CLOCK_REALTIME, nanoseconds: every trace

@@ -37,11 +37,8 @@ class ProfileRun {
   ProfileRun(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
              const ProfileOptions& options)
       : start_(Clock::now()), inputs_(inputs), o_(options), device_(checkInputs(inputs)) {
+    // The options were checked once, where they were parsed (core/Options.h: parseOptions).
     shared_ = shareCapturesWithThreads(sharedGpu());
-    valueErrors([&] { checkRepeatPolicy(o_.repeat); });
-    valueErrors([&] { checkEnergyPlan(o_.energyPlan); });
-    checkForwardCount("warmup", o_.warmup);
-    checkForwardCount("trace_forwards", o_.traceForwards);
     TORCH_CHECK(!OpCounter::active(),
                 "torchutil: a profile is already counting on this thread; profiles cannot be "
                 "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
@@ -56,7 +53,6 @@ class ProfileRun {
       TORCH_CHECK_VALUE(device_.is_cuda(), "torchutil: timing='cuda_graph' needs CUDA inputs, got ",
                         device_.str());
     }
-    checkPeakOverride(o_.peakFlops);
     plan_ = planProfile(planInputsOf(o_, device_, *forward_));
     cpuTimes_ = o_.trace && device_.is_cpu();  // per-op wall time on a CPU (core/OpTimes.h)
     side_ = plan_.onCaptureStream ? captureStream(device_, plan_.mode) : std::nullopt;
