@@ -55,7 +55,7 @@ class CuptiTracer final : public ActivityTrace {
   void captureEnds() override;
   CapturedForward takeCapturedForward() override;
   // CaptureNodes: enables the records (they stay off through the capture and the graph's warm-up
-  // replays, unless TORCHUTIL_CUPTI_RECORD_CAPTURE=1); throws as stopCorrelating.
+  // replays until this is called); throws as stopCorrelating.
   void recordFromNow() override;
   uint64_t dropped() const override;
   // CUPTI stays attached to the process after its activities are disabled, and the driver's API

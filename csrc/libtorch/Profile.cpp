@@ -55,7 +55,8 @@ class ProfileRun {
     }
     plan_ = planProfile(planInputsOf(o_, device_, *forward_));
     cpuTimes_ = o_.trace && device_.is_cpu();  // per-op wall time on a CPU (core/OpTimes.h)
-    side_ = plan_.onCaptureStream ? captureStream(device_, plan_.mode) : std::nullopt;
+    side_ = plan_.onCaptureStream ? captureStream(device_, plan_.mode, o_.env.keepCapturePools)
+                                  : std::nullopt;
     lock_ = std::make_unique<GpuLock>(o_.gpuLock, &out_.phases.wait);
   }
 
@@ -173,7 +174,8 @@ class ProfileRun {
   // and *why saying why not.
   bool startTrace(std::string* why) {
     PhaseTimer t(&out_.phases.trace);
-    tracing_ = KernelTracing::start(device_, why, traceBackend(o_.backends), plan_.correlation);
+    tracing_ = KernelTracing::start(device_, why, traceBackend(o_.backends), plan_.correlation,
+                                    o_.env.recordCapture);
     if (!tracing_) {
       out_.traceStatus = "off: " + *why;
       return false;
@@ -240,7 +242,8 @@ class ProfileRun {
     if (!traceCount(Refusal::Throwaway)) {
       return;
     }
-    const std::optional<c10::Stream> stream = captureStream(device_, TimingMode::Auto);
+    const std::optional<c10::Stream> stream =
+        captureStream(device_, TimingMode::Auto, o_.env.keepCapturePools);
     PhaseTimer t(&out_.phases.count);
     std::string failure;
     const bool captured =
@@ -250,7 +253,7 @@ class ProfileRun {
                                     countedForward([&] { forward_->run(inputs_); });
                                     tracing_->captureEnds();
                                   },
-                                  device_, *stream, sharedGpu(), &failure);
+                                  device_, *stream, sharedGpu(), o_.env.keepCapturePools, &failure);
     if (!captured) {
       counted_.reset();
       tracing_.reset();
@@ -297,7 +300,7 @@ class ProfileRun {
       lock_->release();
     };
     Capture c = captureForward(forward, counting ? warmUp : std::function<void()>(), device_,
-                               *side_, sharedGpu());
+                               *side_, sharedGpu(), o_.env.keepCapturePools);
     if (c.runner) {
       runner_ = std::move(c.runner);
       return true;
@@ -351,7 +354,7 @@ class ProfileRun {
   void timeForwards() {
     {
       PhaseTimer t(&out_.phases.time);
-      timing_ = torchutil::timeForwards(*runner_, device_, o_.repeat);
+      timing_ = torchutil::timeForwards(*runner_, device_, o_.repeat, o_.env.idleBeforeTimingUs);
     }
     // The timeline when nothing is traced: forwards after the timed ones are sampled (the
     // sampler's buffer holds a few thousand samples, not a whole timing).

@@ -54,7 +54,7 @@ TEST(ProfileOpsTest, ChecksPeakOptionsAsCountEndDoes) {
   for (const auto& [peak, flops, says] :
        {std::tuple<std::string, std::optional<double>, std::string>{"bogus", std::nullopt,
                                                                     "got 'bogus'"},
-        {"auto", -1.0, "peak_flops must be a positive number of FLOP/s, got -1"}}) {
+        {"auto", -1.0, "peak_flops must be a finite number > 0, got -1"}}) {
     try {
       check.call(peak, flops);
       FAIL() << peak << " accepted";
