@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 
 #include "core/NotANumber.h"
@@ -178,10 +176,8 @@ const T& as(const OptionRow& row, const OptionValue& v) {
 
 }  // namespace options_table
 
-using namespace options_table;
-
 std::string OptionRow::schemaType() const {
-  return std::string(kindName(kind)) + (optional ? "?" : "");
+  return std::string(options_table::kindName(kind)) + (optional ? "?" : "");
 }
 
 std::string OptionRow::defaultLiteral() const {
@@ -195,7 +191,7 @@ std::string OptionRow::defaultLiteral() const {
         } else if constexpr (std::is_same_v<T, int64_t>) {
           return std::to_string(v);
         } else if constexpr (std::is_same_v<T, double>) {
-          return pythonFloat(v);
+          return options_table::pythonFloat(v);
         } else if constexpr (std::is_same_v<T, std::string>) {
           return "\"" + v + "\"";
         } else {
@@ -217,19 +213,20 @@ std::string OptionRow::rangeText() const {
   if (!hasRange()) {
     return "";
   }
-  const bool upTo =
+  const bool noUpperBound =
       std::isinf(high) ||
       (kind == OptionKind::Int && high >= static_cast<double>(std::numeric_limits<int64_t>::max()));
-  if (upTo) {
+  if (noUpperBound) {
     return std::string(kind == OptionKind::Int ? "an integer " : "a finite number ") +
-           (lowOpen ? "> " : ">= ") + bound(low);
+           (lowOpen ? "> " : ">= ") + options_table::bound(low);
   }
   return std::string(kind == OptionKind::Int ? "an integer in " : "a number in ") +
-         (lowOpen ? "(" : "[") + bound(low) + ", " + bound(high) + (highOpen ? ")" : "]");
+         (lowOpen ? "(" : "[") + options_table::bound(low) + ", " + options_table::bound(high) +
+         (highOpen ? ")" : "]");
 }
 
 const std::vector<OptionRow>& optionsTable() {
-  static const std::vector<OptionRow> table = buildTable();
+  static const std::vector<OptionRow> table = options_table::buildTable();
   return table;
 }
 
@@ -261,7 +258,7 @@ void checkRange(std::string_view name, double value) {
   const bool belowHigh = r.highOpen ? value < r.high : value <= r.high;
   if (!(aboveLow && belowHigh)) {  // NaN fails both
     throw std::invalid_argument("torchutil: " + r.name + " must be " + r.rangeText() + ", got " +
-                                shown(value));
+                                options_table::shown(value));
   }
 }
 
@@ -322,21 +319,24 @@ ProfileConfig parseOptions(const GivenOptions& given, bool summaryOp, const EnvS
     return std::holds_alternative<std::monostate>(get(name));
   };
   const auto integer = [&](const char* name) {
-    const int64_t v = as<int64_t>(optionRow(name), get(name));
+    const int64_t v = options_table::as<int64_t>(optionRow(name), get(name));
     checkRange(name, static_cast<double>(v));
     return v;
   };
   const auto number = [&](const char* name) {
     // An int is a number too (the schema takes 2 for a float).
     const OptionValue& v = get(name);
-    const double d = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v))
-                                                        : as<double>(optionRow(name), v);
+    const double d = std::holds_alternative<int64_t>(v)
+                         ? static_cast<double>(std::get<int64_t>(v))
+                         : options_table::as<double>(optionRow(name), v);
     checkRange(name, d);
     return d;
   };
-  const auto flag = [&](const char* name) { return as<bool>(optionRow(name), get(name)); };
+  const auto flag = [&](const char* name) {
+    return options_table::as<bool>(optionRow(name), get(name));
+  };
   const auto text = [&](const char* name) -> const std::string& {
-    return as<std::string>(optionRow(name), get(name));
+    return options_table::as<std::string>(optionRow(name), get(name));
   };
 
   ProfileConfig c;
@@ -388,8 +388,8 @@ ProfileConfig parseOptions(const GivenOptions& given, bool summaryOp, const EnvS
     c.batchSize = integer("batch_size");
   }
   if (!isNone("counters")) {
-    c.counters =
-        hw::parseCounterSets(as<std::vector<std::string>>(optionRow("counters"), get("counters")));
+    c.counters = hw::parseCounterSets(
+        options_table::as<std::vector<std::string>>(optionRow("counters"), get("counters")));
   }
   c.counterReplay = hw::parseReplay(text("counter_replay"));
   if (!isNone("gpu_lock")) {

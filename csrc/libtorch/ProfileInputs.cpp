@@ -3,7 +3,6 @@
 #include <c10/util/Exception.h>
 
 #include "core/HwCounters.h"
-#include "core/Repetition.h"
 #include "libtorch/HardwareBackends.h"
 #include "libtorch/Timing.h"
 

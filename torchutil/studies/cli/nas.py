@@ -11,7 +11,7 @@ from torchutil.models import DTYPES
 from torchutil.studies._common import fail, plots_available, write_json
 from torchutil.studies.cli.args import (UsageError, accuracy_csv, add_energy_arguments, add_timing_arguments, cuda_only,
                                         default_dtype, existing_file, finite, fraction, indices, known_device, nonnegative,
-                                        nonnegative_float, number, output_dir, output_file, pick_device, positive,
+                                        nonnegative_float, number, option_type, output_dir, output_file, pick_device, positive,
                                         positive_float, results_db, seeds, timing)
 
 
@@ -29,8 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=positive, default=None, help="default 256 on CUDA, 8 on CPU")
     p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default float16 on CUDA, float32 on CPU")
     p.add_argument("--device", type=known_device, default="auto", help="auto, cpu, cuda (under torchrun: cuda:LOCAL_RANK)")
-    p.add_argument("--warmup", type=nonnegative, default=1)
-    p.add_argument("--iters", type=positive, default=3)
+    # The sweep's own counts; the values they may take are the options' (csrc/core/Options.h).
+    p.add_argument("--warmup", type=option_type("warmup"), default=1)
+    p.add_argument("--iters", type=option_type("iters"), default=3)
     add_timing_arguments(p, default="auto")
     p.add_argument("--trace", action="store_true", help="record kernels with CUPTI (kernel-time columns)")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
