@@ -128,6 +128,15 @@ def test_the_op_and_the_command_line_refuse_in_the_same_words():
         torchutil.profile(torch.nn.Linear(4, 3), torch.randn(2, 4), energy_windows=0)
 
 
+def test_the_command_line_refuses_a_rule_with_the_ops_message(capsys):
+    from cli_status import status_and_err
+
+    with pytest.raises(ValueError) as op:
+        torchutil.profile(torch.nn.Linear(4, 3), torch.randn(2, 4), timing="eager", cuda_graph=True)
+    status, err = status_and_err(["profile", "--cuda-graph", "--timing", "eager"], capsys)
+    assert status == 2 and str(op.value).splitlines()[0].removeprefix("torchutil: ") in err, (status, err)
+
+
 def test_rules_and_environment_switches_are_listed():
     assert [options for options, _ in _C._option_rules()] == ["cuda_graph, timing", "max_iters, target_ci",
                                                               "max_iters, iters"]

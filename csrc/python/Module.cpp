@@ -47,6 +47,33 @@ PYBIND11_MODULE(_C, m) {
       },
       "The profile ops' options: name, type (the schema's), default, choices, range, doc.");
   m.def(
+      "_check_options",
+      [](const py::dict& options) {
+        torchutil::GivenOptions given;
+        for (const auto& [key, value] : options) {
+          torchutil::OptionValue v;
+          if (value.is_none()) {
+            v = std::monostate{};
+          } else if (py::isinstance<py::bool_>(value)) {
+            v = value.cast<bool>();
+          } else if (py::isinstance<py::int_>(value)) {
+            v = value.cast<int64_t>();
+          } else if (py::isinstance<py::float_>(value)) {
+            v = value.cast<double>();
+          } else if (py::isinstance<py::str>(value)) {
+            v = value.cast<std::string>();
+          } else {
+            v = value.cast<std::vector<std::string>>();
+          }
+          given.emplace(key.cast<std::string>(), std::move(v));
+        }
+        torchutil::parseOptions(given, /*summaryOp=*/false);
+      },
+      py::arg("options"),
+      "Checks options (the rest: their defaults) as the profile ops do, with their messages: a "
+      "ValueError naming the option and the value, for callers that check before any work (the "
+      "command line).");
+  m.def(
       "_option_rules",
       [] {
         py::list rules;

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import torch
 
+from torchutil import _C
 from torchutil._ops import CHOICES, OPTIONS, OPTION_DEFAULTS as _D
 
 __all__ = ["UsageError", "accuracy_csv", "add_counters_argument", "add_peak_argument", "add_repeat_arguments",
@@ -231,9 +232,12 @@ def add_timing_arguments(p: argparse.ArgumentParser, default: str) -> None:
 
 
 def timing(args: argparse.Namespace, default: str | None = None) -> str | None:
-    """--timing / --cuda-graph; None leaves the library's default (auto on CUDA, eager elsewhere)."""
-    if args.cuda_graph and args.timing not in (None, "cuda_graph"):
-        raise UsageError(f"--cuda-graph contradicts --timing {args.timing}")
+    """--timing / --cuda-graph; None leaves the library's default (auto on CUDA, eager elsewhere).
+    Their rule is the options table's (csrc/core/Options.h), checked by C++ before any work."""
+    try:
+        _C._check_options({"timing": args.timing, "cuda_graph": args.cuda_graph})
+    except ValueError as e:
+        raise UsageError(str(e).removeprefix("torchutil: ")) from None
     return "cuda_graph" if args.cuda_graph else (args.timing or default)
 
 
