@@ -653,17 +653,6 @@ def test_args_and_kwargs_reach_the_model_as_torch_export_takes_them():
     assert torchutil.field(s, "flops").item() == r.flops and torchutil.field(s, "batch_size").item() == 7
 
 
-def test_the_options_table_is_torchutil_profiles_signature():
-    import inspect
-
-    params = inspect.signature(torchutil.profile).parameters
-    options = {n: p.default for n, p in params.items() if n not in ("model", "x", "args", "kwargs")}
-    assert options == torchutil._ops.OPTION_DEFAULTS
-    schema = str(torch.ops.util._profile.default._schema)
-    for name, kind in torchutil._ops.OPTION_TYPES.items():
-        assert f"{kind} {name}=" in schema
-
-
 def test_the_call_is_split_into_phases_that_add_up():
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
     r = torchutil.profile(model, torch.randn(4, 8), warmup=2, iters=5, peak_flops=PEAK)

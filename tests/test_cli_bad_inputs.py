@@ -117,8 +117,9 @@ CASES = [
     ("profile resnet18 --device cpu --batch 1 --image-size 100000", 2, "the input alone is 120.0 GB"),
     ("profile resnet18 --device cpu --batch 100000 --image-size 224", 2, "--batch 100000 --image-size 224"),
     ("profile vgg11 --device cpu --batch 1 --image-size 1", 2, "vgg11 cannot take a 1x1 image"),
+    # --warmup's type is the option's row (csrc/core/Options.h): refused before any work
     ("profile squeezenet1_1 --device cpu --image-size 32 --warmup 9223372036854775808", 2,
-     "--warmup: expected an integer in 0..10,000,000, got 9223372036854775808"),
+     "--warmup: expected an integer in [0, 10000000], got 9223372036854775808"),
     ("profile squeezenet1_1 --device cpu --image-size 32 --target-ci 2", 2, "--target-ci"),
     # fold-bench (#18, earlier F19)
     ("fold-bench --models spec_2conv_32 --device cpu --dtype tf32 --out {work}/f1", 2, "--dtype tf32: TF32"),

@@ -239,7 +239,7 @@ def test_profile_generate_on_the_gpu_prefill_amortizes_joules_over_its_tokens():
 def test_the_command_line_and_the_op_refuse_the_same_window_counts(capsys):
     from cli_status import status_and_err
 
-    most = torchutil._C.MOST_ENERGY_WINDOWS
+    most = int(torchutil._ops.OPTIONS["energy_windows"]["high"])
     status, err = status_and_err(["profile", "spec_4conv_64", "--device", "cpu", "--energy",
                                   "--energy-windows", str(most + 1)], capsys)
     assert status == 2 and f"an integer in [1, {most}], got {most + 1}" in err, (status, err)

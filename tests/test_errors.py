@@ -65,12 +65,12 @@ def test_x_zero_dim(linear):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"iters": 0}, "iters must be >= 1, got 0"),
-    ({"iters": -5}, "iters must be >= 1, got -5"),
-    ({"warmup": -1}, "warmup must be >= 0, got -1"),
+    ({"iters": 0}, r"iters must be an integer in \[1, 10000000\], got 0"),
+    ({"iters": -5}, r"iters must be an integer in \[1, 10000000\], got -5"),
+    ({"warmup": -1}, r"warmup must be an integer in \[0, 10000000\], got -1"),
     ({"peak": "bogus"}, "peak must be 'auto', 'datasheet', 'computed' or 'measured', got 'bogus'"),
-    ({"peak_flops": -1.0}, "peak_flops must be a positive number of FLOP/s, got -1"),
-    ({"peak_flops": float("inf")}, "peak_flops must be a positive number .*got inf"),
+    ({"peak_flops": -1.0}, "peak_flops must be a finite number > 0, got -1"),
+    ({"peak_flops": float("inf")}, "peak_flops must be a finite number > 0, got inf"),
 ])
 def test_bad_options(linear, kwargs, message):
     model = CountsForwards(linear)
@@ -154,20 +154,20 @@ def test_python_names_are_refused_with_the_table():
 @pytest.mark.parametrize("kwargs, message", [
     ({"timing": "graph"}, r"timing must be 'eager', 'cuda_graph' or 'auto', got 'graph'"),
     ({"timing": "eager", "cuda_graph": True}, r"cuda_graph=True contradicts timing='eager'"),
-    ({"target_ci": -0.1}, r"target_ci is a relative half-width in \(0, 1\) .*got -0.1"),
-    ({"target_ci": 2.0}, r"target_ci is a relative half-width in \(0, 1\) .*got 2"),
-    ({"target_ci": 0.0}, r"target_ci is a relative half-width in \(0, 1\) .*None times exactly iters forwards\), got 0"),
-    ({"target_ci": 0.01, "max_time": 0.0}, r"max_time must be a positive number of seconds .*got 0"),
-    ({"max_time": 0.0}, r"max_time must be a positive number of seconds .*got 0"),  # without target_ci too
-    ({"max_time": -1.0}, r"max_time must be a positive number of seconds .*got -1"),
-    ({"warmup": 2**40}, r"warmup must be at most 10000000 forwards, got 1099511627776"),
-    ({"trace_forwards": 2**40}, r"trace_forwards must be at most 10000000 forwards"),
-    ({"batch_size": 0}, r"batch_size must be >= 1, got 0"),
+    ({"target_ci": -0.1}, r"target_ci must be a number in \(0, 1\), got -0.1"),
+    ({"target_ci": 2.0}, r"target_ci must be a number in \(0, 1\), got 2"),
+    ({"target_ci": 0.0}, r"target_ci must be a number in \(0, 1\), got 0"),
+    ({"target_ci": 0.01, "max_time": 0.0}, r"max_time must be a finite number > 0, got 0"),
+    ({"max_time": 0.0}, r"max_time must be a finite number > 0, got 0"),  # without target_ci too
+    ({"max_time": -1.0}, r"max_time must be a finite number > 0, got -1"),
+    ({"warmup": 2**40}, r"warmup must be an integer in \[0, 10000000\], got 1099511627776"),
+    ({"trace_forwards": 2**40}, r"trace_forwards must be an integer in \[0, 10000000\], got 1099511627776"),
+    ({"batch_size": 0}, r"batch_size must be an integer >= 1, got 0"),
     ({"target_ci": 0.01, "iters": 10, "max_iters": 5}, r"max_iters must be >= iters \(10\), got 5"),
     ({"iters": 5, "max_iters": 8}, r"max_iters applies with target_ci.*got max_iters=8"),
-    ({"iters": 2**40}, r"at most 10000000 timed forwards, got 1099511627776"),
-    ({"target_ci": 0.01, "max_time": float("inf")}, r"max_time must be a finite number of seconds"),
-    ({"trace_forwards": -1}, r"trace_forwards must be >= 0, got -1"),
+    ({"iters": 2**40}, r"iters must be an integer in \[1, 10000000\], got 1099511627776"),
+    ({"target_ci": 0.01, "max_time": float("inf")}, r"max_time must be a finite number > 0, got inf"),
+    ({"trace_forwards": -1}, r"trace_forwards must be an integer in \[0, 10000000\], got -1"),
 ])
 def test_bad_timing_arguments_are_named_before_anything_runs(linear, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -267,7 +267,7 @@ def test_bad_profiler_arguments(linear):
         torchutil.Profiler(batch_size=0)
     with pytest.raises(ValueError, match="peak must be 'auto', 'datasheet', 'computed' or 'measured', got 'bogus'"):
         torchutil.Profiler(peak="bogus")  # before the block runs, not when it ends
-    with pytest.raises(ValueError, match="peak_flops must be a positive number of FLOP/s, got -3"):
+    with pytest.raises(ValueError, match="peak_flops must be a finite number > 0, got -3"):
         torchutil.Profiler(peak_flops=-3.0)
     with pytest.raises(TypeError, match=r"peak_flops must be a number or None, got 'x' \(str\)"):
         torchutil.Profiler(peak_flops="x")

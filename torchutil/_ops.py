@@ -9,7 +9,6 @@ Everything after that, counting and timing included, runs in C++.
 """
 from __future__ import annotations
 
-import ast
 from typing import Any, Collection
 
 import torch
@@ -74,26 +73,30 @@ def counter_sets(counters: Any) -> list[str] | None:
                     f"or a list of them, got {counters!r}")
 
 
-def _read_options() -> tuple[dict[str, str], dict[str, Any], frozenset[str]]:
-    """The profile ops' options table (csrc/ops/ProfileArgs.h): types, defaults as Python
-    values (the schema's defaults are Python literals), and the options util::profile takes."""
-    names, types, defaults, summary = torch.ops.util._profile_options()
-    return (dict(zip(names, types)), {n: ast.literal_eval(d) for n, d in zip(names, defaults)},
-            frozenset(n for n, s in zip(names, summary) if s))
+# The profile ops' options table (csrc/core/Options.h), read from C++: every row's name, schema
+# type, default, choices, range and doc. torchutil.profile's signature, the command line's flags
+# and the checks below are built from it; tests/test_options_table.py checks that they agree.
+OPTIONS: dict[str, dict[str, Any]] = {row["name"]: row for row in _C._options_table()}
+OPTION_TYPES: dict[str, str] = {name: row["type"] for name, row in OPTIONS.items()}
+OPTION_DEFAULTS: dict[str, Any] = {name: row["default"] for name, row in OPTIONS.items()}
+SUMMARY_OPTIONS = frozenset(name for name, row in OPTIONS.items() if row["summary_op"])
+
+# The names the ops' enum options take, as C++ parses them; the command line offers these and
+# Python names them in messages. tests/test_errors.py checks that each C++ refusal lists the
+# same names. "peak" is also the source of peak_flops() and memory_bandwidth().
+CHOICES: dict[str, tuple[str, ...]] = {name: row["choices"] for name, row in OPTIONS.items() if row["choices"]}
 
 
-OPTION_TYPES, OPTION_DEFAULTS, SUMMARY_OPTIONS = _read_options()
-
-# The names the ops' enum options take: C++ parses them (csrc/ops/ProfileArgs.cpp,
-# csrc/core/PeakTable.h); the command line offers these and Python names them in messages.
-# tests/test_errors.py checks that each C++ refusal lists the same names. "peak" is also the
-# source of peak_flops() and memory_bandwidth().
-CHOICES: dict[str, tuple[str, ...]] = {
-    "timing": ("eager", "cuda_graph", "auto"),
-    "peak": ("auto", "datasheet", "computed", "measured"),
-    "counters": ("flops", "throughput", "timeline", "all"),
-    "counter_replay": ("user", "kernel"),
-}
+def options_doc(indent: str = "    ") -> str:
+    """The options' defaults and ranges as docstring lines, from the table: for the docstrings of
+    torchutil.profile and the command line."""
+    lines = [f"{indent}Options, their defaults and the values they take (the options table, csrc/core/Options.h):"]
+    for name, row in OPTIONS.items():
+        among = "names among" if row["type"].startswith("str[]") else "one of"
+        takes = row["range"] or (f"{among} {_names(row['choices'])}" if row["choices"] else "")
+        lines.append(f"{indent}    {name}={row['default_literal'].replace(chr(34), chr(39))}"
+                     f"{f' ({takes})' if takes else ''}: {row['doc']}")
+    return "\n".join(lines) + "\n"
 
 
 def _names(names: Collection[str]) -> str:

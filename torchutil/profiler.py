@@ -19,7 +19,7 @@ __all__ = ["KernelRow", "OpRow", "ProfileResult", "Profiler", "UnknownOp", "free
            "utilization"]
 
 
-_D = _ops.OPTION_DEFAULTS  # the defaults of csrc/ops/ProfileArgs.h's options table
+_D = _ops.OPTION_DEFAULTS  # the defaults of the options table (csrc/core/Options.h)
 
 
 def profile(
@@ -111,9 +111,8 @@ def profile(
         host-only capture of an untraced graph profile runs without it).
     energy: also measure joules per forward (joules, its interval joules_ci_low/high, watts,
         flops_per_joule, inputs_per_joule): after the timed forwards, the same kind of forward
-        (graph replays or eager) runs back to back for energy_window seconds (1: five windows
-        aligned to the counter's updates; energy_windows sets how many) while the device's
-        cumulative energy counter is read:
+        (graph replays or eager) runs back to back for energy_window seconds, in energy_windows
+        windows aligned to the counter's updates, while the device's cumulative energy counter is read:
         NVML's total energy on a CUDA GPU, RAPL on a CPU. The figure is the whole device's
         draw; result.energy_source names the source and windows, and says why where nothing
         was measured (the fields are then NaN). See docs/energy.md.
@@ -123,6 +122,9 @@ def profile(
     result = ProfileResult._from_output(output)
     result._module_params = module_params(model)
     return result
+
+
+profile.__doc__ = (profile.__doc__ or "") + "\n" + _ops.options_doc()
 
 
 def free_capture_pools() -> None:

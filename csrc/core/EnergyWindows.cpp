@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/NotANumber.h"
+#include "core/Options.h"
 #include "core/Repetition.h"
 
 namespace torchutil {
@@ -82,18 +83,9 @@ double counterDelta(double before, double after, double wrap) {
 }
 
 void checkEnergyPlan(const EnergyPlan& p) {
-  if (!(p.windowSeconds > 0.0 && p.windowSeconds <= 3600.0)) {
-    throw std::invalid_argument(
-        "torchutil: energy_window is the seconds of forwards the energy windows span, in "
-        "(0, 3600], got " +
-        threeDigits(p.windowSeconds));
-  }
-  if (p.windows < 1 || p.windows > kMostEnergyWindows) {
-    throw std::invalid_argument(
-        "torchutil: energy_windows is how many windows energy_window is "
-        "split into, in [1, " +
-        std::to_string(kMostEnergyWindows) + "], got " + std::to_string(p.windows));
-  }
+  // energy_window and energy_windows are options: their rows' ranges (core/Options.h).
+  checkRange("energy_window", p.windowSeconds);
+  checkRange("energy_windows", static_cast<double>(p.windows));
   if (p.inFlight < 1) {
     throw std::invalid_argument("torchutil: energy needs at least one forward in flight, got " +
                                 std::to_string(p.inFlight));

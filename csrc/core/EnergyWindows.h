@@ -63,7 +63,7 @@ class ForwardQueue {
 struct EnergyPlan {
   // The windows together, in seconds (energy_window); each is windowSeconds / windows, rounded
   // to the counter's updates.
-  double windowSeconds = 0.5;
+  double windowSeconds = 1.0;
   int64_t windows = 5;
   // Forwards queued ahead of the device, so that it never idles while the host polls: at least
   // inFlight, and aheadSeconds of work where forwardSeconds (the timed pace; 0: unknown) says

@@ -5,8 +5,8 @@
 // every "what now" of the run: the run (csrc/libtorch/Profile.cpp) walks its steps in the order
 // of `Step` (plan.next), and where the hardware or the forward refuses a step, it goes on with
 // plan.after(refusal, why): the plan of the same inputs with that refusal among them, which
-// continues at the step after the refused one. Nothing here reads the environment: the caller
-// parses TORCHUTIL_CUPTI_CORRELATION once (CorrelationSwitch) and passes it in.
+// continues at the step after the refused one. Nothing here reads the environment: the
+// switches come in with the options (core/Options.h: readEnvSwitches).
 //
 // tests/cpp/ProfilePlanTest.cpp lists every route as a row; a new route is a new row there.
 #include <cstdint>
@@ -30,9 +30,12 @@ enum class TimingMode : uint8_t { Eager, CudaGraph, Auto };
 extern const EnumNames<TimingMode> kTimingModes;  // "eager", "cuda_graph", "auto"
 const char* timingModeName(TimingMode m);
 
-// TORCHUTIL_CUPTI_CORRELATION, parsed once per call by the caller (libtorch/HardwareBackends.h:
-// correlationSwitch). A switch of measurements and oracle tests (benchmarks/trace_cost.py,
-// tests/test_kernel_trace.py); the default serves users.
+// TORCHUTIL_CUPTI_CORRELATION, read once per call with the other environment switches
+// (core/Options.h: readEnvSwitches). A switch of measurements and oracle tests
+// (benchmarks/trace_cost.py, tests/test_kernel_trace.py); the default serves users: =api: the
+// API records always; =markers: markers always; =graph: graph nodes in a capture, whose CUPTI
+// callback subscriber leaves the process's later eager launches slower (~1.3x on an H200,
+// docs/results/reward/), as API records do, so it is opt-in; =0: kernel records only.
 enum class CorrelationSwitch : uint8_t {
   Capture,  // unset, "" or "capture": capture nodes where the counted forward is captured
   Markers,  // "markers" (and any value not named here, as always): markers, never capture nodes
@@ -64,7 +67,11 @@ struct PlanInputs {
   bool eagerSelf = false;
   bool modulePaths = true;  // name the module of every op of the counted forward
   CorrelationSwitch correlation = CorrelationSwitch::Capture;
-  bool teardown = false;  // TORCHUTIL_CUPTI_TEARDOWN=1: detach CUPTI when the trace ends
+  // TORCHUTIL_CUPTI_TEARDOWN=1: detach CUPTI when the trace ends. Off by default: on an H200 a
+  // detach made every trace pay ~20 ms to attach again (tracing's cost budget is 5 ms a call).
+  // What it was for, the process's eager launches running 28-35 % slower after a trace with
+  // CUPTI's API records (docs/results/reward/), Correlation::Markers avoids by recording none.
+  bool teardown = false;
 };
 
 // The steps of a run, in the order they run; a route runs some of them (ProfilePlan::steps).

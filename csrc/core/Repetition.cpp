@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/Options.h"
+
 namespace torchutil {
 namespace {
 
@@ -47,27 +49,16 @@ MedianInterval medianInterval(std::vector<double> v) {
 }
 
 void checkRepeatPolicy(const RepeatPolicy& p) {
-  if (p.minIters < 1) {
-    throw std::invalid_argument("torchutil: iters must be >= 1, got " + std::to_string(p.minIters));
+  // The options' own rows and rules (core/Options.h), so that each has one message; 0 is a
+  // policy's "fixed count" and "no budget", which the options say as target_ci=None.
+  checkRange("iters", static_cast<double>(p.minIters));
+  checkMaxIters(p.minIters, p.maxIters);
+  checkRange("max_iters", static_cast<double>(p.maxIters));
+  if (p.targetRelativeCi != 0.0) {
+    checkRange("target_ci", p.targetRelativeCi);
   }
-  if (p.maxIters < p.minIters) {
-    throw std::invalid_argument("torchutil: max_iters must be >= iters (" +
-                                std::to_string(p.minIters) + "), got " +
-                                std::to_string(p.maxIters));
-  }
-  if (p.maxIters > kMaxIters) {
-    throw std::invalid_argument("torchutil: at most " + std::to_string(kMaxIters) +
-                                " timed forwards, got " + std::to_string(p.maxIters));
-  }
-  if (!(p.targetRelativeCi >= 0.0 && p.targetRelativeCi < 1.0)) {
-    throw std::invalid_argument(
-        "torchutil: target_ci is a relative half-width in [0, 1) (0.005 means +-0.5 %), got " +
-        threeDigits(p.targetRelativeCi));
-  }
-  if (!(p.budgetSeconds >= 0.0 && std::isfinite(p.budgetSeconds))) {
-    throw std::invalid_argument(
-        "torchutil: max_time must be a finite number of seconds >= 0, got " +
-        threeDigits(p.budgetSeconds));
+  if (p.budgetSeconds != 0.0) {
+    checkRange("max_time", p.budgetSeconds);
   }
 }
 

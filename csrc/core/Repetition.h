@@ -33,7 +33,7 @@ struct RepeatPolicy {
   int64_t minIters = 10;          // always run at least this many
   int64_t maxIters = 10;          // never more (== minIters: a fixed count)
   double targetRelativeCi = 0.0;  // stop when relativeHalfWidth() <= this; 0: fixed count
-  double budgetSeconds = 0.0;     // stop when the clock has run this long (0: no budget)
+  double budgetSeconds = 2.0;     // stop when the clock has run this long (0: no budget)
 };
 
 // Throws std::invalid_argument naming the value when the policy cannot be run.

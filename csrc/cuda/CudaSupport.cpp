@@ -224,14 +224,9 @@ bool& poolsOff() {
   return off;
 }
 
-// On unless TORCHUTIL_KEEP_CAPTURE_POOL=0 (read at each capture, so a test can turn it off).
-bool keepCapturePools() {
-  const char* v = std::getenv("TORCHUTIL_KEEP_CAPTURE_POOL");
-  return v == nullptr || std::string_view(v) != "0";
-}
-
-at::cuda::MempoolId_t capturePool(c10::DeviceIndex device, bool threadLocal) {
-  if (!keepCapturePools() || poolsOff()) {
+// keepPools: TORCHUTIL_KEEP_CAPTURE_POOL (on unless =0), read with the call's options.
+at::cuda::MempoolId_t capturePool(c10::DeviceIndex device, bool threadLocal, bool keepPools) {
+  if (!keepPools || poolsOff()) {
     return {0, 0};
   }
   std::unique_ptr<CapturePool>& pool = threadPools()[device];
@@ -251,10 +246,10 @@ void captureFailed(c10::DeviceIndex device) {
 // so that the first replay under the gpu_lock does not leave the GPU idle while it uploads.
 std::unique_ptr<GraphReplay> tryCapture(const std::function<void()>& forward,
                                         c10::cuda::CUDAStream side, bool threadLocal,
-                                        std::string* failure) {
+                                        bool keepPools, std::string* failure) {
   auto runner = std::make_unique<GraphReplay>(side);
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  const at::cuda::MempoolId_t pool = capturePool(side.device_index(), threadLocal);
+  const at::cuda::MempoolId_t pool = capturePool(side.device_index(), threadLocal, keepPools);
   if (!captureInto(runner->graph(), forward, threadLocal, failure, pool)) {
     captureFailed(side.device_index());
     return nullptr;
@@ -269,14 +264,15 @@ std::unique_ptr<GraphReplay> tryCapture(const std::function<void()>& forward,
 }  // namespace
 
 GraphCapture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                          c10::Device device, c10::Stream stream, bool threadLocal) {
+                          c10::Device device, c10::Stream stream, bool threadLocal,
+                          bool keepPools) {
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
   GraphCapture capture;
   {
     const std::shared_lock<std::shared_mutex> beside(captureGate());
-    if ((capture.graph = tryCapture(forward, side, threadLocal, &capture.failure))) {
+    if ((capture.graph = tryCapture(forward, side, threadLocal, keepPools, &capture.failure))) {
       return capture;
     }
   }
@@ -298,18 +294,19 @@ GraphCapture captureGraph(const std::function<void()>& forward, const std::funct
   }
   capture.failure.clear();
   const std::shared_lock<std::shared_mutex> beside(captureGate());
-  capture.graph = tryCapture(forward, side, threadLocal, &capture.failure);
+  capture.graph = tryCapture(forward, side, threadLocal, keepPools, &capture.failure);
   return capture;
 }
 
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, bool threadLocal, std::string* failure) {
+                          c10::Stream stream, bool threadLocal, bool keepPools,
+                          std::string* failure) {
   const std::shared_lock<std::shared_mutex> beside(captureGate());
   c10::cuda::CUDAGuard deviceGuard(device);
   c10::cuda::CUDAStream side(stream);
   side.synchronize();
   c10::cuda::CUDAStreamGuard streamGuard(side);
-  const at::cuda::MempoolId_t pool = capturePool(side.device_index(), threadLocal);
+  const at::cuda::MempoolId_t pool = capturePool(side.device_index(), threadLocal, keepPools);
   KeptGraph graph;  // never instantiated
   if (captureInto(*graph, forward, threadLocal, failure, pool)) {
     return true;
@@ -318,10 +315,7 @@ bool captureWithoutReplay(const std::function<void()>& forward, c10::Device devi
   return false;
 }
 
-std::optional<c10::Stream> keptCaptureStream(c10::Device device) {
-  if (!keepCapturePools()) {
-    return std::nullopt;
-  }
+c10::Stream keptCaptureStream(c10::Device device) {
   thread_local std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
   auto it = streams.find(device.index());
   if (it == streams.end()) {

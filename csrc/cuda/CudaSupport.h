@@ -47,21 +47,22 @@ struct GraphCapture {
 // threadLocal: capture in cudaStreamCaptureModeThreadLocal, where other threads of the process (in
 // SharedCaptureMode) may make any CUDA call meanwhile (a sweep's threads sharing the GPU), their
 // captures too, side by side; else in the global mode, which refuses them. See libtorch/Timing.h's
-// captureForward.
+// captureForward. keepPools: allocate from the thread's pool kept between calls (else a private
+// pool per capture: TORCHUTIL_KEEP_CAPTURE_POOL=0).
 GraphCapture captureGraph(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                          c10::Device device, c10::Stream stream, bool threadLocal);
+                          c10::Device device, c10::Stream stream, bool threadLocal, bool keepPools);
 
 // Captures forward() on `stream` into a graph that is never instantiated nor replayed (kept as
 // a template and destroyed): for a forward whose capture only counts and lists its nodes. False
 // with *failure (the forward's error) when the capture fails, with the CUDA state cleaned up.
-// threadLocal as captureGraph's.
+// threadLocal and keepPools as captureGraph's.
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, bool threadLocal, std::string* failure);
+                          c10::Stream stream, bool threadLocal, bool keepPools,
+                          std::string* failure);
 
-// The side stream this thread's captures on `device` (a concrete one) take every time, so that
-// their kept pool's blocks are reused; nullopt with TORCHUTIL_KEEP_CAPTURE_POOL=0 (a stream from
-// torch's pool, round robin, per call).
-std::optional<c10::Stream> keptCaptureStream(c10::Device device);
+// The side stream this thread's captures on `device` (a concrete one) take every time while
+// they keep their pool, so that its blocks are reused.
+c10::Stream keptCaptureStream(c10::Device device);
 
 // Gives back the memory pools this thread's captures keep between profiles (one per device: the
 // largest forward captured on the thread); torch.cuda.empty_cache() then returns the memory to

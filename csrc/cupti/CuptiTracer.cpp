@@ -130,11 +130,9 @@ std::unique_ptr<CuptiTracer> CuptiTracer::start(std::string* why, Correlation ho
 bool CuptiTracer::enable(std::string* why, Correlation how) {
   TORCHUTIL_CUPTI_CHECK(cuptiActivityRegisterTimestampCallback(realtimeNs), why);
   TORCHUTIL_CUPTI_CHECK(cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted), why);
-  // TORCHUTIL_CUPTI_RECORD_CAPTURE=1 (a measurement switch of benchmarks/trace_cost.py): capture
-  // nodes record from the trace's start, through the capture, as the other correlations do.
-  const char* early = std::getenv("TORCHUTIL_CUPTI_RECORD_CAPTURE");
-  recordsDeferred_ =
-      how == Correlation::CaptureNodes && (early == nullptr || std::string(early) != "1");
+  // Capture nodes record from the traced forwards on (recordFromNow), unless the profile asks
+  // for records through the capture (TORCHUTIL_CUPTI_RECORD_CAPTURE=1: KernelTracing::start).
+  recordsDeferred_ = how == Correlation::CaptureNodes;
   for (CUpti_ActivityKind kind : kKinds) {
     if (recordsDeferred_) {
       break;

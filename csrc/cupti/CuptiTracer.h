@@ -55,7 +55,7 @@ class CuptiTracer final : public ActivityTrace {
   void captureEnds() override;
   CapturedForward takeCapturedForward() override;
   // CaptureNodes: enables the records (they stay off through the capture and the graph's warm-up
-  // replays, unless TORCHUTIL_CUPTI_RECORD_CAPTURE=1); throws as stopCorrelating.
+  // replays until this is called); throws as stopCorrelating.
   void recordFromNow() override;
   uint64_t dropped() const override;
   // CUPTI stays attached to the process after its activities are disabled, and the driver's API
@@ -63,8 +63,8 @@ class CuptiTracer final : public ActivityTrace {
   // trace with API records (benchmarks/trace_cost.py; Kineto saw the same,
   // pytorch/pytorch#146604), 0.99-1.10x with the markers (no API records). Detaching
   // (cuptiFinalize, the device idle and the buffers flushed, as it requires) costs the next
-  // trace a fresh attach (about 20 ms there). The profile decides (teardownWanted(), off by
-  // default).
+  // trace a fresh attach (about 20 ms there). The profile's plan decides
+  // (TORCHUTIL_CUPTI_TEARDOWN=1, core/Options.h; off by default).
   void detachWhenDone(bool detach) override { detach_ = detach; }
 
   // The clock kernel records use while a trace runs (CLOCK_REALTIME, nanoseconds: every trace

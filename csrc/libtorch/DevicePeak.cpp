@@ -20,6 +20,7 @@
 #include "core/CpuPeak.h"
 #include "core/Metrics.h"
 #include "core/NotANumber.h"
+#include "core/Options.h"
 #include "libtorch/Devices.h"
 #include "libtorch/MeasuredRate.h"
 #include "libtorch/ValueErrors.h"
@@ -164,9 +165,7 @@ RateSource rateSourceArgument(std::string_view source, std::string_view argument
 
 void checkPeakOverride(std::optional<double> peakOverride) {
   if (peakOverride.has_value()) {
-    TORCH_CHECK_VALUE(*peakOverride > 0 && std::isfinite(*peakOverride),
-                      "torchutil: peak_flops must be a positive number of FLOP/s, got ",
-                      *peakOverride);
+    valueErrors([&] { checkRange("peak_flops", *peakOverride); });  // the option's row
   }
 }
 

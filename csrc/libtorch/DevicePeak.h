@@ -26,7 +26,8 @@ RateSource rateSourceArgument(std::string_view source, std::string_view argument
 // Throws c10::ValueError when the asked source is unavailable on device.
 Peak devicePeak(c10::Device device, PeakDtype dtype, RateSource source);
 
-// Checks that a user's peak is a positive finite FLOP/s, before anything runs.
+// Checks a user's peak against the peak_flops option's row (core/Options.h), for the ops that
+// take it outside the options (_count_end, _check_peak_options).
 void checkPeakOverride(std::optional<double> peakOverride);
 
 // The peak for what a count ran: its dominant dtype (dominantPeakDtype) on device, or the

@@ -125,15 +125,6 @@ HwDevice hwDevice(c10::Device device) {
   return d;
 }
 
-bool teardownWanted() {
-  const char* v = std::getenv("TORCHUTIL_CUPTI_TEARDOWN");
-  return v != nullptr && std::string_view(v) == "1";
-}
-
-CorrelationSwitch correlationSwitch() {
-  return parseCorrelationSwitch(std::getenv("TORCHUTIL_CUPTI_CORRELATION"));
-}
-
 bool torchProfilerRunning() {
   return torch::profiler::impl::profilerEnabled() ||
          torch::autograd::profiler::isProfilerEnabledInMainThread();

@@ -7,7 +7,6 @@
 #include <c10/core/Device.h>
 
 #include "core/HardwareBackends.h"
-#include "core/ProfilePlan.h"
 
 namespace torchutil {
 
@@ -19,19 +18,5 @@ HwDevice hwDevice(c10::Device device);
 
 // Whether torch.profiler (Kineto) is running in this process.
 bool torchProfilerRunning();
-
-// Whether a trace detaches its tracer from the process when it ends (ActivityTrace::
-// detachWhenDone): TORCHUTIL_CUPTI_TEARDOWN=1. Off by default: on an H200 a detach made every
-// trace pay ~20 ms to attach again (tracing's cost budget is 5 ms a call). What it was for, the
-// process's eager launches running 28-35 % slower after a trace with CUPTI's API records
-// (docs/results/reward/), Correlation::Markers avoids by recording no API call.
-bool teardownWanted();
-
-// TORCHUTIL_CUPTI_CORRELATION, read and parsed once per profile call; the plan
-// (core/ProfilePlan.h) chooses the correlation from it. =api: the API records always;
-// =markers: markers always; =graph: graph nodes in a capture, whose CUPTI callback subscriber
-// leaves the process's later eager launches slower (~1.3x on an H200, docs/results/reward/), as
-// API records do, so it is opt-in; =0: kernel records only (benchmarks/trace_cost.py).
-CorrelationSwitch correlationSwitch();
 
 }  // namespace torchutil

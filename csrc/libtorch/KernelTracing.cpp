@@ -17,7 +17,8 @@ KernelTracing::KernelTracing(c10::Device device, TraceHooks hooks, Correlation h
 KernelTracing::~KernelTracing() = default;
 
 std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::string* why,
-                                                    TraceBackend& backend, Correlation how) {
+                                                    TraceBackend& backend, Correlation how,
+                                                    bool recordFromStart) {
   *why = backend.unavailableReason(hwDevice(device));
   if (!why->empty()) {
     return nullptr;
@@ -34,6 +35,9 @@ std::unique_ptr<KernelTracing> KernelTracing::start(c10::Device device, std::str
     }
     if (!tracing->trace_) {
       return nullptr;
+    }
+    if (recordFromStart) {
+      tracing->trace_->recordFromNow();  // a no-op for traces that record from their start
     }
     tracing->begin_ = tracing->hooks_.clock();
     return tracing;

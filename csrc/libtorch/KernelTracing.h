@@ -39,9 +39,13 @@ class KernelTracing {
  public:
   // Starts tracing on device, correlating the counted forward's launches as `how` says, or
   // returns null and sets *why (the backend's reason, or the refused call's sentence).
+  // recordFromStart (TORCHUTIL_CUPTI_RECORD_CAPTURE=1, a measurement switch of
+  // benchmarks/cost/trace_cost.py): a trace that would leave its records off until the traced
+  // forwards (capture nodes) records from its start, through the capture, as the others do.
   static std::unique_ptr<KernelTracing> start(c10::Device device, std::string* why,
                                               TraceBackend& backend = traceBackend(),
-                                              Correlation how = Correlation::Markers);
+                                              Correlation how = Correlation::Markers,
+                                              bool recordFromStart = false);
   ~KernelTracing();
   KernelTracing(const KernelTracing&) = delete;
   KernelTracing& operator=(const KernelTracing&) = delete;

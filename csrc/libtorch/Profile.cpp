@@ -37,11 +37,8 @@ class ProfileRun {
   ProfileRun(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
              const ProfileOptions& options)
       : start_(Clock::now()), inputs_(inputs), o_(options), device_(checkInputs(inputs)) {
+    // The options were checked once, where they were parsed (core/Options.h: parseOptions).
     shared_ = shareCapturesWithThreads(sharedGpu());
-    valueErrors([&] { checkRepeatPolicy(o_.repeat); });
-    valueErrors([&] { checkEnergyPlan(o_.energyPlan); });
-    checkForwardCount("warmup", o_.warmup);
-    checkForwardCount("trace_forwards", o_.traceForwards);
     TORCH_CHECK(!OpCounter::active(),
                 "torchutil: a profile is already counting on this thread; profiles cannot be "
                 "nested (finish the outer torchutil.profile / torchutil.Profiler first)");
@@ -56,10 +53,10 @@ class ProfileRun {
       TORCH_CHECK_VALUE(device_.is_cuda(), "torchutil: timing='cuda_graph' needs CUDA inputs, got ",
                         device_.str());
     }
-    checkPeakOverride(o_.peakFlops);
     plan_ = planProfile(planInputsOf(o_, device_, *forward_));
     cpuTimes_ = o_.trace && device_.is_cpu();  // per-op wall time on a CPU (core/OpTimes.h)
-    side_ = plan_.onCaptureStream ? captureStream(device_, plan_.mode) : std::nullopt;
+    side_ = plan_.onCaptureStream ? captureStream(device_, plan_.mode, o_.env.keepCapturePools)
+                                  : std::nullopt;
     lock_ = std::make_unique<GpuLock>(o_.gpuLock, &out_.phases.wait);
   }
 
@@ -177,7 +174,8 @@ class ProfileRun {
   // and *why saying why not.
   bool startTrace(std::string* why) {
     PhaseTimer t(&out_.phases.trace);
-    tracing_ = KernelTracing::start(device_, why, traceBackend(o_.backends), plan_.correlation);
+    tracing_ = KernelTracing::start(device_, why, traceBackend(o_.backends), plan_.correlation,
+                                    o_.env.recordCapture);
     if (!tracing_) {
       out_.traceStatus = "off: " + *why;
       return false;
@@ -244,7 +242,8 @@ class ProfileRun {
     if (!traceCount(Refusal::Throwaway)) {
       return;
     }
-    const std::optional<c10::Stream> stream = captureStream(device_, TimingMode::Auto);
+    const std::optional<c10::Stream> stream =
+        captureStream(device_, TimingMode::Auto, o_.env.keepCapturePools);
     PhaseTimer t(&out_.phases.count);
     std::string failure;
     const bool captured =
@@ -254,7 +253,7 @@ class ProfileRun {
                                     countedForward([&] { forward_->run(inputs_); });
                                     tracing_->captureEnds();
                                   },
-                                  device_, *stream, sharedGpu(), &failure);
+                                  device_, *stream, sharedGpu(), o_.env.keepCapturePools, &failure);
     if (!captured) {
       counted_.reset();
       tracing_.reset();
@@ -301,7 +300,7 @@ class ProfileRun {
       lock_->release();
     };
     Capture c = captureForward(forward, counting ? warmUp : std::function<void()>(), device_,
-                               *side_, sharedGpu());
+                               *side_, sharedGpu(), o_.env.keepCapturePools);
     if (c.runner) {
       runner_ = std::move(c.runner);
       return true;
@@ -355,7 +354,7 @@ class ProfileRun {
   void timeForwards() {
     {
       PhaseTimer t(&out_.phases.time);
-      timing_ = torchutil::timeForwards(*runner_, device_, o_.repeat);
+      timing_ = torchutil::timeForwards(*runner_, device_, o_.repeat, o_.env.idleBeforeTimingUs);
     }
     // The timeline when nothing is traced: forwards after the timed ones are sampled (the
     // sampler's buffer holds a few thousand samples, not a whole timing).

@@ -1,7 +1,8 @@
 #pragma once
 // The profile of one model on one input, in named phases (warm-up, count, capture, trace, time,
 // counters, assemble; see docs/architecture.md), and the summary. Shared by the ops in
-// ops/ProfileOps.cpp, whose options table (ops/ProfileArgs.h) fills ProfileOptions.
+// ops/ProfileOps.cpp, whose options (core/Options.h, read by ops/ProfileArgs.h) fill
+// ProfileOptions.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
@@ -14,6 +15,7 @@
 #include "core/HwCounters.h"
 #include "core/HwResult.h"
 #include "core/KernelTrace.h"
+#include "core/Options.h"
 #include "core/ResultSchema.h"
 #include "libtorch/DeviceBandwidth.h"
 #include "libtorch/DevicePeak.h"
@@ -23,44 +25,9 @@
 
 namespace torchutil {
 
-// The defaults here are ops/ProfileArgs.h's, which the ops and Python use.
-struct ProfileOptions {
-  // Forwards before the timed ones, the counted one among them (at most kMaxIters).
-  int64_t warmup = 3;
-  // The timed forwards: iters (minIters), and with a target interval, up to maxIters or the
-  // time budget.
-  RepeatPolicy repeat;
-  // nullopt (the default): Auto on CUDA (CUDA-graph replays where the forward captures), eager
-  // elsewhere. An explicit Auto that times eagerly says why in timing_note.
-  std::optional<TimingMode> timing;
-  RateSource peak = RateSource::Auto;
-  std::optional<double> peakFlops;
-  // The batch the figures are per; nullopt: the first input's first dimension (which must then
-  // be unambiguous: a tensor of two or more dimensions).
-  std::optional<int64_t> batchSize;
-  bool trace = true;  // record GPU kernels with CUPTI (CUDA only)
-  // Forwards traced after the counted one (untimed; the timed forwards run without CUPTI).
-  int64_t traceForwards = 1;
-  bool chromeTrace = false;  // also build the Chrome trace JSON
-  // Name the module of every op during the counted forward (an eager module's forwards wrapped,
-  // other roots' global module hooks: csrc/python; about 0.4 ms a resnet50 forward on an H200
-  // host, benchmarks/module_path_cost.py), which the summary-only op goes without.
-  bool modulePaths = true;
-  // Hardware counters (counters=...; none by default): range-profiler passes after the timed
-  // forwards (flops, throughput) and PM sampling over the traced forwards, else over forwards
-  // after the timed ones (timeline).
-  std::vector<hw::CounterSet> counters;
-  uint64_t pmIntervalNs = 10000;
-  hw::Replay counterReplay = hw::Replay::User;  // how the range profiler gets its passes
-  // A lock file that every phase running work on the GPU holds (flock), so that processes, or
-  // threads of one, sharing one GPU time their forwards one at a time; the host-only capture of
-  // an untraced graph profile runs without it, in thread-local capture mode.
-  std::optional<std::string> gpuLock;
-  // Energy per forward (energy=True): windows of the forwards as they were timed (graph replays
-  // or eager), run after the timed ones and aligned to the counter's updates, energy_window
-  // seconds in all (libtorch/EnergyReading.h).
-  bool energy = false;
-  EnergyPlan energyPlan;
+// The options of one call, parsed and checked once (core/Options.h: ProfileConfig, whose
+// defaults are the options table's), and the hardware the run uses.
+struct ProfileOptions : ProfileConfig {
   // The tracer, counter profilers and energy counter (null, or a null member: CUPTI's, NVML's
   // and RAPL's, or what a build without them says). Tests pass fakes
   // (tests/cpp/FakeTraceBackend.h, tests/cpp/FakeCounterBackend.h).

@@ -3,7 +3,6 @@
 #include <c10/util/Exception.h>
 
 #include "core/HwCounters.h"
-#include "core/Repetition.h"
 #include "libtorch/HardwareBackends.h"
 #include "libtorch/Timing.h"
 
@@ -21,8 +20,7 @@ c10::Device checkInputs(const std::vector<at::Tensor>& inputs) {
 }
 
 int64_t batchOf(const std::vector<at::Tensor>& inputs, std::optional<int64_t> batchSize) {
-  if (batchSize.has_value()) {
-    TORCH_CHECK_VALUE(*batchSize >= 1, "torchutil: batch_size must be >= 1, got ", *batchSize);
+  if (batchSize.has_value()) {  // checked with the options (core/Options.h)
     return *batchSize;
   }
   const at::Tensor& first = inputs[0];
@@ -33,12 +31,6 @@ int64_t batchOf(const std::vector<at::Tensor>& inputs, std::optional<int64_t> ba
                     "): its only dimension may be features rather than a "
                     "batch; pass batch_size= (1 for one unbatched sample)");
   return first.size(0);
-}
-
-void checkForwardCount(const char* name, int64_t n) {
-  TORCH_CHECK_VALUE(n >= 0, "torchutil: ", name, " must be >= 0, got ", n);
-  TORCH_CHECK_VALUE(n <= kMaxIters, "torchutil: ", name, " must be at most ", kMaxIters,
-                    " forwards, got ", n);
 }
 
 PlanInputs planInputsOf(const ProfileOptions& o, c10::Device device, Forward& forward) {
@@ -59,8 +51,8 @@ PlanInputs planInputsOf(const ProfileOptions& o, c10::Device device, Forward& fo
   in.mayFork = forward.mayFork();
   in.compiled = forward.compiled();
   in.modulePaths = o.modulePaths;
-  in.correlation = correlationSwitch();
-  in.teardown = teardownWanted();
+  in.correlation = o.env.correlation;
+  in.teardown = o.env.cuptiTeardown;
   return in;
 }
 

@@ -22,11 +22,8 @@ c10::Device checkInputs(const std::vector<at::Tensor>& inputs);
 // has 16 features, not a batch of 16).
 int64_t batchOf(const std::vector<at::Tensor>& inputs, std::optional<int64_t> batchSize);
 
-// A count of forwards: >= 0 and, like iters, at most kMaxIters (more would never finish).
-void checkForwardCount(const char* name, int64_t n);
-
-// What a profile's plan is made of: the options, the forward, the device, the build and the
-// environment's switches, each read once here.
+// What a profile's plan is made of: the options (with the environment's switches, read once
+// with them: core/Options.h), the forward, the device and the build.
 PlanInputs planInputsOf(const ProfileOptions& o, c10::Device device, Forward& forward);
 
 }  // namespace torchutil

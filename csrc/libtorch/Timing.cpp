@@ -5,7 +5,6 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -58,28 +57,9 @@ double steadySeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// TORCHUTIL_IDLE_BEFORE_TIMING_US (a diagnostic switch of benchmarks/run_gpu.sh sweeplevel): on
-// a device, the host sleeps this many microseconds between the synchronization before a batch
-// of timed forwards and the first of them, so that they start on an idle device. Read once;
-// unset, not a whole number or not positive: no sleep (the default).
-int64_t idleBeforeTimingMicroseconds() {
-  static const int64_t micros = [] {
-    const char* v = std::getenv("TORCHUTIL_IDLE_BEFORE_TIMING_US");
-    if (v == nullptr) {
-      return int64_t{0};
-    }
-    char* end = nullptr;
-    errno = 0;
-    const long n = std::strtol(v, &end, 10);
-    const bool whole = end != v && *end == '\0' && errno == 0;
-    return whole && n > 0 ? static_cast<int64_t>(n) : int64_t{0};
-  }();
-  return micros;
-}
-
 // n forwards; on a device one pair of events around each, read after one synchronization so
 // that timing adds no host stalls between forwards.
-std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n) {
+std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n, int64_t idleBeforeUs) {
   std::vector<double> seconds;
   seconds.reserve(static_cast<size_t>(n));
   const std::optional<c10::Stream> stream = runner.stream();
@@ -101,8 +81,8 @@ std::vector<double> timeBatch(Runner& runner, c10::Device device, int64_t n) {
     ends.emplace_back(device.type(), c10::EventFlag::BACKEND_DEFAULT);
   }
   synchronizeDevice(device);
-  if (const int64_t idle = idleBeforeTimingMicroseconds(); idle > 0) {
-    std::this_thread::sleep_for(std::chrono::microseconds(idle));
+  if (idleBeforeUs > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(idleBeforeUs));
   }
   for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
     starts[i].record(*stream);
@@ -136,14 +116,15 @@ std::unique_ptr<Runner> eagerRunner(Forward& forward, const std::vector<at::Tens
   return std::make_unique<EagerRunner>(forward, inputs, device);
 }
 
-std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
+std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode, bool keepPools) {
 #ifdef TORCHUTIL_WITH_CUDA
   if (mode == TimingMode::Eager || !device.is_cuda()) {
     return std::nullopt;
   }
   device = concreteDevice(device);
   const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device.type());
-  const std::optional<c10::Stream> kept = cuda::keptCaptureStream(device);
+  const std::optional<c10::Stream> kept =
+      keepPools ? std::optional<c10::Stream>(cuda::keptCaptureStream(device)) : std::nullopt;
   const c10::Stream side =
       kept ? *kept : impl->getStreamFromGlobalPool(device, /*isHighPriority=*/false);
   c10::Event ready(device.type());
@@ -154,14 +135,16 @@ std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode) {
 #else
   (void)device;
   (void)mode;
+  (void)keepPools;
   return std::nullopt;
 #endif
 }
 
 Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                       c10::Device device, c10::Stream stream, bool threadLocal) {
+                       c10::Device device, c10::Stream stream, bool threadLocal, bool keepPools) {
 #ifdef TORCHUTIL_WITH_CUDA
-  cuda::GraphCapture captured = cuda::captureGraph(forward, warmUp, device, stream, threadLocal);
+  cuda::GraphCapture captured =
+      cuda::captureGraph(forward, warmUp, device, stream, threadLocal, keepPools);
   Capture c;
   c.failure = std::move(captured.failure);
   if (captured.graph) {
@@ -170,6 +153,7 @@ Capture captureForward(const std::function<void()>& forward, const std::function
   return c;
 #else
   (void)threadLocal;
+  (void)keepPools;
   (void)forward;
   (void)warmUp;
   (void)device;
@@ -200,11 +184,13 @@ std::shared_ptr<void> shareCapturesWithThreads(bool on) {
 }
 
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, bool threadLocal, std::string* failure) {
+                          c10::Stream stream, bool threadLocal, bool keepPools,
+                          std::string* failure) {
 #ifdef TORCHUTIL_WITH_CUDA
-  return cuda::captureWithoutReplay(forward, device, stream, threadLocal, failure);
+  return cuda::captureWithoutReplay(forward, device, stream, threadLocal, keepPools, failure);
 #else
   (void)threadLocal;
+  (void)keepPools;
   (void)forward;
   (void)device;
   (void)stream;
@@ -221,10 +207,11 @@ void runForwards(Runner& runner, c10::Device device, int64_t n) {
   synchronizeDevice(device);
 }
 
-RepeatResult timeForwards(Runner& runner, c10::Device device, const RepeatPolicy& policy) {
+RepeatResult timeForwards(Runner& runner, c10::Device device, const RepeatPolicy& policy,
+                          int64_t idleBeforeUs) {
   return valueErrors([&] {
-    return repeatTimed([&](int64_t n) { return timeBatch(runner, device, n); }, &steadySeconds,
-                       policy);
+    return repeatTimed([&](int64_t n) { return timeBatch(runner, device, n, idleBeforeUs); },
+                       &steadySeconds, policy);
   });
 }
 

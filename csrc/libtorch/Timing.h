@@ -44,8 +44,9 @@ std::unique_ptr<Runner> eagerRunner(Forward& forward, const std::vector<at::Tens
 // profile runs its warm-ups and its counted forward on this stream, so that lazy
 // initialization (cuDNN/cuBLAS handles and workspaces) happens before the capture. nullopt
 // unless `mode` may capture on `device`; the stream waits for the work queued so far on the
-// current one (the inputs).
-std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode);
+// current one (the inputs). keepPools (TORCHUTIL_KEEP_CAPTURE_POOL, on unless =0): the thread's
+// kept capture stream (cuda::keptCaptureStream), else one from torch's pool, round robin.
+std::optional<c10::Stream> captureStream(c10::Device device, TimingMode mode, bool keepPools);
 
 // A captured forward, or why it could not be captured.
 struct Capture {
@@ -57,15 +58,17 @@ struct Capture {
 // (captureStream()). When the capture fails it frees the allocator's cache, runs warmUp() once
 // on the stream (may be null: an eager forward outside the graph, for lazy initialization the
 // caller's warm-ups did not do) and tries once more. threadLocal: the capture lets the
-// process's other threads make CUDA calls meanwhile (cuda::captureGraph). Throws c10::Error
-// without CUDA in the build.
+// process's other threads make CUDA calls meanwhile (cuda::captureGraph). keepPools: the
+// thread's kept memory pool, else a private one per capture. Throws c10::Error without CUDA in
+// the build.
 Capture captureForward(const std::function<void()>& forward, const std::function<void()>& warmUp,
-                       c10::Device device, c10::Stream stream, bool threadLocal);
+                       c10::Device device, c10::Stream stream, bool threadLocal, bool keepPools);
 
 // Captures forward() on `stream` into a graph never replayed (cuda::captureWithoutReplay):
 // false with *failure when it fails. Throws c10::Error without CUDA in the build.
 bool captureWithoutReplay(const std::function<void()>& forward, c10::Device device,
-                          c10::Stream stream, bool threadLocal, std::string* failure);
+                          c10::Stream stream, bool threadLocal, bool keepPools,
+                          std::string* failure);
 
 // Gives back the memory pools this thread's captures keep between calls (unless
 // TORCHUTIL_KEEP_CAPTURE_POOL=0: cuda::freeCapturePools); nothing without CUDA in the build.
@@ -80,7 +83,12 @@ std::shared_ptr<void> shareCapturesWithThreads(bool on);
 // n forwards, untimed, then waits for the device.
 void runForwards(Runner& runner, c10::Device device, int64_t n);
 
-// The timed forwards under policy (checked before by checkRepeatPolicy).
-RepeatResult timeForwards(Runner& runner, c10::Device device, const RepeatPolicy& policy);
+// The timed forwards under policy (checked by repeatTimed). idleBeforeUs
+// (TORCHUTIL_IDLE_BEFORE_TIMING_US, a diagnostic switch of benchmarks/gpu/run_gpu.sh sweeplevel;
+// 0 by default): on a device, the host sleeps this many microseconds between the
+// synchronization before a batch of timed forwards and the first of them, so that they start on
+// an idle device.
+RepeatResult timeForwards(Runner& runner, c10::Device device, const RepeatPolicy& policy,
+                          int64_t idleBeforeUs = 0);
 
 }  // namespace torchutil

@@ -130,22 +130,6 @@ void profileFullOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       stack, wrap(profileModel(a.model, a.inputs, profileOptions(a.options, /*summaryOp=*/false))));
 }
 
-// The options table for Python: names, schema types, defaults (Python literals) and whether
-// util::profile takes the option too.
-std::tuple<std::vector<std::string>, std::vector<std::string>, std::vector<std::string>,
-           c10::List<bool>>
-profileOptionsOp() {
-  std::vector<std::string> names, types, defaults;
-  c10::List<bool> summary;
-  for (const OptionSpec& o : kProfileOptions) {
-    names.emplace_back(o.name);
-    types.emplace_back(o.type);
-    defaults.emplace_back(o.defaultValue);
-    summary.push_back(o.summaryOp);
-  }
-  return {names, types, defaults, summary};
-}
-
 // The metrics behind counter sets, as keys and their first (GH100) names: what the
 // benchmarks hand to ncu to read the same metrics. The chip may know another candidate.
 std::tuple<std::vector<std::string>, std::vector<std::string>> counterMetricsOp(
@@ -235,8 +219,6 @@ TORCH_LIBRARY(util, m) {
                       "__torch__.torch.classes.util.ProfileOutput", /*summaryOp=*/false)
             .c_str(),
         torch::CppFunction::makeFromBoxedFunction<&profileFullOp>());
-  m.def("_profile_options() -> (str[] names, str[] types, str[] defaults, bool[] summary_op)",
-        &profileOptionsOp);
   m.def("_counter_metrics(str[] sets) -> (str[] keys, str[] names)", &counterMetricsOp);
   m.def("_count_begin() -> int", &countBeginOp);
   m.def("_count_abandon(int token) -> bool", &countAbandonOp);

@@ -19,7 +19,16 @@ using testing::FakeCounter;
 using testing::FakeEnergyDevice;
 using testing::FakeQueue;
 
-EnergyResult measure(FakeEnergyDevice& d, const EnergyPlan& plan = {}, std::string notes = "") {
+// The plan these tests' figures were worked out for: energy_window 0.5 s (the option's default
+// is 1 s; core/Options.h).
+EnergyPlan halfSecondPlan() {
+  EnergyPlan plan;
+  plan.windowSeconds = 0.5;
+  return plan;
+}
+
+EnergyResult measure(FakeEnergyDevice& d, const EnergyPlan& plan = halfSecondPlan(),
+                     std::string notes = "") {
   FakeCounter counter(d, std::move(notes));
   FakeQueue queue(d);
   return measureEnergy(counter, queue, plan);
@@ -111,7 +120,7 @@ TEST(EnergyWindowsTest, QueueShrinksBeforeTheLastChange) {
     FakeEnergyDevice d;
     d.firstUpdate = phase;
     d.forwardSeconds = 0.002;
-    EnergyPlan plan;
+    EnergyPlan plan = halfSecondPlan();
     plan.forwardSeconds = d.forwardSeconds;
     const EnergyResult r = measure(d, plan);
     ASSERT_TRUE(r.measured()) << r.refusal;
@@ -232,7 +241,7 @@ TEST(EnergyWindowsTest, ForwardLongerThanAWindowIsRefused) {
 
 TEST(EnergyWindowsTest, DescribeNamesSourceWindowAndNotes) {
   FakeEnergyDevice d;
-  const EnergyResult r = measure(d, {}, "1 other process on the GPU");
+  const EnergyResult r = measure(d, halfSecondPlan(), "1 other process on the GPU");
   ASSERT_TRUE(r.measured());
   EXPECT_EQ(
       describeEnergy(r, "fake counter", "graph replays"),

@@ -39,6 +39,7 @@ class FakeTraceBackend final : public TraceBackend {
   int traces = 0;  // started
   int alive = 0;   // started and not released
   int flushes = 0;
+  int recordsTurnedOn = 0;  // recordFromNow() calls
   bool correlating = false;
   Correlation correlation = Correlation::ApiRecords;  // how the last start() was asked to correlate
   std::vector<uint64_t> pushed;                       // external ids, in push order
@@ -104,6 +105,7 @@ class FakeTraceBackend final : public TraceBackend {
     GraphNodeOps takeGraphNodes() override { return std::exchange(b_.graphNodes, {}); }
     void captureBegins(void* stream) override { b_.captureStream = stream; }
     void captureEnds() override { b_.captureEnds += 1; }
+    void recordFromNow() override { b_.recordsTurnedOn += 1; }
     CapturedForward takeCapturedForward() override { return std::exchange(b_.captured, {}); }
     uint64_t dropped() const override { return b_.dropped; }
 

@@ -73,6 +73,7 @@ TEST(RepetitionTest, StopsOnceTheIntervalIsTight) {
   p.minIters = 10;
   p.maxIters = 10000;
   p.targetRelativeCi = 0.001;
+  p.budgetSeconds = 0.0;  // no time budget: the fake's forwards take a second each
   RepeatResult r = repeat(d, p);
   EXPECT_LE(r.interval.relativeHalfWidth(), 0.001);
   EXPECT_GT(r.seconds.size(), 10u);

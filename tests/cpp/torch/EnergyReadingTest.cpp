@@ -10,6 +10,7 @@
 #include <string>
 
 #include "libtorch/Profile.h"
+#include "ops/ProfileArgs.h"
 
 namespace torchutil {
 namespace {
@@ -127,13 +128,14 @@ TEST(EnergyReadingTest, OffUnlessAskedForAndABadWindowIsAValueError) {
   EXPECT_EQ(out.energy.text, "off: energy=False");
   EXPECT_TRUE(std::isnan(field(out, Field::joules)));
   EXPECT_EQ(field(out, Field::phase_energy_seconds), 0.0);
-  ProfileOptions bad = options(&backends, true);
-  bad.energyPlan.windowSeconds = -1.0;
+  // The options are checked where they are parsed (core/Options.h), before any run.
+  const OptionValues values{{"energy", true}, {"energy_window", -1.0}};  // the rest: defaults
   try {
-    profileModel(model(), {at::randn({8, 8})}, bad);
-    FAIL() << "a negative energy_window ran";
+    profileOptions(values, /*summaryOp=*/false);
+    FAIL() << "a negative energy_window was taken";
   } catch (const c10::ValueError& e) {
-    EXPECT_NE(std::string(e.what_without_backtrace()).find("energy_window"), std::string::npos);
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("energy_window must be"),
+              std::string::npos);
   }
   EXPECT_EQ(fake.opened, 0);
 }

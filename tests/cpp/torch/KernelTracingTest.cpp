@@ -112,6 +112,21 @@ TEST(KernelTracingTest, WithGraphNodesTheReplaysAreAttributedAndNothingIsCounted
   }
 }
 
+// TORCHUTIL_CUPTI_RECORD_CAPTURE=1 reaches the trace as recordFromStart: its records are on from
+// the start, through the capture; by default they come on with the traced forwards.
+TEST(KernelTracingTest, RecordsFromTheStartOnlyWhenAskedTo) {
+  for (const bool fromStart : {false, true}) {
+    FakeTraceBackend fake;
+    std::string why;
+    auto tracing = KernelTracing::start(kCpu, &why, fake, Correlation::CaptureNodes, fromStart);
+    ASSERT_NE(tracing, nullptr) << why;
+    EXPECT_EQ(fake.recordsTurnedOn, fromStart ? 1 : 0);
+    tracing->countedDone();
+    tracing->timedStart();
+    EXPECT_EQ(fake.recordsTurnedOn, fromStart ? 2 : 1);  // the second a no-op for CUPTI's
+  }
+}
+
 TEST(KernelTracingTest, WithCaptureNodesTheReplaysAreAttributedByTheCapturedSequence) {
   FakeTraceBackend fake;
   std::string why;

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from torchutil import _C
-from torchutil._ops import CHOICES, OPTION_DEFAULTS as _D
+from torchutil._ops import CHOICES, OPTIONS, OPTION_DEFAULTS as _D
 from torchutil.models import DTYPE_ALIASES
 
 #: What the --dtype options say of the other spellings they take (torchutil.models.dtype_name).
@@ -20,8 +20,7 @@ ALIASES_HELP = f"{', '.join(DTYPE_ALIASES)} too, as torchutil.peak_flops takes t
 __all__ = ["ALIASES_HELP", "UsageError", "accuracy_csv", "add_counters_argument", "add_peak_argument", "add_repeat_arguments",
            "add_timing_arguments", "cuda_only", "default_dtype",
            "db_file", "existing_dir", "existing_file", "finite", "forwards", "fraction", "indices", "known_device",
-           "nonnegative",
-           "nonnegative_float", "number", "output_dir", "output_file", "pick_device",
+           "nonnegative", "nonnegative_float", "number", "option_type", "output_dir", "output_file", "pick_device",
            "positive", "positive_float", "probability", "results_db", "seeds", "timed_forwards", "timing"]
 
 
@@ -53,6 +52,28 @@ nonnegative = number(int, 0, "an integer >= 0")
 positive_float = number(float, 0.0, "a number > 0", strict=True)
 nonnegative_float = number(float, 0.0, "a number >= 0")
 finite = number(float, -math.inf, "a finite number")
+
+
+def option_type(name: str) -> Callable[[str], Any]:
+    """An argparse type for the profile option `name`: its row's kind and range (the options
+    table, csrc/core/Options.h), refused in the table's words ("expected an integer in [1, 100],
+    got 101")."""
+    row = OPTIONS[name]
+    kind = {"int": int, "float": float}[row["type"].rstrip("?")]
+    low, high, what = row["low"], row["high"], row["range"]
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        above = value > low if row["low_open"] else value >= low
+        below = value < high if row["high_open"] else value <= high
+        if not (above and below):  # NaN is neither
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+    parse.__name__ = what  # argparse names the type by it in "invalid ... value"
+    return parse
 
 
 def probability(text: str) -> float:
@@ -218,16 +239,16 @@ def default_dtype(dev: torch.device) -> str:
 
 
 def add_repeat_arguments(p: argparse.ArgumentParser, what: str = "forwards", target_ci: bool = False) -> None:
-    """--warmup and --iters (and with target_ci, --target-ci and --max-time), their defaults
-    those of torchutil.profile (the options table, csrc/ops/ProfileArgs.h)."""
-    p.add_argument("--warmup", type=forwards, default=_D["warmup"],
+    """--warmup and --iters (and with target_ci, --target-ci and --max-time): the types, ranges
+    and defaults of torchutil.profile's options (the options table, csrc/core/Options.h)."""
+    p.add_argument("--warmup", type=option_type("warmup"), default=_D["warmup"],
                    help=f"untimed {what} first (default {_D['warmup']})")
-    p.add_argument("--iters", type=timed_forwards, default=_D["iters"],
+    p.add_argument("--iters", type=option_type("iters"), default=_D["iters"],
                    help=f"timed {what} (default {_D['iters']}{'; with --target-ci: at least that many' if target_ci else ''})")
     if target_ci:
-        p.add_argument("--target-ci", type=fraction, default=_D["target_ci"],
+        p.add_argument("--target-ci", type=option_type("target_ci"), default=_D["target_ci"],
                        help="repeat until the median time is known to +-this fraction (0.005: +-0.5 %%)")
-        p.add_argument("--max-time", type=positive_float, default=_D["max_time"],
+        p.add_argument("--max-time", type=option_type("max_time"), default=_D["max_time"],
                        help=f"seconds of timing at most, with --target-ci (default {_D['max_time']:g})")
 
 
@@ -244,9 +265,12 @@ def add_timing_arguments(p: argparse.ArgumentParser, default: str) -> None:
 
 
 def timing(args: argparse.Namespace, default: str | None = None) -> str | None:
-    """--timing / --cuda-graph; None leaves the library's default (auto on CUDA, eager elsewhere)."""
-    if args.cuda_graph and args.timing not in (None, "cuda_graph"):
-        raise UsageError(f"--cuda-graph contradicts --timing {args.timing}")
+    """--timing / --cuda-graph; None leaves the library's default (auto on CUDA, eager elsewhere).
+    Their rule is the options table's (csrc/core/Options.h), checked by C++ before any work."""
+    try:
+        _C._check_options({"timing": args.timing, "cuda_graph": args.cuda_graph})
+    except ValueError as e:
+        raise UsageError(str(e).removeprefix("torchutil: ")) from None
     return "cuda_graph" if args.cuda_graph else (args.timing or default)
 
 
@@ -261,10 +285,8 @@ def add_energy_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--energy", action="store_true",
                    help="also measure joules per forward, watts, FLOPs and inputs per joule (NVML on a GPU, "
                         "RAPL on a CPU; docs/energy.md)")
-    p.add_argument("--energy-window", type=positive_float, default=_D["energy_window"],
+    p.add_argument("--energy-window", type=option_type("energy_window"), default=_D["energy_window"],
                    help=f"seconds of forwards the energy windows span, with --energy (default {_D['energy_window']:g})")
-    most = _C.MOST_ENERGY_WINDOWS
-    p.add_argument("--energy-windows", type=number(int, 1, f"an integer in [1, {most}]", high=most),
-                   default=_D["energy_windows"],
+    p.add_argument("--energy-windows", type=option_type("energy_windows"), default=_D["energy_windows"],
                    help=f"how many windows energy_window is split into; the interval comes from their spread, "
                         f"with --energy (default {_D['energy_windows']})")

@@ -11,9 +11,9 @@ from torchutil.models import DTYPES, dtype_name
 from torchutil.studies._common import fail, plots_available, write_json
 from torchutil.studies.cli.args import (ALIASES_HELP, UsageError, accuracy_csv, add_energy_arguments,
                                         add_timing_arguments, cuda_only, db_file, default_dtype, existing_file,
-                                        finite, forwards, fraction, indices, known_device, nonnegative,
-                                        nonnegative_float, number, output_dir, pick_device, positive,
-                                        positive_float, results_db, seeds, timed_forwards, timing)
+                                        finite, fraction, indices, known_device, nonnegative, nonnegative_float,
+                                        number, option_type, output_dir, pick_device, positive,
+                                        positive_float, results_db, seeds, timing)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,8 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", type=dtype_name, choices=sorted(DTYPES), default=None,
                    help=f"default float16 on CUDA, float32 on CPU ({ALIASES_HELP})")
     p.add_argument("--device", type=known_device, default="auto", help="auto, cpu, cuda (under torchrun: cuda:LOCAL_RANK)")
-    p.add_argument("--warmup", type=forwards, default=1)
-    p.add_argument("--iters", type=timed_forwards, default=3)
+    # The sweep's own counts; the values they may take are the options' (csrc/core/Options.h).
+    p.add_argument("--warmup", type=option_type("warmup"), default=1)
+    p.add_argument("--iters", type=option_type("iters"), default=3)
     add_timing_arguments(p, default="auto")
     p.add_argument("--trace", action="store_true", help="record kernels with CUPTI (kernel-time columns)")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
