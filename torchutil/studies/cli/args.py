@@ -19,9 +19,9 @@ ALIASES_HELP = f"{', '.join(DTYPE_ALIASES)} too, as torchutil.peak_flops takes t
 
 __all__ = ["ALIASES_HELP", "UsageError", "accuracy_csv", "add_counters_argument", "add_peak_argument", "add_repeat_arguments",
            "add_timing_arguments", "cuda_only", "default_dtype",
-           "db_file", "existing_dir", "existing_file", "finite", "forwards", "fraction", "indices", "known_device",
+           "db_file", "existing_dir", "existing_file", "finite", "fraction", "indices", "known_device",
            "nonnegative", "nonnegative_float", "number", "option_type", "output_dir", "output_file", "pick_device",
-           "positive", "positive_float", "probability", "results_db", "seeds", "timed_forwards", "timing"]
+           "positive", "positive_float", "probability", "results_db", "seeds", "timing"]
 
 
 class UsageError(Exception):
@@ -43,11 +43,6 @@ def number(kind: type, low: float, what: str, strict: bool = False, high: float 
 
 
 positive = number(int, 1, "an integer >= 1")
-# More forwards than anyone waits for, as torchutil.profile bounds warmup and iters
-# (csrc/core/Repetition.h, kMaxIters): refused here with exit 2, before any model is built.
-MOST_FORWARDS = 10_000_000
-forwards = number(int, 0, f"an integer in 0..{MOST_FORWARDS:,}", high=MOST_FORWARDS)
-timed_forwards = number(int, 1, f"an integer in 1..{MOST_FORWARDS:,}", high=MOST_FORWARDS)
 nonnegative = number(int, 0, "an integer >= 0")
 positive_float = number(float, 0.0, "a number > 0", strict=True)
 nonnegative_float = number(float, 0.0, "a number >= 0")
