@@ -485,7 +485,24 @@ class ProfileRun {
 
 ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                            const ProfileOptions& options) {
-  return ProfileRun(model, inputs, options).run();
+  try {
+    return ProfileRun(model, inputs, options).run();
+  } catch (const std::exception& e) {
+    // torch's own refusal of an op that cannot run in inference mode, where every forward of a
+    // profile runs: torch.mm(dense, sparse COO) raises it in torch.inference_mode() alone.
+    constexpr std::string_view kInferenceOnly = "Cannot set version_counter for inference tensor";
+    if (std::string_view(e.what()).find(kInferenceOnly) == std::string_view::npos) {
+      throw;
+    }
+    TORCH_CHECK(false,
+                "torchutil: the model cannot run in inference mode, where a profile runs "
+                "it: torch raised '",
+                kInferenceOnly,
+                "' (torch.mm(dense, sparse COO) does "
+                "so in torch.inference_mode() alone, transposing the COO matrix; keep it "
+                "as CSR, S.to_sparse_csr(), or count it with torchutil.Profiler under "
+                "torch.no_grad())");
+  }
 }
 
 }  // namespace torchutil
