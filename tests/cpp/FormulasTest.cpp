@@ -1464,5 +1464,52 @@ TEST(FormulasTest, CountsSaturateInsteadOfOverflowing) {
   EXPECT_EQ(saturatingMul(int64_t{1} << 40, int64_t{1} << 40), kSaturatedCount);
 }
 
+// A product with a sparse operand: 2·nnz·N (sparse left) or 2·nnz·M (sparse right), the closed
+// form of the values stored; two sparse operands: unpriced (the work is data).
+TEST(FormulasTest, SparseProductsArePricedByTheirStoredValues) {
+  const int64_t m = 64, k = 128, n = 32, nnz = 200;
+  const Arg sparseA = Arg::ofSparse({m, k}, nnz, /*storedBytes=*/nnz * 4 + 2 * nnz * 8);
+  EXPECT_EQ(matrixCost("aten::mm", {sparseA, t({k, n})}, {t({m, n})}), (Flops{2 * nnz * n, 0}));
+  EXPECT_EQ(matrixCost("aten::mm", {t({n, m}), Arg::ofSparse({m, k}, nnz, 0)}, {t({n, k})}),
+            (Flops{2 * nnz * n, 0}));
+  EXPECT_EQ(matrixCost("aten::mv", {sparseA, t({k})}, {t({m})}), (Flops{2 * nnz, 0}));
+  // addmm and sparse.addmm: the product and the bias once per output element.
+  for (const char* op : {"aten::addmm", "aten::_sparse_addmm"}) {
+    EXPECT_EQ(
+        matrixCost(op, {t({m, n}), sparseA, t({k, n}), Arg::ofInt(1), Arg::ofInt(1)}, {t({m, n})}),
+        (Flops{2 * nnz * n, m * n}))
+        << op;
+  }
+  EXPECT_TRUE(fullCost("aten::mm", {sparseA, Arg::ofSparse({k, n}, 10, 0)}, {t({m, n})}).unpriced);
+  // The bytes of a sparse tensor are its stored values and indices.
+  EXPECT_EQ(sparseA.tensor.nbytes(), nnz * 4 + 2 * nnz * 8);
+  EXPECT_EQ(totalBytes({sparseA, t({k, n})}), nnz * 4 + 2 * nnz * 8 + k * n * 4);
+}
+
+TEST(FormulasTest, AccumulationsAtIndicesAndWeightNorm) {
+  const Args indexAdd = {t({10, 16}), Arg::ofInt(0), t({40}), t({40, 16}), Arg::ofInt(1)};
+  EXPECT_EQ(vectorCost("aten::index_add", indexAdd, {t({10, 16})}), (Flops{0, 640}));
+  Args scaled = indexAdd;
+  scaled[4] = Arg::ofDouble(0.5);
+  EXPECT_EQ(vectorCost("aten::index_add", scaled, {t({10, 16})}), (Flops{0, 1280}));
+  EXPECT_EQ(vectorCost("aten::scatter_add", {t({10, 16}), Arg::ofInt(0), t({40, 16}), t({40, 16})},
+                       {t({10, 16})}),
+            (Flops{0, 640}));
+  for (const auto& [mode, extra] : {std::pair<const char*, int64_t>{"sum", 0}, {"mean", 160}}) {
+    EXPECT_EQ(vectorCost("aten::scatter_reduce",
+                         {t({10, 16}), Arg::ofInt(0), t({40, 16}), t({40, 16}), Arg::ofString(mode),
+                          Arg::ofBool(true)},
+                         {t({10, 16})}),
+              (Flops{0, 640 + extra}))
+        << mode;
+  }
+  for (const char* op : {"aten::_weight_norm_interface", "aten::_weight_norm"}) {
+    EXPECT_EQ(vectorCost(op, {t({32, 16, 3, 3}), t({32, 1, 1, 1}), Arg::ofInt(0)},
+                         {t({32, 16, 3, 3}), t({32, 1, 1, 1})}),
+              (Flops{0, 3 * 32 * 16 * 9 + 2 * 32}))
+        << op;
+  }
+}
+
 }  // namespace
 }  // namespace torchutil
