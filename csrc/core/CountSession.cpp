@@ -257,8 +257,7 @@ void CountSession::exit(const Args& outputs) {
   bool covered = f.covered;
   if (f.counted) {
     counted_ = f.prevCounted;
-    const Cost cost =
-        f.superseded || f.entry->formula == nullptr ? Cost{} : f.entry->formula(f.inputs, outputs);
+    const Cost cost = f.superseded ? Cost{} : f.entry->price(f.inputs, outputs);
     if (f.superseded) {
       closeEvent(f, OpEvent::Kind::Transparent, -1);
     } else if (cost.unpriced) {
@@ -271,7 +270,8 @@ void CountSession::exit(const Args& outputs) {
       if (f.entry->opClass == OpClass::Vector && first != nullptr && allIntegral(f.inputs)) {
         priced.vectorFlops = 0;  // integer arithmetic (a step counter) is no floating-point work
       }
-      const int64_t bytes = totalBytes(f.inputs) + totalBytes(outputs);
+      const int64_t bytes =
+          cost.bytes >= 0 ? cost.bytes : saturatingAdd(totalBytes(f.inputs), totalBytes(outputs));
       const std::string& module = modules_[std::min(f.module, depth_)];
       const char* dtype = cost.dtype != nullptr ? cost.dtype : first != nullptr ? first->dtype : "";
       const size_t row = table_.add(f.name, module, dtype, f.entry->opClass, priced, bytes);
