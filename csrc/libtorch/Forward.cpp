@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include <atomic>
 #include <chrono>
@@ -32,6 +33,11 @@ class ScriptForward final : public Forward {
   std::string describe() override { return "TorchScript module " + module_.type()->name()->name(); }
 
   bool mayFork() override { return true; }
+
+  // The profiled runs, and the one that builds the optimized graph.
+  int64_t settlingForwards() override {
+    return static_cast<int64_t>(torch::jit::getNumProfiledRuns().load()) + 1;
+  }
 
  private:
   torch::jit::Module module_;

@@ -36,6 +36,10 @@ class Forward {
   // pool; an eager Python fork runs inline): a profile then counts it eagerly before trying a
   // CUDA-graph capture, which would not hold that work.
   virtual bool mayFork() { return false; }
+  // Forwards that run before the model reaches its steady state, never the counted one:
+  // TorchScript's profiling executor instruments its first runs (a frozen model's first run
+  // checks its constants: hundreds of aten::equal) and optimizes the graph after them.
+  virtual int64_t settlingForwards() { return 0; }
   // The kernels Inductor generates for the compiled code the forwards run, and the ops each
   // fused (torchutil/_inductor.py): recording starts before the warm-ups, where that code
   // compiles, and generatedKernels() ends it. Call generatedKernels() outside any count.

@@ -58,6 +58,7 @@ PlanInputs planInputsOf(const ProfileOptions& o, c10::Device device, Forward& fo
   in.energy = o.energy;
   in.mayFork = forward.mayFork();
   in.compiled = forward.compiled();
+  in.settlingForwards = forward.settlingForwards();
   in.modulePaths = o.modulePaths;
   in.correlation = correlationSwitch();
   in.teardown = teardownWanted();
