@@ -104,3 +104,18 @@ def test_formulas_do_not_change_while_a_count_runs():
         with pytest.raises(RuntimeError, match="while a count runs"):
             torchutil.register_formula(OP, _mm_formula)
     assert torchutil.user_formulas() == []
+
+
+@pytest.mark.parametrize("returned, op_class", [(lambda n: 2 * n, "matrix"),
+                                                (lambda n: {"vector_flops": n}, "vector"),
+                                                (lambda n: {"matrix_flops": 0, "bytes": 64}, "memory")],
+                         ids=["int", "vector only", "bytes only"])
+def test_a_user_formulas_row_is_labelled_by_what_it_returned(returned, op_class):
+    """An int is matrix FLOPs; a dict with vector FLOPs only is vector work, one with neither
+    is memory (its bytes). Oracle: the value the formula returned, in its row."""
+    with torchutil.registered_formula(OP, lambda a, b, scale, *, out_shape: returned(out_shape.numel())):
+        r = _count()
+    row = [o for o in r.ops if o.op == OP][0]
+    assert row.op_class == op_class
+    assert (row.matrix_flops, row.vector_flops) == {"matrix": (2 * M * N, 0), "vector": (0, M * N),
+                                                    "memory": (0, 0)}[op_class]

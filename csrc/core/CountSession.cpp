@@ -274,7 +274,8 @@ void CountSession::exit(const Args& outputs) {
           cost.bytes >= 0 ? cost.bytes : saturatingAdd(totalBytes(f.inputs), totalBytes(outputs));
       const std::string& module = modules_[std::min(f.module, depth_)];
       const char* dtype = cost.dtype != nullptr ? cost.dtype : first != nullptr ? first->dtype : "";
-      const size_t row = table_.add(f.name, module, dtype, f.entry->opClass, priced, bytes);
+      const size_t row =
+          table_.add(f.name, module, dtype, f.entry->rowClass(priced), priced, bytes);
       closeEvent(f, OpEvent::Kind::Counted, static_cast<int64_t>(row));
     }
     // Only arithmetic covers a caller (rule 4): a copy inside an unknown op

@@ -38,7 +38,7 @@ void FormulaRegistry::add(std::string name, OpClass opClass, Formula formula) {
     throw std::invalid_argument("torchutil: '" + name + "' is registered as " +
                                 opClassName(opClass) + " but has no formula");
   }
-  FormulaEntry entry{name, opClass, formula};
+  FormulaEntry entry{name, opClass, formula, {}};
   entries_.emplace(std::move(name), std::move(entry));
 }
 

@@ -59,6 +59,16 @@ struct FormulaEntry {
            : user != nullptr  ? user(inputs, outputs)
                               : Cost{};
   }
+  // The class of a priced call's row: the entry's, but a user's formula's by what it returned
+  // (matrix FLOPs: matrix; else vector FLOPs: vector; else memory, bytes only).
+  OpClass rowClass(const Cost& c) const {
+    if (user == nullptr) {
+      return opClass;
+    }
+    return c.matrixFlops > 0   ? OpClass::Matrix
+           : c.vectorFlops > 0 ? OpClass::Vector
+                               : OpClass::Memory;
+  }
 };
 
 class FormulaRegistry {
@@ -99,7 +109,7 @@ class FormulaRegistry {
   std::unordered_map<std::string, FormulaEntry> entries_;
   std::unordered_map<std::string, FormulaEntry> replaced_;  // built-ins a user's formula replaced
   uint64_t generation_ = 0;
-  FormulaEntry transparentNamespace_{"<transparent namespace>", OpClass::Transparent, nullptr};
+  FormulaEntry transparentNamespace_{"<transparent namespace>", OpClass::Transparent, nullptr, {}};
 };
 
 // Fills a registry with torchutil's formulas (Formulas.cpp and its families).

@@ -146,5 +146,18 @@ TEST(FormulaRegistryTest, UserFormulasAreAddedRefusedAndRemoved) {
   EXPECT_EQ(r.size(), 1u);
 }
 
+// A user's formula's rows are labelled by what it returned; a built-in's by its entry.
+TEST(FormulaRegistryTest, AUsersRowIsLabelledByWhatItsFormulaReturned) {
+  FormulaRegistry r;
+  r.add("aten::relu", OpClass::Vector, &oneVectorFlop);
+  r.addUser("mylib::op", [](const Args&, const Args&) { return Cost{}; });
+  const FormulaEntry& user = *r.find("mylib::op");
+  EXPECT_EQ(user.rowClass(Cost{/*matrixFlops=*/8, /*vectorFlops=*/2}), OpClass::Matrix);
+  EXPECT_EQ(user.rowClass(Cost{/*matrixFlops=*/0, /*vectorFlops=*/2}), OpClass::Vector);
+  EXPECT_EQ(user.rowClass(Cost{}), OpClass::Memory);
+  EXPECT_EQ(r.find("aten::relu")->rowClass(Cost{/*matrixFlops=*/8, /*vectorFlops=*/0}),
+            OpClass::Vector);
+}
+
 }  // namespace
 }  // namespace torchutil

@@ -1107,6 +1107,15 @@ const Names kPricedOnce{"aten::linalg_lu_factor_ex",
                         "quantized::conv1d_relu",
                         "quantized::conv2d_relu",
                         "quantized::conv3d_relu",
+                        "quantized::conv_transpose1d",
+                        "quantized::conv_transpose2d",
+                        "quantized::conv_transpose3d",
+                        "aten::index_add",
+                        "aten::scatter_add",
+                        "aten::scatter_reduce",
+                        "aten::_weight_norm",
+                        "aten::_weight_norm_interface",
+                        "aten::_sparse_addmm",
                         "aten::quantize_per_tensor",
                         "aten::quantize_per_channel",
                         "aten::dequantize",
@@ -1267,6 +1276,27 @@ TEST(FormulasTest, QuantizedConvolutionIsInt8MatrixWorkOnItsUnpackedWeight) {
   const Cost unknown = priced("quantized::conv3d_relu", OpClass::Matrix,
                               {typed({1, 8, 4, 8, 8}, "quint8"), packed}, {t({1, 8, 4, 8, 8})});
   EXPECT_TRUE(unknown.unpriced);
+  // Transposed: W [C_in 4, C_out/groups 6, 3, 3] once unpacked, X [1, 4, 8, 8] -> Y [1, 6, 10,
+  // 10]: MACs per input position, as a float transposed convolution.
+  for (const auto& [op, k] : std::vector<std::pair<const char*, std::vector<int64_t>>>{
+           {"quantized::conv_transpose1d", {3}},
+           {"quantized::conv_transpose2d", {3, 3}},
+           {"quantized::conv_transpose3d", {3, 3, 3}}}) {
+    std::vector<int64_t> x{1, 4}, w{4, 6}, y{1, 6};
+    int64_t inputs = 1, taps = 1, outs = 6;
+    for (const int64_t kd : k) {
+      x.push_back(8);
+      w.push_back(kd);
+      y.push_back(8 + kd - 1);
+      inputs *= 8;
+      taps *= kd;
+      outs *= 8 + kd - 1;
+    }
+    const Cost c =
+        priced(op, OpClass::Matrix, {typed(x, "quint8"), typed(w, "qint8")}, {typed(y, "quint8")});
+    EXPECT_EQ(c.matrixFlops, 2 * inputs * 4 * 6 * taps) << op;
+    EXPECT_EQ(c.vectorFlops, 2 * outs) << op;
+  }
 }
 
 TEST(FormulasTest, QuantizingAndDequantizingCostTwoPerElement) {
