@@ -96,6 +96,24 @@ std::string CountTable::dominantDtype() const {
   return best;
 }
 
+void countUnseenCalls(const std::vector<UnseenCall>& calls, const FormulaRegistry& registry,
+                      CountTable* table) {
+  for (const UnseenCall& call : calls) {
+    const FormulaEntry* e = registry.find(call.op);
+    const Cost cost = e != nullptr && e->priced() ? e->price(call.inputs, call.outputs) : Cost{};
+    if (e == nullptr || !e->priced() || cost.unpriced) {
+      table->addUnknown(call.op);
+      continue;
+    }
+    const TensorInfo* first = firstTensor(call.inputs);
+    const char* dtype = cost.dtype != nullptr ? cost.dtype : first != nullptr ? first->dtype : "";
+    const int64_t bytes = cost.bytes >= 0
+                              ? cost.bytes
+                              : saturatingAdd(totalBytes(call.inputs), totalBytes(call.outputs));
+    table->add(call.op, /*module=*/"", dtype, e->rowClass(cost), cost, bytes);
+  }
+}
+
 const char* opEventKindName(OpEvent::Kind k) {
   switch (k) {
     case OpEvent::Kind::Counted: return "counted";

@@ -373,6 +373,7 @@ void registerAllFormulas(FormulaRegistry& r) {
           "aten::_to_sparse_bsr",
           "aten::_to_sparse_bsc",
           "aten::_to_dense",
+          "aten::to_mkldnn",
           "aten::_convert_indices_from_coo_to_csr",
           "aten::_convert_indices_from_csr_to_coo",
           "quantized::cat"},

@@ -297,7 +297,11 @@ void registerMatrixFormulas(FormulaRegistry& r) {
   addAll(
       r,
       {"aten::mkldnn_convolution", "aten::miopen_convolution", "aten::miopen_depthwise_convolution",
-       "aten::cudnn_convolution_relu", "aten::_nnpack_spatial_convolution"},
+       "aten::cudnn_convolution_relu", "aten::_nnpack_spatial_convolution",
+       // torch.jit.optimize_for_inference's convolution, (input, weight, bias, stride, padding,
+       // dilation, groups): run by the TorchScript interpreter, never by the dispatcher, and
+       // priced from the graph (ScriptForward::unseenWork).
+       "prim::mkldnn_convolution"},
       C::Matrix, &convolution<kConvBias, kNever>);
   r.add("mkldnn::_convolution_pointwise", C::Matrix,
         &mkldnnPointwise<&convolution<kConvBias, kNever>>);

@@ -28,6 +28,9 @@ struct SummaryInputs {
   const TraceStats* trace = nullptr;  // null when kernels were not traced
   int64_t tracedForwards = 0;
   const EnergyResult* energy = nullptr;  // null when energy was not asked for
+  // The forward ran work that could not be counted (ProfileOutput::flopsNote): every FLOP
+  // field, and every figure made from one, is NaN.
+  bool flopsUnknown = false;
 };
 
 // Values in Field order.

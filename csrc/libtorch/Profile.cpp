@@ -396,6 +396,9 @@ class ProfileRun {
                           "torchutil: a profile reached its summary without a count");
     CountTable& table = eager_ ? eager_->table : counted_->table;
     const bool onMeta = device_.is_meta();
+    Forward::Unseen unseen = forward_->unseenWork(inputs_);
+    countUnseenCalls(unseen.calls, FormulaRegistry::global(), &table);
+    out_.flopsNote = std::move(unseen.uncounted);
     if (tracing_) {
       if (tracing_->dropped() > 0) {
         out_.traceStatus =
@@ -443,6 +446,7 @@ class ProfileRun {
       out_.energy.text = "off: nothing runs on the meta device";
     }
     s.energy = o_.energy ? &out_.energy.result : nullptr;
+    s.flopsUnknown = !out_.flopsNote.empty();
     out_.summary = summarize(s);
     hw::fillSummary(out_.summary, out_.hw, static_cast<double>(s.totals.matrixFlops));
     hw::markUncountedTensorWork(out_.summary, &out_.countersStatus, out_.hw, table.rows());

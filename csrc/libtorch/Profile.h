@@ -82,6 +82,8 @@ struct ProfileOutput {
   std::string timingNoteDetail;  // the whole error behind it (a failed capture's traceback)
   std::string repetition;        // how many timed forwards, and why that many
   std::string device;
+  // Why the FLOPs are NaN (Forward::Unseen::uncounted), "" when they are counted.
+  std::string flopsNote;
   // Kernel tracing: traceStatus is "on" or "off: <why>"; the rest is empty when off (events:
   // but on a CPU, whose op calls are timed).
   std::string traceStatus = "off: not a CUDA profile";

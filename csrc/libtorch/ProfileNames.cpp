@@ -41,6 +41,7 @@ NamedResult nameResult(const ProfileOutput& out, bool tables) {
   r.setText(TextField::repetition, out.repetition);
   r.setText(TextField::bandwidth_source, out.bandwidth.source);
   r.setText(TextField::device, out.device);
+  r.setText(TextField::flops_note, out.flopsNote);
   r.setText(TextField::trace_status, out.traceStatus);
   r.setText(TextField::kernel_attribution, out.traced
                                                ? (out.trace.perOpFromTimed ? "timed" : "counted")

@@ -96,6 +96,7 @@ const std::vector<std::pair<std::string, int>> kConvolutions = {
     {"aten::_convolution", 0},
     {"aten::convolution_overrideable", 0},
     {"aten::mkldnn_convolution", 0},
+    {"prim::mkldnn_convolution", 0},
     {"mkldnn::_convolution_pointwise", 0},
     {"aten::miopen_convolution", 0},
     {"aten::miopen_depthwise_convolution", 0},
@@ -439,6 +440,9 @@ Args convArgs(const std::string& op, const Conv& c, bool withBias) {
   }
   if (op == "aten::mkldnn_convolution") {
     return {x, w, bias, padding, stride, dilation, groups};
+  }
+  if (op == "prim::mkldnn_convolution") {
+    return {x, w, bias, stride, padding, dilation, groups};
   }
   if (op == "mkldnn::_convolution_pointwise") {
     return {x, w, bias, padding, stride, dilation, groups, other(), other(), Arg::none()};
