@@ -656,7 +656,7 @@ def test_the_options_table_is_torchutil_profiles_signature():
     import inspect
 
     params = inspect.signature(torchutil.profile).parameters
-    options = {n: p.default for n, p in params.items() if n not in ("model", "x", "args", "kwargs")}
+    options = {n: p.default for n, p in params.items() if n not in ("model", "x", "args", "kwargs", "count_as")}
     assert options == torchutil._ops.OPTION_DEFAULTS
     schema = str(torch.ops.util._profile.default._schema)
     for name, kind in torchutil._ops.OPTION_TYPES.items():
