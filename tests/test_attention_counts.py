@@ -193,3 +193,29 @@ def test_the_tensor_cores_run_between_the_useful_and_the_nominal_flops():
         if res.counters_status.startswith("on"):
             assert useful_matrix * 0.99 <= res.hw_tensor_flops <= nominal * 1.01, (
                 res.hw_tensor_flops, useful_matrix, nominal)
+
+
+@pytest.mark.parametrize("op", ["_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                                "_scaled_dot_product_cudnn_attention"])
+def test_the_cuda_backends_read_is_causal_where_their_schema_has_it(op):
+    """The CUDA backends an eager SDPA runs, called on the CPU with meta tensors, by keyword as
+    their schema (torch.ops.aten.<op>.default._schema) names the arguments: is_causal=True gives
+    the causal discount, the same useful FLOPs as the composite (oracle: the closed form,
+    L(L+1)/2 of the L² scores kept; the flash kernel's bottom-right alignment is the same for
+    Lq = Lk), and is_causal=False none."""
+    overload = getattr(torch.ops.aten, op).default
+    names = [a.name for a in overload._schema.arguments]
+    assert "is_causal" in names
+    b, h, n, e = 2, 3, 16, 8
+    q = torch.empty(b, h, n, e, device="meta")
+    required = {"attn_bias": None, "compute_log_sumexp": False}
+    kwargs = {k: v for k, v in required.items() if k in names}
+    matrix, vector, useful = attention(b * h, n, n, e, e, kept=n * (n + 1) // 2)
+    for causal in (True, False):
+        r = count(lambda: overload(q, q, q, is_causal=causal, **kwargs), device="meta")
+        assert (r.matrix_flops, r.vector_flops) == (matrix, vector), r.ops
+        assert r.useful_flops == (useful if causal else matrix + vector)
+    # The composite, eager on the CPU (real tensors), agrees.
+    x = torch.randn(b, h, n, e)
+    r = count(lambda: F.scaled_dot_product_attention(x, x, x, is_causal=True))
+    assert r.useful_flops == useful

@@ -362,3 +362,38 @@ def test_compiled_on_cuda_counts_as_eager_and_ties_every_kernel_to_its_ops(model
     for k in generated:
         assert k.op and k.op_row == k.op_row and k.fused_bytes == k.fused_bytes, (k.name, k.op, k.fused_bytes)
     assert share <= 0.01, [(k.name, k.op, k.duration_us) for k in compiled.kernels if k.op == ""]
+
+
+class CausalBlock(torch.nn.Module):
+    """One causal self-attention block: a fused QKV projection, SDPA with is_causal, the output
+    projection."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.out = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        b, length, d = x.shape
+        q, k, v = self.qkv(x).view(b, length, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, length, d))
+
+
+@pytest.mark.slow
+def test_a_compiled_causal_block_has_its_eager_useful_flops():
+    """Useful FLOPs (the causal mask's discarded scores taken off) are the same eager and
+    compiled. Oracle: the closed form of the masked scores (test_attention_counts.py's
+    convention: per score 2·E + 2·Ev matrix and 5 vector FLOPs, top-left L(L+1)/2 kept of L²)."""
+    torch.manual_seed(0)
+    b, length, d, heads = 2, 16, 32, 4
+    block = CausalBlock(d, heads).eval()
+    x = torch.randn(b, length, d)
+    eager = torchutil.profile(block, x, warmup=1, iters=1, peak_flops=PEAK)
+    compiled = torchutil.profile(torch.compile(block), x, warmup=1, iters=1, peak_flops=PEAK)
+    e = d // heads
+    masked = b * heads * (length * length - length * (length + 1) // 2) * (4 * e + 5)
+    assert eager.flops - eager.useful_flops == masked
+    assert (compiled.flops, compiled.useful_flops) == (eager.flops, eager.useful_flops)
+    assert compiled.unknown_ops == {} and eager.unknown_ops == {}

@@ -1057,6 +1057,8 @@ def test_every_formula_name_is_an_operator_of_this_torch():
     except ImportError:
         torchvision_ops = False
     operators = {name.split(".")[0] for name in torch._C._dispatch_get_all_op_names()}
+    # The TorchScript interpreter's own operators (prim::mkldnn_convolution), priced from graphs.
+    operators |= {s.name for s in torch._C._jit_get_all_schemas() if s.name.startswith("prim::")}
     unknown = [name for name in torch.ops.util.formula_ops()
                if name not in operators and name not in VERSION_SPECIFIC
                and (torchvision_ops or not name.startswith("torchvision::"))]

@@ -184,7 +184,8 @@ def test_the_callbacks_are_registered_when_torchutil_is_imported():
     from torchutil import _C, _eager, _inductor
 
     assert torchutil._ops._C is _C
-    assert _C._callbacks() == {"inductor_recording": _inductor.Recording, "run_eager": _eager.run_eager}
+    assert _C._callbacks() == {"inductor_recording": _inductor.Recording, "run_eager": _eager.run_eager,
+                               "uncounted_reason": _eager.uncounted_reason}
 
 
 def test_a_callback_is_refused_by_name_and_type():
@@ -193,7 +194,7 @@ def test_a_callback_is_refused_by_name_and_type():
     from torchutil import _C
 
     with pytest.raises(ValueError, match=r"^torchutil: no Python callback is called 'recording'; the callbacks are "
-                                         r"'inductor_recording', 'run_eager'$"):
+                                         r"'inductor_recording', 'run_eager', 'uncounted_reason'$"):
         _C._set_callback("recording", print)
     with pytest.raises(TypeError, match=r"^torchutil: the Python callback 'run_eager' must be callable, got int$"):
         _C._set_callback("run_eager", 3)

@@ -142,3 +142,151 @@ def test_repeat_interleave_is_a_copy_and_views_are_free():
                          t.mH, t.adjoint()), x)
     assert r.unknown_ops == {}
     assert r.flops == 0 and r.bytes > 0
+
+
+# ---- sparse products: priced by the values they store ------------------------------------------
+
+def _sparse(m, k, density=0.025, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    d = torch.randn(m, k, generator=g)
+    d[torch.rand(m, k, generator=g) > density] = 0
+    return d
+
+
+def _stored_bytes(s):
+    """Bytes a sparse tensor holds: its values and indices (the closed form of the count's bytes)."""
+    if s.layout == torch.sparse_coo:
+        return s._values().nbytes + s._indices().nbytes
+    return s.values().nbytes + s.crow_indices().nbytes + s.col_indices().nbytes
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+def test_sparse_times_dense_is_priced_by_its_stored_values(layout):
+    """Oracle: the closed form 2·nnz·N (each stored value of the [M, K] sparse operand meets the
+    N columns of the dense one), never the dense 2·M·K·N (x40 on a 2.5 %-dense matrix); bytes
+    from the stored values and indices."""
+    m, k, n = 64, 128, 32
+    dense = _sparse(m, k)
+    s = dense.to_sparse() if layout == "coo" else dense.to_sparse_csr()
+    nnz = int((dense != 0).sum())
+    b = torch.randn(k, n)
+    calls = [lambda: torch.sparse.mm(s, b), lambda: s @ b] if layout == "coo" else [lambda: s @ b]
+    for call in calls:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # CSR's "beta state" warning
+            r = count(call)
+        assert r.unknown_ops == {}, r.unknown_ops
+        assert r.matrix_flops == 2 * nnz * n, (r.matrix_flops, 2 * nnz * n, 2 * m * k * n)
+        product = max(r.ops, key=lambda o: o.matrix_flops)
+        # Nominal bytes: the stored values and indices, the dense operand, the output, and an
+        # addmm's self (torch.sparse.mm adds into zeros, with beta 0).
+        self_bytes = m * n * 4 if product.op in ("aten::_sparse_addmm", "aten::addmm") else 0
+        assert product.bytes == _stored_bytes(s) + b.nbytes + m * n * 4 + self_bytes, product.op
+    # addmm: the product, and the bias added once per output element.
+    c = torch.randn(m, n)
+    if layout == "coo":
+        r = count(lambda: torch.sparse.addmm(c, s, b))
+        assert (r.matrix_flops, r.vector_flops, r.unknown_ops) == (2 * nnz * n, m * n, {})
+
+
+def test_dense_times_sparse_is_priced_by_its_stored_values():
+    """Oracle: 2·nnz·M for [M, K] @ sparse [K, N] (each stored value meets the M rows)."""
+    m, k, n = 16, 128, 64
+    dense = _sparse(k, n, seed=1)
+    nnz = int((dense != 0).sum())
+    a = torch.randn(m, k)
+    for s in (dense.to_sparse(), dense.to_sparse_csr()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = count(lambda: torch.mm(a, s))
+        assert r.matrix_flops == 2 * nnz * m, (r.matrix_flops, 2 * nnz * m)
+
+
+def test_dense_times_sparse_coo_in_a_profile_is_refused_in_one_line():
+    """torch itself cannot run torch.mm(dense, sparse COO) in inference mode, where a profile
+    runs its forwards: the refusal says so and how to write it (oracle: torch.inference_mode
+    raising the same)."""
+    s = _sparse(64, 32).to_sparse()
+    x = torch.randn(8, 64)
+    with torch.inference_mode(), pytest.raises(RuntimeError, match="version_counter"):
+        torch.mm(x, s)
+    with pytest.raises(RuntimeError, match=r"^torchutil: the model cannot run in inference mode"):
+        torchutil.profile(lambda t: torch.mm(t, s), x, warmup=0, iters=1)
+    # The CSR layout it suggests runs and counts the same product.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        csr = s.to_sparse_csr()
+    r = torchutil.profile(lambda t: torch.mm(t, csr), x, warmup=0, iters=1, peak_flops=PEAK)
+    assert r.matrix_flops == 2 * s._nnz() * 8
+
+
+def test_sparse_times_sparse_is_one_unknown_product_and_its_metadata_is_free():
+    """The product of two sparse matrices depends on where their values lie (data): it is named
+    as one unknown call, and the sparse metadata ops around it (_nnz, _indices, coalesce, ...)
+    are neither priced nor unknown."""
+    s = _sparse(64, 128).to_sparse()
+    t = _sparse(128, 32, seed=2).to_sparse()
+    r = count(lambda: torch.sparse.mm(s, t))
+    assert r.unknown_ops == {"aten::_sparse_sparse_matmul": 1}
+    assert r.flops == 0
+    r = count(lambda: torch.mm(s, t))
+    assert r.unknown_ops == {"aten::mm": 1}
+
+
+# ---- accumulations at indices, weight norm, quantized transposed convolutions -----------------
+
+def test_index_add_and_scatter_reduce_against_closed_forms():
+    """Oracle: 1 add per source element (index_add_, whose inner scatter_add_ is not listed
+    again; alpha != 1 scales it first: 2), scatter_reduce 1 per source element (and 1 per
+    output element for "mean", its division)."""
+    x, src = torch.zeros(10, 16), torch.randn(40, 16)
+    index = torch.randint(0, 10, (40,))
+    r = count(lambda: x.clone().index_add_(0, index, src))
+    assert r.unknown_ops == {} and r.vector_flops == src.numel()
+    assert [o.op for o in r.ops if o.vector_flops] == ["aten::index_add_"]
+    r = count(lambda: torch.index_add(x, 0, index, src, alpha=0.5))
+    assert r.vector_flops == 2 * src.numel()
+    index2 = torch.randint(0, 10, (40, 16))
+    for reduce, extra in [("sum", 0), ("amax", 0), ("mean", x.numel())]:
+        r = count(lambda: x.scatter_reduce(0, index2, src, reduce=reduce))
+        assert r.unknown_ops == {} and r.vector_flops == src.numel() + extra, reduce
+    r = count(lambda: x.scatter_add(0, index2, src))
+    assert r.unknown_ops == {} and r.vector_flops == src.numel()
+
+
+def test_weight_norm_against_its_closed_form():
+    """Oracle: w = g · v / ||v||: per element of v its square, its add and the multiply (3), per
+    element of g the square root and the divide (2)."""
+    v, g = torch.randn(32, 16, 3, 3), torch.randn(32, 1, 1, 1)
+    for fn in (torch._weight_norm, lambda a, b: torch.ops.aten._weight_norm_interface(a, b, 0)):
+        r = count(fn, v, g)
+        assert r.unknown_ops == {} and r.vector_flops == 3 * v.numel() + 2 * g.numel()
+    layer = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(16, 8))
+    r = count(layer, torch.randn(4, 16))
+    assert r.unknown_ops == {}
+    assert r.vector_flops == 3 * 16 * 8 + 2 * 8 + 4 * 8  # the norm, and the Linear's bias
+
+
+def test_no_work_ops_are_not_unknown():
+    z = torch.randn(3, dtype=torch.complex64)
+    r = count(lambda: (torch.tril_indices(6, 6), z.resolve_conj(), z.conj().resolve_conj()))
+    assert r.unknown_ops == {}
+
+
+@pytest.mark.skipif("fbgemm" not in torch.backends.quantized.supported_engines, reason="needs fbgemm (x86)")
+def test_quantized_conv_transpose2d_against_flop_counter_mode():
+    """Oracle: FlopCounterMode on the float ConvTranspose2d (the same MACs, in 8-bit integers);
+    the vector FLOPs as a quantized convolution's: 2 per output element."""
+    import torch.ao.nn.quantized as nnq
+
+    x = torch.randn(2, 8, 10, 10)
+    float_layer = torch.nn.ConvTranspose2d(8, 4, 3, stride=2, groups=2)
+    with FlopCounterMode(display=False) as fcm:
+        out = float_layer(x)
+    layer = nnq.ConvTranspose2d(8, 4, 3, stride=2, groups=2)
+    qx = torch.quantize_per_tensor(x, 0.1, 128, torch.quint8)
+    r = count(layer, qx)
+    row = [o for o in r.ops if o.op == "quantized::conv_transpose2d"]
+    assert r.unknown_ops == {} and len(row) == 1
+    assert row[0].matrix_flops == fcm.get_total_flops()
+    assert row[0].vector_flops == 2 * out.numel()

@@ -19,6 +19,7 @@ from torchutil._version import __version__ as __version__  # re-exported
 from torchutil.fields import (FIELDS, KERNEL_FIELDS, OP_FIELDS, ROOFLINE_FIELDS, TEXT_FIELDS, FieldSpec,
                               field, schema)
 from torchutil.folding import FoldedModel, fold
+from torchutil.formulas import register_formula, registered_formula, unregister_formula, user_formulas
 from torchutil.gpu_sharing import default_gpu_lock
 from torchutil.generation import GenerationResult, GenerationRow, plot_generation, profile_generate
 from torchutil.peaks import peak_flops
@@ -52,10 +53,14 @@ __all__ = [
     "plot_generation",
     "profile",
     "profile_generate",
+    "register_formula",
+    "registered_formula",
     "roofline",
     "roofline_utilization",
     "schema",
     "TEXT_FIELDS",
     "UnknownOp",
+    "unregister_formula",
+    "user_formulas",
     "utilization",
 ]

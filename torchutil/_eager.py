@@ -19,13 +19,50 @@ import torch
 
 from torchutil._ops import _C
 
-__all__ = ["run_eager"]
+__all__ = ["CountedAs", "run_eager", "uncounted_reason"]
+
+
+class CountedAs:
+    """A model timed as given and counted as `eager` (torchutil.profile's count_as=): an
+    AOTInductor package, whose kernels the dispatcher never sees, counted as the program it was
+    exported from. The profile treats it as compiled code (csrc/python/PyModule.cpp): its
+    forwards run `model`, its count runs `eager` (run_eager) on the same inputs."""
+
+    def __init__(self, model: Callable[..., Any], eager: Callable[..., Any]) -> None:
+        self.model = model
+        self.eager = eager
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.model(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{self.model!r} counted as {type(self.eager).__name__}"
+
+
+def _aoti_model_class() -> type | None:
+    """torch's class of a loaded AOTInductor package, where one can exist: a package is loaded
+    through torch._inductor.package, so without it imported there is none (and it is not
+    imported here: seconds)."""
+    package = sys.modules.get("torch._inductor.package")
+    return getattr(package, "AOTICompiledModel", None)
+
+
+def uncounted_reason(model: Any) -> str:
+    """Why model's FLOPs cannot be counted, one line; "" when they can."""
+    aoti = _aoti_model_class()
+    if aoti is not None and isinstance(model, aoti):
+        return ("an AOTInductor package (torch._inductor.aoti_load_package) runs compiled kernels the dispatcher "
+                "never sees: its FLOPs are not counted; pass count_as= the torch.export.ExportedProgram it was "
+                "compiled from to count them")
+    return ""
 
 
 def run_eager(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """fn(*args, **kwargs) as eager PyTorch. Without torch._dynamo imported nothing can be
-    compiled, and it is not imported here. The stance is process-wide: compiled code other
-    threads run meanwhile runs eagerly too."""
+    """fn(*args, **kwargs) as eager PyTorch (a CountedAs runs its eager model). Without
+    torch._dynamo imported nothing can be compiled, and it is not imported here. The stance is
+    process-wide: compiled code other threads run meanwhile runs eagerly too."""
+    if isinstance(fn, CountedAs):
+        fn = fn.eager
     if "torch._dynamo" not in sys.modules:
         return fn(*args, **kwargs)
     with torch.compiler.set_stance("force_eager"), _flex_attention_priced():
@@ -105,3 +142,4 @@ def _flex_attention_priced() -> Iterator[None]:
 
 
 _C._set_callback("run_eager", run_eager)  # what the count's eager forward calls
+_C._set_callback("uncounted_reason", uncounted_reason)  # what a profile asks of every model it runs

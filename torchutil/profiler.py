@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import torch
 
 from torchutil import _C, _ops  # noqa: F401  (registers the ops)
+from torchutil._eager import CountedAs
 from torchutil.result import KernelRow, OpRow, ProfileResult, UnknownOp
 from torchutil.views import module_params
 
@@ -28,6 +29,7 @@ def profile(
     *,
     args: tuple[Any, ...] | None = None,
     kwargs: dict[str, Any] | None = None,
+    count_as: Any = None,
     batch_size: int | None = _D["batch_size"],
     warmup: int = _D["warmup"],
     iters: int = _D["iters"],
@@ -67,6 +69,11 @@ def profile(
         inputs as torch.export takes them, for models that take lists (torchvision's detection
         models: args=([image],)), keyword arguments (Hugging Face models: kwargs={"input_ids":
         ids}) or anything else; their tensors give the device.
+    count_as: a model whose ops the dispatcher sees, counted in model's place on the same inputs
+        while model itself is timed: for an AOTInductor package (torch._inductor.aoti_load_package),
+        whose kernels the dispatcher never sees, the torch.export.ExportedProgram it was compiled
+        from (its .module() is counted) or that module. Without it such a package's FLOPs are NaN
+        and result.flops_note says why (docs/counting.md, "AOTInductor packages").
     batch_size: the inputs a forward holds (inputs_per_second is per input). By default the
         first tensor's first dimension, which must be unambiguous: a tensor of two or more
         dimensions (or, with args/kwargs, a list of tensors, whose length is the batch).
@@ -118,9 +125,17 @@ def profile(
         was measured (the fields are then NaN). See docs/energy.md.
     """
     options = {name: value for name, value in locals().items() if name in _ops.OPTION_TYPES}
-    output = torch.ops.util._profile(model, x, args=args, kwargs=kwargs, **options)
+    timed = model
+    if count_as is not None:
+        if isinstance(count_as, torch.export.ExportedProgram):
+            count_as = count_as.module()
+        if not callable(count_as):
+            raise TypeError(f"torchutil: count_as must be a torch.export.ExportedProgram or a callable model, got "
+                            f"{type(count_as).__name__}")
+        timed = CountedAs(model, count_as)
+    output = torch.ops.util._profile(timed, x, args=args, kwargs=kwargs, **options)
     result = ProfileResult._from_output(output)
-    result._module_params = module_params(model)
+    result._module_params = module_params(model if count_as is None else count_as)
     return result
 
 

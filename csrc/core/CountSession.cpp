@@ -96,6 +96,24 @@ std::string CountTable::dominantDtype() const {
   return best;
 }
 
+void countUnseenCalls(const std::vector<UnseenCall>& calls, const FormulaRegistry& registry,
+                      CountTable* table) {
+  for (const UnseenCall& call : calls) {
+    const FormulaEntry* e = registry.find(call.op);
+    const Cost cost = e != nullptr && e->priced() ? e->price(call.inputs, call.outputs) : Cost{};
+    if (e == nullptr || !e->priced() || cost.unpriced) {
+      table->addUnknown(call.op);
+      continue;
+    }
+    const TensorInfo* first = firstTensor(call.inputs);
+    const char* dtype = cost.dtype != nullptr ? cost.dtype : first != nullptr ? first->dtype : "";
+    const int64_t bytes = cost.bytes >= 0
+                              ? cost.bytes
+                              : saturatingAdd(totalBytes(call.inputs), totalBytes(call.outputs));
+    table->add(call.op, /*module=*/"", dtype, e->rowClass(cost), cost, bytes);
+  }
+}
+
 const char* opEventKindName(OpEvent::Kind k) {
   switch (k) {
     case OpEvent::Kind::Counted: return "counted";
@@ -257,8 +275,7 @@ void CountSession::exit(const Args& outputs) {
   bool covered = f.covered;
   if (f.counted) {
     counted_ = f.prevCounted;
-    const Cost cost =
-        f.superseded || f.entry->formula == nullptr ? Cost{} : f.entry->formula(f.inputs, outputs);
+    const Cost cost = f.superseded ? Cost{} : f.entry->price(f.inputs, outputs);
     if (f.superseded) {
       closeEvent(f, OpEvent::Kind::Transparent, -1);
     } else if (cost.unpriced) {
@@ -271,10 +288,12 @@ void CountSession::exit(const Args& outputs) {
       if (f.entry->opClass == OpClass::Vector && first != nullptr && allIntegral(f.inputs)) {
         priced.vectorFlops = 0;  // integer arithmetic (a step counter) is no floating-point work
       }
-      const int64_t bytes = totalBytes(f.inputs) + totalBytes(outputs);
+      const int64_t bytes =
+          cost.bytes >= 0 ? cost.bytes : saturatingAdd(totalBytes(f.inputs), totalBytes(outputs));
       const std::string& module = modules_[std::min(f.module, depth_)];
       const char* dtype = cost.dtype != nullptr ? cost.dtype : first != nullptr ? first->dtype : "";
-      const size_t row = table_.add(f.name, module, dtype, f.entry->opClass, priced, bytes);
+      const size_t row =
+          table_.add(f.name, module, dtype, f.entry->rowClass(priced), priced, bytes);
       closeEvent(f, OpEvent::Kind::Counted, static_cast<int64_t>(row));
     }
     // Only arithmetic covers a caller (rule 4): a copy inside an unknown op

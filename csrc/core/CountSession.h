@@ -104,6 +104,20 @@ class CountTable {
   int64_t otherThreadCalls_ = 0;
 };
 
+// A call a forward ran out of the dispatcher's sight (TorchScript's prim::mkldnn_convolution,
+// which the interpreter runs itself), its arguments read from the model and a run of its own.
+struct UnseenCall {
+  std::string op;
+  Args inputs;
+  Args outputs;
+};
+
+// Adds each call to table as a counted op at the top level, priced by the registry's formula
+// for its name; a call with no formula, or one its formula cannot price, is reported as an op
+// with no formula (never priced at 0).
+void countUnseenCalls(const std::vector<UnseenCall>& calls, const FormulaRegistry& registry,
+                      CountTable* table);
+
 class CountSession {
  public:
   explicit CountSession(const FormulaRegistry& registry = FormulaRegistry::global());

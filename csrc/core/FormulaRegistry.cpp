@@ -15,13 +15,17 @@ const char* opClassName(OpClass c) {
   return "?";
 }
 
-const FormulaRegistry& FormulaRegistry::global() {
-  static const FormulaRegistry registry = [] {
+FormulaRegistry& FormulaRegistry::globalForUsers() {
+  static FormulaRegistry registry = [] {
     FormulaRegistry r;
     registerAllFormulas(r);
     return r;
   }();
   return registry;
+}
+
+const FormulaRegistry& FormulaRegistry::global() {
+  return globalForUsers();
 }
 
 void FormulaRegistry::add(std::string name, OpClass opClass, Formula formula) {
@@ -34,7 +38,7 @@ void FormulaRegistry::add(std::string name, OpClass opClass, Formula formula) {
     throw std::invalid_argument("torchutil: '" + name + "' is registered as " +
                                 opClassName(opClass) + " but has no formula");
   }
-  FormulaEntry entry{name, opClass, formula};
+  FormulaEntry entry{name, opClass, formula, {}};
   entries_.emplace(std::move(name), std::move(entry));
 }
 
@@ -57,6 +61,57 @@ const FormulaEntry* FormulaRegistry::find(std::string_view name) const {
     }
   }
   return nullptr;
+}
+
+void FormulaRegistry::addUser(const std::string& name, UserFormula formula, bool replace) {
+  if (formula == nullptr) {
+    throw std::invalid_argument("torchutil: the FLOP formula given for '" + name +
+                                "' is not callable");
+  }
+  auto it = entries_.find(name);
+  if (it != entries_.end()) {
+    const bool user = it->second.user != nullptr;
+    if (!replace) {
+      throw std::invalid_argument(
+          user ? "torchutil: a FLOP formula for '" + name +
+                     "' is already registered (by register_formula); unregister it first, or "
+                     "pass override=True"
+               : "torchutil: '" + name + "' has a built-in FLOP formula (" +
+                     opClassName(it->second.opClass) + "); pass override=True to replace it");
+    }
+    if (!user) {
+      replaced_.insert_or_assign(name, std::move(it->second));
+    }
+    entries_.erase(it);
+  }
+  entries_.insert_or_assign(name, FormulaEntry{name, OpClass::Matrix, nullptr, std::move(formula)});
+  ++generation_;
+}
+
+void FormulaRegistry::removeUser(const std::string& name) {
+  auto it = entries_.find(name);
+  if (it == entries_.end() || it->second.user == nullptr) {
+    throw std::invalid_argument("torchutil: '" + name +
+                                "' has no FLOP formula registered by register_formula");
+  }
+  entries_.erase(it);
+  auto old = replaced_.find(name);
+  if (old != replaced_.end()) {
+    entries_.insert_or_assign(name, std::move(old->second));
+    replaced_.erase(old);
+  }
+  ++generation_;
+}
+
+std::vector<std::string> FormulaRegistry::userNames() const {
+  std::vector<std::string> out;
+  for (const auto& kv : entries_) {
+    if (kv.second.user != nullptr) {
+      out.push_back(kv.first);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::vector<std::string> FormulaRegistry::names() const {

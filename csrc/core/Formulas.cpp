@@ -29,6 +29,13 @@ Cost perOutput(const Args&, const Args& out) {
   return {0, o == nullptr ? 0 : saturatingMul(K, o->numel())};
 }
 
+// 1 FLOP per element of the input at I.
+template <size_t I>
+Cost perInputAt(const Args& in, const Args&) {
+  const TensorInfo* x = tensorAt(in, I);
+  return {0, x == nullptr ? 0 : x->numel()};
+}
+
 template <int K>
 Cost perInput(const Args& in, const Args&) {
   const TensorInfo* x = firstTensor(in);
@@ -88,6 +95,50 @@ Cost embeddingBag(const Args& in, const Args&) {
   const int64_t gathered = saturatingMul(indices->numel(), weight->size(1));
   const int64_t weighted = tensorAt(in, kBagPerSampleWeights) != nullptr ? 2 : 1;
   return {0, saturatingMul(weighted, gathered)};
+}
+
+// Accumulations at indices: index_add(self, dim, index, source, alpha) adds each source
+// element into self (1), scaled first where alpha is not 1 (1 more); scatter_add(self, dim,
+// index, src) adds each src element (1); scatter_reduce(self, dim, index, src, reduce,
+// include_self) combines each src element with its target (1: a sum, product, max or min), and
+// "mean" divides each output element by its count (1 per output element).
+constexpr size_t kIndexAddSource = 3;
+constexpr size_t kIndexAddAlpha = 4;
+constexpr size_t kScatterReduceMode = 4;
+Cost indexAddFlops(const Args& in, const Args&) {
+  const TensorInfo* source = tensorAt(in, kIndexAddSource);
+  if (source == nullptr) {
+    return {};
+  }
+  const bool scaled =
+      kIndexAddAlpha < in.size() &&
+      (in[kIndexAddAlpha].kind == ArgKind::Int || in[kIndexAddAlpha].kind == ArgKind::Double) &&
+      in[kIndexAddAlpha].number != 1.0;
+  return {0, saturatingMul(scaled ? 2 : 1, source->numel())};
+}
+
+Cost scatterReduceFlops(const Args& in, const Args& out) {
+  const TensorInfo* src = tensorAt(in, kIndexAddSource);
+  const TensorInfo* o = firstTensor(out);
+  if (src == nullptr || o == nullptr) {
+    return {};
+  }
+  const bool mean = kScatterReduceMode < in.size() &&
+                    in[kScatterReduceMode].kind == ArgKind::String &&
+                    in[kScatterReduceMode].text == "mean";
+  return {0, saturatingAdd(src->numel(), mean ? o->numel() : 0)};
+}
+
+// _weight_norm_interface(v, g, dim) and its composite _weight_norm: w = v * (g / ||v||), the
+// norm over every dimension but dim (one per element of g): per element of v its square and
+// its add (2) and the multiply (1); per element of g the square root and the divide (2).
+Cost weightNormFlops(const Args& in, const Args&) {
+  const TensorInfo* v = tensorAt(in, 0);
+  const TensorInfo* g = tensorAt(in, 1);
+  if (v == nullptr || g == nullptr) {
+    return {};
+  }
+  return {0, saturatingAdd(saturatingMul(3, v->numel()), saturatingMul(2, g->numel()))};
 }
 
 }  // namespace
@@ -168,6 +219,12 @@ void registerAllFormulas(FormulaRegistry& r) {
   addAll(r, {"quantized::add", "quantized::mul", "quantized::hardswish"}, C::Vector, &perOutput<2>);
   addAll(r, {"quantized::add_relu", "quantized::mul_relu"}, C::Vector, &perOutput<3>);
 
+  // Accumulations at indices (index_add_'s scatter_add_ runs inside it).
+  r.add("aten::index_add", C::Vector, &indexAddFlops);
+  r.add("aten::scatter_add", C::Vector, &perInputAt<kIndexAddSource>);
+  r.add("aten::scatter_reduce", C::Vector, &scatterReduceFlops);
+  addAll(r, {"aten::_weight_norm_interface", "aten::_weight_norm"}, C::Vector, &weightNormFlops);
+
   // The attention fast path's qkv bias add: 1 per element (q's scaling is not counted).
   r.add("aten::_transform_bias_rescale_qkv", C::Vector, &perInput<1>);
 
@@ -232,7 +289,8 @@ void registerAllFormulas(FormulaRegistry& r) {
          &perOutput<16>);
 
   // Data movement: bytes, no FLOPs (prims::convert_element_type: the casts of Inductor's
-  // decompositions, e.g. a half batch norm's computing in float).
+  // decompositions, e.g. a half batch norm's computing in float; sparse layouts' sorting and
+  // merging of indices, and conversions between layouts).
   addAll(r,
          {"aten::copy_",
           "aten::clone",
@@ -305,10 +363,25 @@ void registerAllFormulas(FormulaRegistry& r) {
           "aten::_nested_from_padded_and_nested_example",
           "aten::to_padded_tensor",
           "aten::_nested_tensor_from_tensor_list",
+          "aten::tril_indices",
+          "aten::triu_indices",
+          "aten::coalesce",
+          "aten::_coalesce",
+          "aten::_to_sparse",
+          "aten::_to_sparse_csr",
+          "aten::_to_sparse_csc",
+          "aten::_to_sparse_bsr",
+          "aten::_to_sparse_bsc",
+          "aten::_to_dense",
+          "aten::to_mkldnn",
+          "aten::_convert_indices_from_coo_to_csr",
+          "aten::_convert_indices_from_csr_to_coo",
           "quantized::cat"},
          C::Memory);
 
-  // Views, allocations, metadata and composite wrappers whose callees are counted.
+  // Views, allocations, metadata and composite wrappers whose callees are counted (sparse
+  // tensors' metadata, their parts, construction from parts, and the composites that dispatch
+  // to a priced product or conversion).
   addAll(r,
          {"aten::view",
           "aten::reshape",
@@ -329,6 +402,8 @@ void registerAllFormulas(FormulaRegistry& r) {
           "aten::mH",
           "aten::adjoint",
           "aten::conj",
+          "aten::_conj",
+          "aten::_neg_view",
           "aten::select",
           "aten::slice",
           "aten::narrow",
@@ -422,7 +497,39 @@ void registerAllFormulas(FormulaRegistry& r) {
           "aten::_fw_primal",
           "aten::_make_dual",
           "aten::_unpack_dual",
-          "aten::pad"},
+          "aten::pad",
+          "aten::resolve_conj",
+          "aten::resolve_neg",
+          "aten::_nnz",
+          "aten::_indices",
+          "aten::_values",
+          "aten::indices",
+          "aten::values",
+          "aten::crow_indices",
+          "aten::col_indices",
+          "aten::ccol_indices",
+          "aten::row_indices",
+          "aten::sparse_dim",
+          "aten::dense_dim",
+          "aten::is_coalesced",
+          "aten::_coalesced",
+          "aten::sparse_resize",
+          "aten::sparse_resize_and_clear",
+          "aten::_sparse_coo_tensor_with_dims",
+          "aten::_sparse_coo_tensor_with_dims_and_tensors",
+          "aten::_sparse_coo_tensor_unsafe",
+          "aten::sparse_coo_tensor",
+          "aten::_sparse_compressed_tensor_unsafe",
+          "aten::sparse_compressed_tensor",
+          "aten::_sparse_csr_tensor_unsafe",
+          "aten::sparse_csr_tensor",
+          "aten::_sparse_mm",
+          "aten::to_sparse",
+          "aten::to_sparse_csr",
+          "aten::to_sparse_csc",
+          "aten::to_sparse_bsr",
+          "aten::to_sparse_bsc",
+          "aten::to_dense"},
          C::Transparent);
 }
 

@@ -9,15 +9,33 @@ namespace {
 // ---- matrix products: 2 * (output elements) * (contracted length) ------------------------
 // A is the index of the left operand; the contracted length is its last dimension. BiasIdx is
 // the index of the bias (added once per output element), kNoBias where there is none.
+// A sparse operand (the right one follows the left) multiplies only the values it stores: each
+// stored value of the left operand meets the N columns of the right one (2·nnz·N; 1 for a
+// vector), each stored value of the right one the M rows of the left (2·nnz·M), whatever the
+// dense shape: torch.sparse.mm, sparse.addmm, CSR @ dense, dense @ sparse.
 constexpr int kNoBias = -1;
 template <int A, int BiasIdx>
 Cost contraction(const Args& in, const Args& out) {
   const TensorInfo* a = tensorAt(in, A);
+  const TensorInfo* b = tensorAt(in, A + 1);
   const TensorInfo* o = firstTensor(out);
   if (a == nullptr || o == nullptr || a->dim() == 0) {
     return {};
   }
-  return {macsToFlops(saturatingMul(o->numel(), a->size(-1))), biasFlops(in, BiasIdx, *o)};
+  if (!a->sparse() && (b == nullptr || !b->sparse())) {
+    return {macsToFlops(saturatingMul(o->numel(), a->size(-1))), biasFlops(in, BiasIdx, *o)};
+  }
+  if (b == nullptr || (a->sparse() && b->sparse())) {
+    // sparse x sparse: the products depend on where the values of both lie (data, not
+    // shapes), so the call is reported as one product with no formula.
+    Cost unknown;
+    unknown.unpriced = true;
+    return unknown;
+  }
+  const int64_t macs = a->sparse()
+                           ? saturatingMul(a->storedValues, b->dim() >= 2 ? b->size(-1) : 1)
+                           : saturatingMul(b->storedValues, a->dim() >= 2 ? a->size(-2) : 1);
+  return {macsToFlops(macs), biasFlops(in, BiasIdx, *o)};
 }
 
 // addbmm(self [n,p], batch1 [b,n,m], batch2 [b,m,p]) sums b products into one [n,p] result.
@@ -236,7 +254,9 @@ Cost quantizedLinear(const Args& in, const Args& out) {
 // weight's shape (IValueArgs.cpp): a convolution's MACs of 8-bit integers, and per output
 // element the int32 accumulator rescaled (1) and the bias added (1), Activation more for a
 // fused relu. A weight that could not be read leaves the call unpriced (reported).
-template <int Activation>
+// Transposed ones (conv_transpose1d/2d/3d) pack theirs in the same classes, [C_in,
+// C_out/groups, k...] once unpacked: MACs per input position, as a float transposed one.
+template <int Activation, int kTransposedArg = kNever>
 Cost quantizedConvolution(const Args& in, const Args& out) {
   const TensorInfo* o = firstTensor(out);
   if (tensorAt(in, 1) == nullptr || o == nullptr) {
@@ -244,7 +264,7 @@ Cost quantizedConvolution(const Args& in, const Args& out) {
     unknown.unpriced = true;
     return unknown;
   }
-  Cost c = convolution<kNoBias, kNever>(in, out);
+  Cost c = convolution<kNoBias, kTransposedArg>(in, out);
   c.vectorFlops = saturatingMul(2 + Activation, o->numel());
   return c;
 }
@@ -263,7 +283,8 @@ void registerMatrixFormulas(FormulaRegistry& r) {
   r.add("mkldnn::_linear_pointwise", C::Matrix,
         &mkldnnPointwise<&contraction</*A=*/0, /*BiasIdx=*/2>>);
   // addmm(self, mat1, mat2, ...): self is the bias.
-  addAll(r, {"aten::addmm", "aten::baddbmm", "aten::addmv"}, C::Matrix, &addmm</*Activation=*/0>);
+  addAll(r, {"aten::addmm", "aten::baddbmm", "aten::addmv", "aten::_sparse_addmm"}, C::Matrix,
+         &addmm</*Activation=*/0>);
   r.add("aten::_addmm_activation", C::Matrix, &addmm</*Activation=*/1>);
   r.add("aten::addbmm", C::Matrix, &addbmm);
   // Grouped products: the bias after the offsets.
@@ -276,7 +297,11 @@ void registerMatrixFormulas(FormulaRegistry& r) {
   addAll(
       r,
       {"aten::mkldnn_convolution", "aten::miopen_convolution", "aten::miopen_depthwise_convolution",
-       "aten::cudnn_convolution_relu", "aten::_nnpack_spatial_convolution"},
+       "aten::cudnn_convolution_relu", "aten::_nnpack_spatial_convolution",
+       // torch.jit.optimize_for_inference's convolution, (input, weight, bias, stride, padding,
+       // dilation, groups): run by the TorchScript interpreter, never by the dispatcher, and
+       // priced from the graph (ScriptForward::unseenWork).
+       "prim::mkldnn_convolution"},
       C::Matrix, &convolution<kConvBias, kNever>);
   r.add("mkldnn::_convolution_pointwise", C::Matrix,
         &mkldnnPointwise<&convolution<kConvBias, kNever>>);
@@ -303,6 +328,10 @@ void registerMatrixFormulas(FormulaRegistry& r) {
          &quantizedConvolution</*Activation=*/0>);
   addAll(r, {"quantized::conv1d_relu", "quantized::conv2d_relu", "quantized::conv3d_relu"},
          C::Matrix, &quantizedConvolution<1>);
+  addAll(
+      r,
+      {"quantized::conv_transpose1d", "quantized::conv_transpose2d", "quantized::conv_transpose3d"},
+      C::Matrix, &quantizedConvolution</*Activation=*/0, kAlways>);
 
   // Recurrent layers: oneDNN's (one layer and direction a call) and cuDNN's (all of them).
   r.add("aten::mkldnn_rnn_layer", C::Matrix, &mkldnnRnnLayer);

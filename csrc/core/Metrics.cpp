@@ -17,13 +17,14 @@ double ratio(double num, double den) {
 std::vector<double> summarize(const SummaryInputs& in) {
   std::vector<double> v(kNumFields, kNaN);
   auto set = [&](Field f, double x) { v[static_cast<size_t>(f)] = x; };
-  const double flops = static_cast<double>(in.totals.flops());
-  const double matrix = static_cast<double>(in.totals.matrixFlops);
+  auto counted = [&](int64_t n) { return in.flopsUnknown ? kNaN : static_cast<double>(n); };
+  const double flops = counted(in.totals.flops());
+  const double matrix = counted(in.totals.matrixFlops);
   const double achieved = ratio(flops, in.secondsPerForward);
   set(Field::flops, flops);
   set(Field::matrix_flops, matrix);
-  set(Field::vector_flops, static_cast<double>(in.totals.vectorFlops));
-  set(Field::useful_flops, static_cast<double>(in.totals.usefulFlops()));
+  set(Field::vector_flops, counted(in.totals.vectorFlops));
+  set(Field::useful_flops, counted(in.totals.usefulFlops()));
   set(Field::bytes, static_cast<double>(in.totals.bytes));
   set(Field::arithmetic_intensity, ratio(flops, static_cast<double>(in.totals.bytes)));
   set(Field::seconds, in.secondsPerForward);

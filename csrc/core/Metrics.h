@@ -30,6 +30,9 @@ struct SummaryInputs {
   int64_t tracedForwards = 0;
   const EnergyResult* energy = nullptr;  // null when energy was not asked for
   double params = kNaN;                  // the model's parameters; NaN where not counted
+  // The forward ran work that could not be counted (ProfileOutput::flopsNote): every FLOP
+  // field, and every figure made from one, is NaN.
+  bool flopsUnknown = false;
 };
 
 // Values in Field order.

@@ -18,7 +18,7 @@ int64_t TensorInfo::numel() const {
 }
 
 int64_t TensorInfo::nbytes() const {
-  return saturatingMul(numel(), elementSize);
+  return sparse() ? storedBytes : saturatingMul(numel(), elementSize);
 }
 
 int64_t TensorInfo::size(int64_t d) const {
@@ -102,6 +102,21 @@ Arg Arg::ofBool(bool v) {
   a.kind = ArgKind::Bool;
   a.flag = v;
   a.number = v ? 1.0 : 0.0;
+  return a;
+}
+
+Arg Arg::ofString(std::string v) {
+  Arg a;
+  a.kind = ArgKind::String;
+  a.text = std::move(v);
+  return a;
+}
+
+Arg Arg::ofSparse(std::vector<int64_t> sizes, int64_t storedValues, int64_t storedBytes,
+                  int64_t elementSize, const char* dtype) {
+  Arg a = ofTensor(std::move(sizes), elementSize, dtype);
+  a.tensor.storedValues = storedValues;
+  a.tensor.storedBytes = storedBytes;
   return a;
 }
 

@@ -15,9 +15,16 @@ struct TensorInfo {
   // A nested tensor: sizes are its components stacked along their first dimension (or
   // flattened), right for elementwise work but not for a contraction's shape.
   bool nested = false;
+  // A sparse tensor (COO, CSR, CSC, BSR, BSC): sizes are its dense shape, storedValues the
+  // values it stores (its values tensor's elements; -1 for a strided tensor) and storedBytes
+  // those values with their indices, what nbytes() then returns.
+  int64_t storedValues = -1;
+  int64_t storedBytes = 0;
 
+  bool sparse() const { return storedValues >= 0; }
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
   int64_t numel() const;
+  // The bytes it holds: numel x elementSize, or a sparse tensor's stored values and indices.
   int64_t nbytes() const;
   // Size of dimension d; negative d counts from the end.
   int64_t size(int64_t d) const;
@@ -28,7 +35,17 @@ struct TensorInfo {
 // Static storage: the result lives as long as c10Name does.
 const char* torchDtypeName(const char* c10Name);
 
-enum class ArgKind : uint8_t { None, Tensor, TensorList, Int, IntList, Double, Bool, Other };
+enum class ArgKind : uint8_t {
+  None,
+  Tensor,
+  TensorList,
+  Int,
+  IntList,
+  Double,
+  Bool,
+  String,
+  Other
+};
 
 struct Arg {
   ArgKind kind = ArgKind::None;
@@ -37,6 +54,7 @@ struct Arg {
   std::vector<int64_t> ints;        // kind == IntList, or {value} for kind == Int
   double number = 0.0;              // kind == Double, Int or Bool
   bool flag = false;                // kind == Bool
+  std::string text;                 // kind == String (scatter_reduce's reduce="mean")
 
   static Arg none() { return {}; }
   static Arg ofTensor(std::vector<int64_t> sizes, int64_t elementSize = 4,
@@ -45,6 +63,11 @@ struct Arg {
   static Arg ofInts(std::vector<int64_t> v);
   static Arg ofDouble(double v);
   static Arg ofBool(bool v);
+  static Arg ofString(std::string v);
+  // A sparse tensor of dense shape sizes storing storedValues values in storedBytes bytes
+  // (values and indices).
+  static Arg ofSparse(std::vector<int64_t> sizes, int64_t storedValues, int64_t storedBytes,
+                      int64_t elementSize = 4, const char* dtype = "float32");
 
   bool isTensor() const { return kind == ArgKind::Tensor; }
 };

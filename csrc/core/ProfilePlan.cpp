@@ -129,11 +129,13 @@ ProfilePlan plan(const PlanInputs& in, std::vector<Refusal> refused) {
   // The host forwards before the timed ones are `warmup` in all: the plain ones, the counted
   // one, the traced eager ones and the capture's (when it does not count). A counting capture
   // needs one before it (lazy initialization cannot be captured), and a compiled forward
-  // compiles on its first call, which is never the counted one. Planned before any refusal.
+  // compiles on its first call, which is never the counted one; nor is one of the forwards
+  // before a TorchScript model's steady state. Planned before any refusal.
   const int64_t tracedEager = tracesCuda && p.mode == TimingMode::Eager ? in.traceForwards : 0;
   const int64_t captureForward = p.onCaptureStream && !inTimedCapture ? 1 : 0;
-  p.plainWarmups = std::max<int64_t>(in.warmup - 1 - tracedEager - captureForward,
-                                     in.compiled || inThrowawayCapture ? 1 : 0);
+  p.plainWarmups =
+      std::max({in.warmup - 1 - tracedEager - captureForward,
+                in.compiled || inThrowawayCapture ? int64_t{1} : int64_t{0}, in.settlingForwards});
   if (in.timeline && cuda) {
     p.probe = p.plainWarmups > 0 ? IntervalProbe::LastWarmUp : IntervalProbe::CountedForward;
   }

@@ -61,6 +61,9 @@ struct PlanInputs {
   bool energy = false;    // energy=True: windows of the timed forwards on the energy counter
   bool mayFork = false;   // Forward::mayFork: its ops may run on other threads (TorchScript)
   bool compiled = false;  // Forward::compiled: compiled code, its ops out of sight of modules
+  // Forward::settlingForwards: plain forwards before the counted one, whatever warmup says
+  // (TorchScript's profiling runs).
+  int64_t settlingForwards = 0;
   // A compiled forward that can run as its eager self (torch.compiler.set_stance("force_eager"))
   // and name the ops its kernels fused (Inductor's provenance): counted eagerly, timed compiled.
   // No Forward offers that yet (issue 36): false.

@@ -247,6 +247,9 @@ struct FieldSpec {
   X(device, Text, "the device the forward ran on")                                            \
   X(model, Text, "the model's class name (torchutil.profile, a Profiler given a model)")       \
   X(params_note, Text, "why params is NaN (\"\" when it is not)")                               \
+  X(flops_note, Text,                                                                         \
+    "why the FLOP fields are NaN: work the forward ran out of the dispatcher's sight that "   \
+    "could not be priced (\"\" when they are not)")                                           \
   X(trace_status, Text, "\"on\", or \"off: <why>\" / \"on, incomplete: <why>\"")              \
   X(kernel_attribution, Text,                                                                 \
     "where per-op kernel figures come from: \"timed\" (the timed forwards, kernels matched to " \

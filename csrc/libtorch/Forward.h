@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/CompiledAttribution.h"
+#include "core/CountSession.h"
 #include "core/NotANumber.h"
 
 namespace torchutil {
@@ -47,6 +48,20 @@ class Forward {
   // pool; an eager Python fork runs inline): a profile then counts it eagerly before trying a
   // CUDA-graph capture, which would not hold that work.
   virtual bool mayFork() { return false; }
+  // Forwards that run before the model reaches its steady state, never the counted one:
+  // TorchScript's profiling executor instruments its first runs (a frozen model's first run
+  // checks its constants: hundreds of aten::equal) and optimizes the graph after them.
+  virtual int64_t settlingForwards() { return 0; }
+  // Work the forward runs out of the dispatcher's sight: calls priced from what the model says
+  // of them (calls), and where that cannot be done, why its FLOPs cannot be counted
+  // (uncounted, one line: the profile's FLOPs are then NaN and flops_note says why, never a
+  // silent part of them). May run forwards of its own, with RecordFunction off; called outside
+  // any count.
+  struct Unseen {
+    std::vector<UnseenCall> calls;
+    std::string uncounted;
+  };
+  virtual Unseen unseenWork(const std::vector<at::Tensor>& /*inputs*/) { return {}; }
   // The kernels Inductor generates for the compiled code the forwards run, and the ops each
   // fused (torchutil/_inductor.py): recording starts before the warm-ups, where that code
   // compiles, and generatedKernels() ends it. Call generatedKernels() outside any count.

@@ -1,6 +1,8 @@
 #include "libtorch/IValueArgs.h"
 
 #include <ATen/NestedTensorImpl.h>
+#include <ATen/SparseCsrTensorImpl.h>
+#include <ATen/SparseTensorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/class_type.h>
 #include <ATen/core/function.h>
@@ -91,6 +93,9 @@ Arg toArg(const c10::IValue& v, bool& pythonTensor) {
     }
     return Arg::ofInts(std::move(ints));
   }
+  if (v.isString()) {
+    return Arg::ofString(v.toStringRef());
+  }
   if (v.isDouble()) {
     return Arg::ofDouble(v.toDouble());
   }
@@ -150,6 +155,21 @@ TensorInfo tensorInfo(const at::Tensor& t) {
     info.nested = true;
   } else {
     info.sizes = t.sizes().vec();
+  }
+  // A sparse tensor's parts are read from its impl, not through _values() and _indices(),
+  // which are dispatcher ops: the count's own callback would see them.
+  if (t.is_sparse()) {
+    const auto* impl = static_cast<const at::SparseTensorImpl*>(t.unsafeGetTensorImpl());
+    const at::Tensor values = impl->values();
+    const at::Tensor indices = impl->indices();
+    info.storedValues = values.numel();
+    info.storedBytes = static_cast<int64_t>(values.nbytes() + indices.nbytes());
+  } else if (t.is_sparse_csr()) {  // every compressed layout: CSR, CSC, BSR, BSC
+    const auto* impl = static_cast<const at::SparseCsrTensorImpl*>(t.unsafeGetTensorImpl());
+    info.storedValues = impl->values().numel();
+    info.storedBytes =
+        static_cast<int64_t>(impl->values().nbytes() + impl->compressed_indices().nbytes() +
+                             impl->plain_indices().nbytes());
   }
   info.elementSize = static_cast<int64_t>(t.element_size());
   info.dtype = torchDtypeName(c10::toString(t.scalar_type()));

@@ -34,6 +34,9 @@ struct ThreadState {
     size_t returns = std::string::npos;
   };
   std::unordered_map<const char*, CachedEntry> entries;
+  // The registry's generation the cached entries belong to: a user's formula added or removed
+  // between counts (never during one: the torch layer refuses) invalidates them.
+  uint64_t registryGeneration = 0;
   at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
   // Set by abandon() from another thread (a Profiler exited there): this thread removes its
   // callback at its next op or its next begin().
@@ -138,6 +141,10 @@ c10::ArrayRef<const c10::IValue> ownValues(c10::ArrayRef<const c10::IValue> valu
 
 void enterOp(CountSession* s, const at::RecordFunction& fn, const TraceHooks* hooks) {
   const char* name = fn.name();
+  if (tls.registryGeneration != s->registry().generation()) {
+    tls.entries.clear();
+    tls.registryGeneration = s->registry().generation();
+  }
   auto it = tls.entries.find(name);
   if (it == tls.entries.end() || it->second.name != name) {
     ThreadState::CachedEntry entry{name, s->registry().find(name), fn.operator_name().has_value(),

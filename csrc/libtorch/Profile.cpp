@@ -395,6 +395,9 @@ class ProfileRun {
                           "torchutil: a profile reached its summary without a count");
     CountTable& table = eager_ ? eager_->table : counted_->table;
     const bool onMeta = device_.is_meta();
+    Forward::Unseen unseen = forward_->unseenWork(inputs_);
+    countUnseenCalls(unseen.calls, FormulaRegistry::global(), &table);
+    out_.flopsNote = std::move(unseen.uncounted);
     if (tracing_) {
       if (tracing_->dropped() > 0) {
         out_.traceStatus =
@@ -444,6 +447,7 @@ class ProfileRun {
     s.energy = o_.energy ? &out_.energy.result : nullptr;
     out_.model = forward_->modelFacts();
     s.params = out_.model.params;
+    s.flopsUnknown = !out_.flopsNote.empty();
     out_.summary = summarize(s);
     hw::fillSummary(out_.summary, out_.hw, static_cast<double>(s.totals.matrixFlops));
     hw::markUncountedTensorWork(out_.summary, &out_.countersStatus, out_.hw, table.rows());
@@ -486,7 +490,24 @@ class ProfileRun {
 
 ProfileOutput profileModel(const c10::IValue& model, const std::vector<at::Tensor>& inputs,
                            const ProfileOptions& options) {
-  return ProfileRun(model, inputs, options).run();
+  try {
+    return ProfileRun(model, inputs, options).run();
+  } catch (const std::exception& e) {
+    // torch's own refusal of an op that cannot run in inference mode, where every forward of a
+    // profile runs: torch.mm(dense, sparse COO) raises it in torch.inference_mode() alone.
+    constexpr std::string_view kInferenceOnly = "Cannot set version_counter for inference tensor";
+    if (std::string_view(e.what()).find(kInferenceOnly) == std::string_view::npos) {
+      throw;
+    }
+    TORCH_CHECK(false,
+                "torchutil: the model cannot run in inference mode, where a profile runs "
+                "it: torch raised '",
+                kInferenceOnly,
+                "' (torch.mm(dense, sparse COO) does "
+                "so in torch.inference_mode() alone, transposing the COO matrix; keep it "
+                "as CSR, S.to_sparse_csr(), or count it with torchutil.Profiler under "
+                "torch.no_grad())");
+  }
 }
 
 }  // namespace torchutil

@@ -51,6 +51,8 @@ struct ProfileOutput {
   std::string repetition;        // how many timed forwards, and why that many
   std::string device;
   ModelFacts model;  // the model, params and params_note fields
+  // Why the FLOPs are NaN (Forward::Unseen::uncounted), "" when they are counted.
+  std::string flopsNote;
   // Kernel tracing: traceStatus is "on" or "off: <why>"; the rest is empty when off (events:
   // but on a CPU, whose op calls are timed).
   std::string traceStatus = "off: not a CUDA profile";

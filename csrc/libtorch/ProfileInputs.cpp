@@ -50,6 +50,7 @@ PlanInputs planInputsOf(const ProfileOptions& o, c10::Device device, Forward& fo
   in.energy = o.energy;
   in.mayFork = forward.mayFork();
   in.compiled = forward.compiled();
+  in.settlingForwards = forward.settlingForwards();
   in.modulePaths = o.modulePaths;
   in.correlation = o.env.correlation;
   in.teardown = o.env.cuptiTeardown;

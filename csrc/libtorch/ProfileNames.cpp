@@ -43,6 +43,7 @@ NamedResult nameResult(const ProfileOutput& out, bool tables) {
   r.setText(TextField::device, out.device);
   r.setText(TextField::model, out.model.name);
   r.setText(TextField::params_note, out.model.note);
+  r.setText(TextField::flops_note, out.flopsNote);
   r.setText(TextField::trace_status, out.traceStatus);
   r.setText(TextField::kernel_attribution, out.traced
                                                ? (out.trace.perOpFromTimed ? "timed" : "counted")

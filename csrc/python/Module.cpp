@@ -7,6 +7,7 @@
 #include "libtorch/OpCounter.h"
 #include "libtorch/Timing.h"
 #include "python/PyModule.h"
+#include "python/UserFormulas.h"
 
 namespace py = pybind11;
 
@@ -103,6 +104,12 @@ PYBIND11_MODULE(_C, m) {
         "when imported.");
   m.def("_callbacks", &torchutil::pythonCallbacks,
         "The registered Python callbacks: {name: function, or None where none is}.");
+  m.def("_register_formula", &torchutil::registerUserFormula, py::arg("op"), py::arg("fn"),
+        py::arg("override") = false,
+        "Registers fn as op's FLOP formula in the one registry (torchutil.register_formula).");
+  m.def("_unregister_formula", &torchutil::unregisterUserFormula, py::arg("op"));
+  m.def("_user_formulas", &torchutil::userFormulaNames,
+        "The ops with a formula registered by torchutil.register_formula, sorted.");
   m.def("_enter_module", &torchutil::OpCounter::enterModule, py::arg("path"));
   m.def("_exit_module", &torchutil::OpCounter::exitModule);
   m.def("_wrapped_forwards", &torchutil::wrappedForwards,

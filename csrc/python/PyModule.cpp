@@ -40,6 +40,12 @@ bool isCompiledModule(const py::handle& obj) {
   return isinstance(obj, "torch._dynamo.eval_frame", "OptimizedModule");
 }
 
+// A model profiled with count_as= (torchutil._eager.CountedAs): timed as given, counted as the
+// eager model it names (an AOTInductor package as the program it was exported from).
+bool isCountedAs(const py::handle& obj) {
+  return isinstance(obj, "torchutil._eager", "CountedAs");
+}
+
 // Global module hooks that report each module's qualified name (from the profiled root; a
 // module it does not name, by its type under its caller) to OpCounter, for a root that is not
 // an eager nn.Module (a function, a compiled or scripted module; an eager one has its forwards
@@ -321,15 +327,25 @@ class PyForward final : public Forward {
 
   bool compiled() override {
     py::gil_scoped_acquire gil;
-    return isCompiledModule(module_->callable);
+    return isCompiledModule(module_->callable) || isCountedAs(module_->callable);
   }
 
   // A compiled module's paths are its eager module's (the forward counted is that module's).
   std::unique_ptr<ModuleScope> trackModules() override {
     py::gil_scoped_acquire gil;
-    return makeModuleScope(isCompiledModule(module_->callable)
-                               ? py::object(module_->callable.attr("_orig_mod"))
-                               : module_->callable);
+    const py::object& m = module_->callable;
+    return makeModuleScope(isCompiledModule(m) ? py::object(m.attr("_orig_mod"))
+                           : isCountedAs(m)    ? py::object(m.attr("eager"))
+                                               : m);
+  }
+
+  // torchutil/_eager.py: a model whose kernels the dispatcher never sees (an AOTInductor
+  // package) has its FLOPs NaN, the reason in flops_note.
+  Unseen unseenWork(const std::vector<at::Tensor>& /*inputs*/) override {
+    py::gil_scoped_acquire gil;
+    Unseen unseen;
+    unseen.uncounted = pythonCallback("uncounted_reason")(module_->callable).cast<std::string>();
+    return unseen;
   }
 
  private:

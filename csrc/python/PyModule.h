@@ -58,6 +58,8 @@ inline constexpr PythonCallbackSpec kPythonCallbacks[] = {
     {"inductor_recording", "torchutil/_inductor.py"},
     // run_eager(callable, args, kwargs): the count's eager forward of compiled code.
     {"run_eager", "torchutil/_eager.py"},
+    // uncounted_reason(callable): why its FLOPs cannot be counted (an AOTInductor package), "".
+    {"uncounted_reason", "torchutil/_eager.py"},
 };
 void setPythonCallback(const std::string& name, pybind11::object fn);
 pybind11::object pythonCallback(const std::string& name);

@@ -590,5 +590,27 @@ TEST(CountSessionTest, MaskedFlopsAreCountedBesideTheNominalOnes) {
   EXPECT_EQ(merged.totals().usefulFlops(), 3 * nominal - 2 * masked);
 }
 
+// Calls run out of the dispatcher's sight (optimize_for_inference's prim::mkldnn_convolution)
+// are priced by the registry's formula for their name, at the top level; one without a formula
+// is reported, never priced at 0.
+TEST(CountSessionTest, UnseenCallsArePricedByTheirNameOrReported) {
+  CountTable table;
+  const Args in = {t({2, 3, 8, 8}),     t({4, 3, 3, 3}),     t({4}),       Arg::ofInts({1, 1}),
+                   Arg::ofInts({0, 0}), Arg::ofInts({1, 1}), Arg::ofInt(1)};
+  countUnseenCalls({{"prim::mkldnn_convolution", in, kConvOut},
+                    {"prim::mkldnn_convolution", in, kConvOut},
+                    {"prim::mkldnn_mystery", in, kConvOut}},
+                   FormulaRegistry::global(), &table);
+  const OpStats* conv = row(table, "prim::mkldnn_convolution");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->calls, 2);
+  EXPECT_EQ(conv->opClass, OpClass::Matrix);
+  EXPECT_EQ(conv->matrixFlops, 2 * kConvFlops);
+  EXPECT_EQ(conv->vectorFlops, 2 * (2 * 4 * 6 * 6));  // the bias, once per output element
+  EXPECT_EQ(conv->module, "");
+  EXPECT_EQ(table.unknown(),
+            (std::vector<std::pair<std::string, int64_t>>{{"prim::mkldnn_mystery", 1}}));
+}
+
 }  // namespace
 }  // namespace torchutil

@@ -107,5 +107,57 @@ TEST(FormulaRegistryTest, OpClassNames) {
   EXPECT_STREQ(opClassName(OpClass::Transparent), "transparent");
 }
 
+TEST(FormulaRegistryTest, UserFormulasAreAddedRefusedAndRemoved) {
+  FormulaRegistry r;
+  r.add("aten::mm", OpClass::Matrix, &oneVectorFlop);
+  const uint64_t g0 = r.generation();
+  r.addUser("mylib::op", [](const Args& in, const Args&) {
+    return Cost{static_cast<int64_t>(in.size()), 0};
+  });
+  EXPECT_NE(r.generation(), g0);  // counts drop their cached lookups
+  const FormulaEntry* e = r.find("mylib::op");
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(e->priced());
+  EXPECT_EQ(e->opClass, OpClass::Matrix);
+  EXPECT_EQ(e->price({Arg::ofInt(1), Arg::ofInt(2)}, {}).matrixFlops, 2);
+  EXPECT_EQ(r.userNames(), (std::vector<std::string>{"mylib::op"}));
+  auto message = [&](const std::string& name, bool replace) {
+    try {
+      r.addUser(
+          name, [](const Args&, const Args&) { return Cost{}; }, replace);
+    } catch (const std::invalid_argument& err) {
+      return std::string(err.what());
+    }
+    return std::string();
+  };
+  // A second user's formula and a built-in are refused, naming the op.
+  EXPECT_EQ(message("mylib::op", false).rfind("torchutil: a FLOP formula for 'mylib::op'", 0), 0u);
+  EXPECT_EQ(message("aten::mm", false).rfind("torchutil: 'aten::mm' has a built-in", 0), 0u);
+  // Replacing a built-in keeps it, and removing the user's formula brings it back.
+  EXPECT_EQ(message("aten::mm", true), "");
+  EXPECT_EQ(r.find("aten::mm")->formula, nullptr);
+  r.removeUser("aten::mm");
+  EXPECT_EQ(r.find("aten::mm")->formula, &oneVectorFlop);
+  r.removeUser("mylib::op");
+  EXPECT_EQ(r.find("mylib::op"), nullptr);
+  EXPECT_THROW(r.removeUser("mylib::op"), std::invalid_argument);
+  EXPECT_THROW(r.removeUser("aten::mm"), std::invalid_argument);  // a built-in stays
+  EXPECT_TRUE(r.userNames().empty());
+  EXPECT_EQ(r.size(), 1u);
+}
+
+// A user's formula's rows are labelled by what it returned; a built-in's by its entry.
+TEST(FormulaRegistryTest, AUsersRowIsLabelledByWhatItsFormulaReturned) {
+  FormulaRegistry r;
+  r.add("aten::relu", OpClass::Vector, &oneVectorFlop);
+  r.addUser("mylib::op", [](const Args&, const Args&) { return Cost{}; });
+  const FormulaEntry& user = *r.find("mylib::op");
+  EXPECT_EQ(user.rowClass(Cost{/*matrixFlops=*/8, /*vectorFlops=*/2}), OpClass::Matrix);
+  EXPECT_EQ(user.rowClass(Cost{/*matrixFlops=*/0, /*vectorFlops=*/2}), OpClass::Vector);
+  EXPECT_EQ(user.rowClass(Cost{}), OpClass::Memory);
+  EXPECT_EQ(r.find("aten::relu")->rowClass(Cost{/*matrixFlops=*/8, /*vectorFlops=*/0}),
+            OpClass::Vector);
+}
+
 }  // namespace
 }  // namespace torchutil

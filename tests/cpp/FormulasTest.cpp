@@ -96,6 +96,7 @@ const std::vector<std::pair<std::string, int>> kConvolutions = {
     {"aten::_convolution", 0},
     {"aten::convolution_overrideable", 0},
     {"aten::mkldnn_convolution", 0},
+    {"prim::mkldnn_convolution", 0},
     {"mkldnn::_convolution_pointwise", 0},
     {"aten::miopen_convolution", 0},
     {"aten::miopen_depthwise_convolution", 0},
@@ -439,6 +440,9 @@ Args convArgs(const std::string& op, const Conv& c, bool withBias) {
   }
   if (op == "aten::mkldnn_convolution") {
     return {x, w, bias, padding, stride, dilation, groups};
+  }
+  if (op == "prim::mkldnn_convolution") {
+    return {x, w, bias, stride, padding, dilation, groups};
   }
   if (op == "mkldnn::_convolution_pointwise") {
     return {x, w, bias, padding, stride, dilation, groups, other(), other(), Arg::none()};
@@ -1107,6 +1111,15 @@ const Names kPricedOnce{"aten::linalg_lu_factor_ex",
                         "quantized::conv1d_relu",
                         "quantized::conv2d_relu",
                         "quantized::conv3d_relu",
+                        "quantized::conv_transpose1d",
+                        "quantized::conv_transpose2d",
+                        "quantized::conv_transpose3d",
+                        "aten::index_add",
+                        "aten::scatter_add",
+                        "aten::scatter_reduce",
+                        "aten::_weight_norm",
+                        "aten::_weight_norm_interface",
+                        "aten::_sparse_addmm",
                         "aten::quantize_per_tensor",
                         "aten::quantize_per_channel",
                         "aten::dequantize",
@@ -1267,6 +1280,27 @@ TEST(FormulasTest, QuantizedConvolutionIsInt8MatrixWorkOnItsUnpackedWeight) {
   const Cost unknown = priced("quantized::conv3d_relu", OpClass::Matrix,
                               {typed({1, 8, 4, 8, 8}, "quint8"), packed}, {t({1, 8, 4, 8, 8})});
   EXPECT_TRUE(unknown.unpriced);
+  // Transposed: W [C_in 4, C_out/groups 6, 3, 3] once unpacked, X [1, 4, 8, 8] -> Y [1, 6, 10,
+  // 10]: MACs per input position, as a float transposed convolution.
+  for (const auto& [op, k] : std::vector<std::pair<const char*, std::vector<int64_t>>>{
+           {"quantized::conv_transpose1d", {3}},
+           {"quantized::conv_transpose2d", {3, 3}},
+           {"quantized::conv_transpose3d", {3, 3, 3}}}) {
+    std::vector<int64_t> x{1, 4}, w{4, 6}, y{1, 6};
+    int64_t inputs = 1, taps = 1, outs = 6;
+    for (const int64_t kd : k) {
+      x.push_back(8);
+      w.push_back(kd);
+      y.push_back(8 + kd - 1);
+      inputs *= 8;
+      taps *= kd;
+      outs *= 8 + kd - 1;
+    }
+    const Cost c =
+        priced(op, OpClass::Matrix, {typed(x, "quint8"), typed(w, "qint8")}, {typed(y, "quint8")});
+    EXPECT_EQ(c.matrixFlops, 2 * inputs * 4 * 6 * taps) << op;
+    EXPECT_EQ(c.vectorFlops, 2 * outs) << op;
+  }
 }
 
 TEST(FormulasTest, QuantizingAndDequantizingCostTwoPerElement) {
@@ -1462,6 +1496,53 @@ TEST(FormulasTest, CountsSaturateInsteadOfOverflowing) {
   EXPECT_EQ(c.first, kSaturatedCount);
   EXPECT_EQ(saturatingAdd(kSaturatedCount, 1), kSaturatedCount);
   EXPECT_EQ(saturatingMul(int64_t{1} << 40, int64_t{1} << 40), kSaturatedCount);
+}
+
+// A product with a sparse operand: 2·nnz·N (sparse left) or 2·nnz·M (sparse right), the closed
+// form of the values stored; two sparse operands: unpriced (the work is data).
+TEST(FormulasTest, SparseProductsArePricedByTheirStoredValues) {
+  const int64_t m = 64, k = 128, n = 32, nnz = 200;
+  const Arg sparseA = Arg::ofSparse({m, k}, nnz, /*storedBytes=*/nnz * 4 + 2 * nnz * 8);
+  EXPECT_EQ(matrixCost("aten::mm", {sparseA, t({k, n})}, {t({m, n})}), (Flops{2 * nnz * n, 0}));
+  EXPECT_EQ(matrixCost("aten::mm", {t({n, m}), Arg::ofSparse({m, k}, nnz, 0)}, {t({n, k})}),
+            (Flops{2 * nnz * n, 0}));
+  EXPECT_EQ(matrixCost("aten::mv", {sparseA, t({k})}, {t({m})}), (Flops{2 * nnz, 0}));
+  // addmm and sparse.addmm: the product and the bias once per output element.
+  for (const char* op : {"aten::addmm", "aten::_sparse_addmm"}) {
+    EXPECT_EQ(
+        matrixCost(op, {t({m, n}), sparseA, t({k, n}), Arg::ofInt(1), Arg::ofInt(1)}, {t({m, n})}),
+        (Flops{2 * nnz * n, m * n}))
+        << op;
+  }
+  EXPECT_TRUE(fullCost("aten::mm", {sparseA, Arg::ofSparse({k, n}, 10, 0)}, {t({m, n})}).unpriced);
+  // The bytes of a sparse tensor are its stored values and indices.
+  EXPECT_EQ(sparseA.tensor.nbytes(), nnz * 4 + 2 * nnz * 8);
+  EXPECT_EQ(totalBytes({sparseA, t({k, n})}), nnz * 4 + 2 * nnz * 8 + k * n * 4);
+}
+
+TEST(FormulasTest, AccumulationsAtIndicesAndWeightNorm) {
+  const Args indexAdd = {t({10, 16}), Arg::ofInt(0), t({40}), t({40, 16}), Arg::ofInt(1)};
+  EXPECT_EQ(vectorCost("aten::index_add", indexAdd, {t({10, 16})}), (Flops{0, 640}));
+  Args scaled = indexAdd;
+  scaled[4] = Arg::ofDouble(0.5);
+  EXPECT_EQ(vectorCost("aten::index_add", scaled, {t({10, 16})}), (Flops{0, 1280}));
+  EXPECT_EQ(vectorCost("aten::scatter_add", {t({10, 16}), Arg::ofInt(0), t({40, 16}), t({40, 16})},
+                       {t({10, 16})}),
+            (Flops{0, 640}));
+  for (const auto& [mode, extra] : {std::pair<const char*, int64_t>{"sum", 0}, {"mean", 160}}) {
+    EXPECT_EQ(vectorCost("aten::scatter_reduce",
+                         {t({10, 16}), Arg::ofInt(0), t({40, 16}), t({40, 16}), Arg::ofString(mode),
+                          Arg::ofBool(true)},
+                         {t({10, 16})}),
+              (Flops{0, 640 + extra}))
+        << mode;
+  }
+  for (const char* op : {"aten::_weight_norm_interface", "aten::_weight_norm"}) {
+    EXPECT_EQ(vectorCost(op, {t({32, 16, 3, 3}), t({32, 1, 1, 1}), Arg::ofInt(0)},
+                         {t({32, 16, 3, 3}), t({32, 1, 1, 1})}),
+              (Flops{0, 3 * 32 * 16 * 9 + 2 * 32}))
+        << op;
+  }
 }
 
 }  // namespace

@@ -346,5 +346,20 @@ TEST(ProfilePlanTest, TimingModesParseAndListFromOneTable) {
   }
 }
 
+// A TorchScript model's profiling runs are never the counted forward: at warmup=1 the plain
+// forwards are its settling ones (the count is of the steady state), at a larger warmup the
+// same as without them once warmup covers them.
+TEST(ProfilePlanTest, TorchScriptSettlesBeforeTheCountedForward) {
+  for (const auto& [warmup, plain] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {0, 2}, {5, 4}}) {
+    const ProfilePlan p = planProfile(cpu([&, w = warmup](PlanInputs& i) {
+      i.warmup = w;
+      i.settlingForwards = 2;
+    }));
+    EXPECT_EQ(p.plainWarmups, plain) << "warmup=" << warmup;
+  }
+  EXPECT_EQ(planProfile(cpu([](PlanInputs& i) { i.warmup = 1; })).plainWarmups, 0);
+}
+
 }  // namespace
 }  // namespace torchutil
