@@ -14,6 +14,7 @@ import socket
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -80,12 +81,17 @@ def descendants(pid):
     return out
 
 
+# Ray's command, beside the interpreter that runs the tests: a virtual environment that is not
+# activated (make test's .venv) is not on PATH.
+RAY = os.path.join(os.path.dirname(sys.executable), "ray")
+
+
 class Node:
     """One `ray start --block` process (a node): its log, and stopped by its pid."""
 
     def __init__(self, args, log, env):
         self.log = log
-        self.proc = subprocess.Popen(["ray", "start", "--block", "--disable-usage-stats",
+        self.proc = subprocess.Popen([RAY, "start", "--block", "--disable-usage-stats",
                                       "--dashboard-agent-listen-port", str(free_port()), *args],
                                      env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -178,7 +184,7 @@ def test_ray_tune_trials_on_quarter_gpus_all_measure_in_the_gpus_one_service(clu
 
 def test_nas_evaluate_ray_writes_every_cell_once_through_the_cli(cluster):
     db = cluster["tmp"] / "cli.sqlite"
-    out = subprocess.run(["python", "-m", "torchutil", "nas", "evaluate", "--ray", ray.get_runtime_context().gcs_address,
+    out = subprocess.run([sys.executable, "-m", "torchutil", "nas", "evaluate", "--ray", ray.get_runtime_context().gcs_address,
                           "--device", "cpu", "--batch", "1", "--warmup", "0", "--iters", "1", "--indices", "0:3",
                           "--db", str(db), "--no-progress"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
