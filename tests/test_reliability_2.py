@@ -574,7 +574,7 @@ def _warmup_exit_status(tmp_path, capsys):
                        timeout=LIMIT, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.strip().splitlines()[-1].endswith(
-        "argument --warmup: expected an integer in 0..10,000,000, got 9223372036854775808"), p.stderr
+        "argument --warmup: expected an integer in [0, 10000000], got 9223372036854775808"), p.stderr
     assert os.listdir(tmp_path) == []
 
 
