@@ -225,8 +225,8 @@ def bind_inputs(model: Any, x: Any, args: Any, kwargs: Any, batch_size: int | No
 def check_batch_dim(x: torch.Tensor) -> None:
     """ValueError for an input whose batch is told by its first dimension and that dimension is
     empty: the forward would count nothing and time an empty call (the command line refuses
-    --batch 0 alike). util::profile's C++ batchOf (csrc/libtorch/ProfileInputs.cpp) lets size 0
-    through, so the check is made here before the op is called."""
+    --batch 0 alike). For a batch told by args=/kwargs=, which reaches C++ as batch_size; C++'s
+    batchOf (csrc/libtorch/ProfileInputs.cpp) makes the same check, in the same words, for x."""
     if x.dim() >= 2 and x.size(0) == 0:
         raise ValueError(f"torchutil: the input's batch dimension is empty (shape {tuple(x.shape)}); "
                          f"profile at least one sample")
@@ -281,9 +281,7 @@ class ModelOpPacket:
             tensors = _as_tensors(x)
             model, x = _C._wrap_module(model, tuple(tensors), None), tensors[0]
         model, tensors, batch = bind_inputs(model, x, args, kwargs, options.get("batch_size"))
-        if batch is None:  # C++ takes the first input's first dimension
-            check_batch_dim(tensors[0])
-        if batch is not None:
+        if batch is not None:  # else C++ takes (and checks) the first input's first dimension
             options["batch_size"] = batch
         inputs = tensors[0] if self._name == "profile" else tensors
         return self._packet(model, inputs, **options)

@@ -30,6 +30,14 @@ int64_t batchOf(const std::vector<at::Tensor>& inputs, std::optional<int64_t> ba
   TORCH_CHECK_VALUE(first.dim() >= 2, "torchutil: the first input is 1-D (shape ", first.sizes(),
                     "): its only dimension may be features rather than a "
                     "batch; pass batch_size= (1 for one unbatched sample)");
+  if (first.size(0) == 0) {
+    std::string shape;  // as Python writes a shape: (0, 4)
+    for (int64_t d : first.sizes()) {
+      shape += (shape.empty() ? "(" : ", ") + std::to_string(d);
+    }
+    TORCH_CHECK_VALUE(false, "torchutil: the input's batch dimension is empty (shape ", shape,
+                      ")); profile at least one sample");
+  }
   return first.size(0);
 }
 
