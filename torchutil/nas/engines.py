@@ -30,7 +30,7 @@ from torchutil.nas import natsbench as nb
 from torchutil._files import save_figure
 from torchutil.nas.cells import EvalConfig
 from torchutil.nas.db_schema import METRIC_COLUMNS
-from torchutil.nas.errors import nas_error
+from torchutil.nas.errors import NAS, nas_error
 
 __all__ = ["DIRECTIONS", "EDGE_PARAMS", "SHARES_OF_PEAK", "Objective", "PeakExceeded", "Reward", "arch_from_params",
            "arch_params", "enqueue_cells", "optuna_objective", "plot_pareto_front", "suggest_arch", "tune_space",
@@ -93,7 +93,7 @@ class PeakExceeded(ValueError):
         self.metric, self.index, self.value = metric, index, value
         rate = f" of {peak:.4g} FLOP/s" if peak is not None and math.isfinite(peak) else ""
         super().__init__(
-            f"{nas_error('').args[0]}metric {metric!r} of cell {index} is {value:.3g}, above 1: the peak{rate} is below "
+            f"{NAS}: metric {metric!r} of cell {index} is {value:.3g}, above 1: the peak{rate} is below "
             "what the cell ran at, so the figure is not a reward (on a CPU, peak='auto' computes the peak from the CPU; "
             "a peak='measured' moves with the machine's load)")
 
